@@ -1,0 +1,66 @@
+// The facts of a group (DESIGN.md §1, facts file version 1): what each rank's hardware can do.
+// Value types only; the JSON codec is in facts_json.hpp.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tpcomm {
+
+inline constexpr int kFactsVersion = 1;
+// Largest group a facts document may describe. Guards against `repeat: 1000000000`.
+inline constexpr int kMaxRanks = 4096;
+
+enum class DeviceType { kCuda, kCpu };
+enum class FabricState { kNotSupported, kNotStarted, kInProgress, kCompleted };
+enum class Allocator { kLegacy, kVmm };
+
+std::string_view to_string(DeviceType type);
+std::string_view to_string(FabricState state);
+std::string_view to_string(Allocator allocator);
+
+// NVML GPU fabric info (multi-node NVLink). cluster_uuid is lower-case text; all zeros = unknown.
+struct FabricInfo {
+  FabricState state = FabricState::kNotSupported;
+  std::optional<std::string> cluster_uuid;
+  std::optional<std::int64_t> clique_id;
+
+  // A cluster uuid that is present and not all zeros.
+  bool has_known_cluster() const;
+  bool operator==(const FabricInfo&) const = default;
+};
+
+struct DeviceFacts {
+  DeviceType type = DeviceType::kCpu;
+  std::optional<int> index;          // device ordinal on its host
+  std::optional<int> sm;             // compute capability x 10 (cuda only)
+  std::optional<int> nvlink_island;  // nullopt: no NVLink
+  bool p2p = false;
+  bool multicast = false;
+  bool vmm = false;
+  bool fabric_handle = false;
+  std::optional<FabricInfo> fabric;  // nullopt: unknown
+  std::optional<int> numa;
+  std::vector<std::string> isa;  // CPU ISA features, e.g. avx512f
+  bool operator==(const DeviceFacts&) const = default;
+};
+
+struct RankFacts {
+  std::string host;
+  DeviceFacts device;
+  Allocator allocator = Allocator::kLegacy;
+  std::optional<std::string> comment;
+  bool operator==(const RankFacts&) const = default;
+};
+
+// One document: the ranks in rank order (repeat already expanded).
+struct FactsTable {
+  std::vector<RankFacts> ranks;
+  std::optional<std::string> comment;
+  bool operator==(const FactsTable&) const = default;
+};
+
+}  // namespace tpcomm

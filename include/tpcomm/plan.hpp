@@ -1,0 +1,69 @@
+// The planner (DESIGN.md §2-3): a pure, deterministic function from a group's facts to the plan
+// every rank follows — which backends each operation may use, why each other one was refused,
+// and which backend/algorithm serves each message size.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tpcomm/facts.hpp"
+#include "tpcomm/tuning.hpp"
+
+namespace tpcomm {
+
+// One row of an operation's size table: a call of n bytes uses the first row with
+// n <= max_bytes (nullopt: no limit, always the last row).
+struct TableRow {
+  std::optional<std::uint64_t> max_bytes;
+  Backend backend = Backend::kNccl;
+  std::string algorithm;
+  std::optional<int> blocks;  // CUDA kernels only: thread blocks per launch
+  bool operator==(const TableRow&) const = default;
+};
+
+struct OpPlan {
+  std::vector<Backend> eligible;               // in the fixed order of backends_of()
+  std::map<Backend, std::string> rejected;     // backend -> why it was refused
+  bool zero_copy = false;                      // user buffers may be registered, not copied
+  std::string zero_copy_reason;                // why zero_copy is what it is
+  std::vector<TableRow> table;
+
+  // The row serving a call of `bytes` bytes.
+  const TableRow& row_for(std::uint64_t bytes) const;
+  bool is_eligible(Backend backend) const;
+};
+
+struct Plan {
+  int world_size = 0;
+  int nodes = 0;
+  DeviceType device_type = DeviceType::kCpu;
+  Mode mode = Mode::kEager;
+  std::map<Op, OpPlan> ops;
+  std::string tuning;  // which tuning entry served the tables (provenance; not in the digest)
+  std::string digest;  // 16 hex digits (FNV-1a 64 of the canonical plan); equal on every rank
+};
+
+struct PlanOptions {
+  Mode mode = Mode::kEager;
+  // Backends never to use, each with who disabled it ("--disable", "TPCOMM_DISABLE"), which the
+  // refusal reason names.
+  std::map<Backend, std::string> disabled;
+};
+
+// Parses a comma list of backend names for PlanOptions::disabled. Unknown names, and the
+// fallbacks nccl and gloo, are kInvalidInput errors. `source` names where the list came from.
+std::set<Backend> parse_disabled_backends(std::string_view list, std::string_view source);
+
+// Throws kInvalidInput for groups that cannot be planned (mixed device types).
+// `overrides` may be empty: the built-in tables then serve every key.
+Plan make_plan(const FactsTable& facts, const PlanOptions& options, const Tuning& overrides = {});
+
+// The plan JSON of DESIGN.md §2 (keys sorted; canonical for a given plan).
+std::string plan_to_json(const Plan& plan, int indent = 2);
+
+}  // namespace tpcomm

@@ -1,0 +1,85 @@
+// Tuning tables: for each (device type, sm, world size, mode) and operation, the size ranges and
+// the backends to try for each, in order of preference. The planner picks, per range, the first
+// eligible candidate. Built-in tables ship with tpcomm; a JSON file (docs/tuning.md) overrides
+// them key by key.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tpcomm/facts.hpp"
+
+namespace tpcomm {
+
+enum class Backend { kLocal, kCustom, kMultimem, kNccl, kShm, kGloo, kHier };
+enum class Op { kAllReduce, kAllGather, kReduceScatter };
+enum class Mode { kEager, kGraph };
+
+std::string_view to_string(Backend backend);
+std::string_view to_string(Op op);
+std::string_view to_string(Mode mode);
+std::optional<Backend> backend_from_string(std::string_view name);
+
+inline constexpr Op kAllOps[] = {Op::kAllReduce, Op::kAllGather, Op::kReduceScatter};
+
+// The backends a group of this device type chooses between, in a fixed order.
+const std::vector<Backend>& backends_of(DeviceType type);
+// The engine that is always eligible: nccl for cuda, gloo for cpu.
+Backend fallback_backend(DeviceType type);
+// Algorithms a backend implements for an operation (the first is its default).
+const std::vector<std::string_view>& algorithms_of(Backend backend, Op op);
+// Whether the backend's kernels take a thread-block count (CUDA kernels of our own).
+bool takes_blocks(Backend backend);
+
+struct Candidate {
+  Backend backend = Backend::kNccl;
+  std::string algorithm;
+  std::optional<int> blocks;
+  bool operator==(const Candidate&) const = default;
+};
+
+struct TuningRow {
+  std::optional<std::uint64_t> max_bytes;  // nullopt: no upper bound (last row)
+  std::vector<Candidate> use;              // preference order
+  bool operator==(const TuningRow&) const = default;
+};
+
+struct TuningKey {
+  DeviceType device = DeviceType::kCuda;
+  std::optional<int> sm;      // cuda only: the table serves groups whose lowest sm is >= this
+  int world_size = 2;
+  std::optional<Mode> mode;   // nullopt: both modes
+  bool operator==(const TuningKey&) const = default;
+};
+
+struct TuningEntry {
+  TuningKey key;
+  std::map<Op, std::vector<TuningRow>> ops;
+  bool operator==(const TuningEntry&) const = default;
+};
+
+struct Tuning {
+  std::vector<TuningEntry> entries;
+  std::string source;  // "built-in" or the file it came from
+};
+
+const Tuning& builtin_tuning();
+
+// Parses and validates a tuning file; errors name the field path (kInvalidInput).
+Tuning decode_tuning(std::string_view json_text, std::string source);
+std::string encode_tuning(const Tuning& tuning, int indent = 2);
+
+// The rows for one key and op: from `overrides` when an entry matches, else built-in.
+// `description` says which entry served (for the plan's provenance line).
+struct TuningLookup {
+  const std::vector<TuningRow>* rows = nullptr;
+  std::string description;
+};
+TuningLookup find_tuning(const Tuning& overrides, DeviceType device, int min_sm, int world_size,
+                         Mode mode, Op op);
+
+}  // namespace tpcomm

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the build needs (only those missing, saying which), then
+# configures and builds with the "default" CMake preset. Safe to run again: it does nothing that
+# is already done. Run as root on a fresh machine, or as a user with everything installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(cmake ninja-build g++ make pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
+          libgtest-dev libgmock-dev libbenchmark-dev python3)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing missing Debian packages: ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: these packages are missing and installing them needs root: sudo apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all build packages present"
+fi
+
+preset="${TPCOMM_PRESET:-default}"
+if [ ! -f "build/CMakeCache.txt" ] || [ "$preset" != default ]; then
+  cmake --preset "$preset"
+fi
+cmake --build --preset "$preset"

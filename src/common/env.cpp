@@ -1,0 +1,160 @@
+// The environment registry: names, kinds, defaults and meanings, and validated access.
+#include "tpcomm/env.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "tpcomm/error.hpp"
+
+namespace tpcomm {
+
+const std::vector<EnvVar>& env_registry() {
+  static const std::vector<EnvVar> registry = {
+      {"TPCOMM_LOG", EnvKind::kChoice, "warn", "log level of messages written to stderr",
+       {"error", "warn", "info", "debug"}},
+      {"TPCOMM_LOG_SUBSYS", EnvKind::kList, "",
+       "only log these subsystems (comma list, e.g. probe,plan); unset: all", {}},
+      {"TPCOMM_TIMEOUT_MS", EnvKind::kInteger, "60000",
+       "deadline of every blocking wait, in milliseconds", {}, 1, 86'400'000},
+      {"TPCOMM_TUNING", EnvKind::kPath, "",
+       "tuning override file (docs/tuning.md) used instead of the built-in size tables", {}},
+      {"TPCOMM_DUMP_FACTS", EnvKind::kPath, "",
+       "write the group's gathered facts to this file (facts v1, replayable by tpcomm plan)", {}},
+      {"TPCOMM_CHECK", EnvKind::kFlag, "0",
+       "1: verify every call's op, dtype, count and sequence across ranks before running it", {}},
+      {"TPCOMM_DISABLE", EnvKind::kList, "",
+       "backends never to use (comma list); nccl and gloo, the fallbacks, cannot be disabled",
+       {"local", "custom", "multimem", "shm", "hier"}},
+      {"RANK", EnvKind::kInteger, "", "this process's rank in the group (torchrun)", {}, 0,
+       1'000'000, true},
+      {"WORLD_SIZE", EnvKind::kInteger, "", "number of ranks in the group (torchrun)", {}, 1,
+       1'000'000, true},
+      {"LOCAL_RANK", EnvKind::kInteger, "", "rank among the ranks of this node (torchrun)", {}, 0,
+       1'000'000, true},
+      {"LOCAL_WORLD_SIZE", EnvKind::kInteger, "", "number of ranks on this node (torchrun)", {},
+       1, 1'000'000, true},
+      {"MASTER_ADDR", EnvKind::kString, "", "address of the rendezvous store (torchrun)", {}, 0,
+       INT64_MAX, true},
+      {"MASTER_PORT", EnvKind::kInteger, "", "port of the rendezvous store (torchrun)", {}, 1,
+       65535, true},
+      {"OMPI_COMM_WORLD_RANK", EnvKind::kInteger, "", "rank, when launched by Open MPI's mpirun",
+       {}, 0, 1'000'000, true},
+      {"OMPI_COMM_WORLD_SIZE", EnvKind::kInteger, "",
+       "world size, when launched by Open MPI's mpirun", {}, 1, 1'000'000, true},
+      {"OMPI_COMM_WORLD_LOCAL_RANK", EnvKind::kInteger, "",
+       "node-local rank, when launched by Open MPI's mpirun", {}, 0, 1'000'000, true},
+      {"OMPI_COMM_WORLD_LOCAL_SIZE", EnvKind::kInteger, "",
+       "ranks on this node, when launched by Open MPI's mpirun", {}, 1, 1'000'000, true},
+  };
+  return registry;
+}
+
+const EnvVar& env_var(std::string_view name) {
+  for (const auto& var : env_registry()) {
+    if (var.name == name) return var;
+  }
+  throw Error(ErrorCode::kInternal,
+              fmt::format("environment variable {} is not in the registry (a tpcomm bug)", name));
+}
+
+std::vector<std::string> split_list(std::string_view text) {
+  std::vector<std::string> out;
+  std::string item;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    if (i == text.size() || text[i] == ',') {
+      if (!item.empty()) out.push_back(item);
+      item.clear();
+    } else if (text[i] != ' ' && text[i] != '\t') {
+      item.push_back(text[i]);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+bool parse_integer(std::string_view text, std::int64_t& out) {
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, out);
+  return ec == std::errc() && ptr == end && !text.empty();
+}
+
+std::string join_choices(const std::vector<std::string_view>& choices) {
+  return fmt::format("{}", fmt::join(choices, ", "));
+}
+
+}  // namespace
+
+std::string env_value_problem(const EnvVar& var, std::string_view value) {
+  switch (var.kind) {
+    case EnvKind::kString:
+    case EnvKind::kPath:
+      return {};
+    case EnvKind::kInteger: {
+      std::int64_t n = 0;
+      if (!parse_integer(value, n)) return "expected an integer";
+      if (n < var.min_value || n > var.max_value) {
+        return fmt::format("expected an integer from {} to {}", var.min_value, var.max_value);
+      }
+      return {};
+    }
+    case EnvKind::kFlag:
+      if (value == "0" || value == "1") return {};
+      return "expected 0 or 1";
+    case EnvKind::kChoice:
+      if (std::find(var.choices.begin(), var.choices.end(), value) != var.choices.end()) return {};
+      return fmt::format("expected one of {}", join_choices(var.choices));
+    case EnvKind::kList:
+      if (var.choices.empty()) return {};
+      for (const auto& item : split_list(value)) {
+        if (std::find(var.choices.begin(), var.choices.end(), item) == var.choices.end()) {
+          return fmt::format("'{}' is not one of {}", item, join_choices(var.choices));
+        }
+      }
+      return {};
+  }
+  return {};
+}
+
+std::optional<std::string> env_raw(std::string_view name) {
+  const EnvVar& var = env_var(name);
+  const char* value = std::getenv(std::string(var.name).c_str());
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+namespace {
+
+std::string validated(std::string_view name) {
+  const EnvVar& var = env_var(name);
+  auto raw = env_raw(name);
+  if (!raw) return std::string(var.default_value);
+  std::string problem = env_value_problem(var, *raw);
+  if (!problem.empty()) {
+    throw invalid_input(fmt::format("{}={}: {} (tpcomm env lists every variable)", var.name,
+                                    *raw, problem));
+  }
+  return *raw;
+}
+
+}  // namespace
+
+std::string env_string(std::string_view name) { return validated(name); }
+
+std::int64_t env_integer(std::string_view name) {
+  std::string text = validated(name);
+  std::int64_t n = 0;
+  if (!parse_integer(text, n)) {
+    throw invalid_input(fmt::format("{} is not set and has no default", name));
+  }
+  return n;
+}
+
+bool env_flag(std::string_view name) { return validated(name) == "1"; }
+
+std::vector<std::string> env_list(std::string_view name) { return split_list(validated(name)); }
+
+}  // namespace tpcomm

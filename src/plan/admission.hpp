@@ -1,0 +1,23 @@
+// The admission rules of DESIGN.md §3: for each backend of the group's device type, eligible or
+// refused with a reason that names the ranks, hosts and facts that decided it.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "group_view.hpp"
+#include "tpcomm/plan.hpp"
+
+namespace tpcomm::plan_detail {
+
+struct Admission {
+  // nullopt: eligible; otherwise the refusal reason.
+  std::map<Backend, std::optional<std::string>> verdicts;
+  bool zero_copy = false;
+  std::string zero_copy_reason;
+};
+
+Admission admit(const GroupView& group, const PlanOptions& options);
+
+}  // namespace tpcomm::plan_detail

@@ -1,0 +1,126 @@
+// The built-in tuning tables. Thresholds follow public figures for NVLink systems: vLLM's custom
+// all-reduce runs one-shot up to 512 KiB at W <= 4 and 256 KiB at W <= 8 (sm90), two-shot above,
+// and hands over to NCCL past 8 MiB; its multicast (symmetric memory) all-reduce pays off from a
+// few hundred KiB to 32-64 MiB on sm90 at W >= 4 and up to 128 MiB at W >= 6 on sm100. In graph
+// mode our buffers are registered once, no copy into the workspace is paid, so custom's ranges
+// double. CPU shm: one-shot while all slots fit in cache, two-shot above.
+#include <algorithm>
+
+#include "tpcomm/tuning.hpp"
+
+namespace tpcomm {
+namespace {
+
+constexpr std::uint64_t KiB = 1024;
+constexpr std::uint64_t MiB = 1024 * KiB;
+
+struct CudaThresholds {
+  std::uint64_t one_shot_max;
+  std::uint64_t two_shot_max;
+  std::uint64_t multimem_max;  // 0: multimem not preferred at this size class
+  bool multimem_before_two_shot;
+  std::uint64_t gather_max;  // custom all-gather / reduce-scatter (bytes of the full buffer)
+};
+
+CudaThresholds cuda_thresholds(int sm, int w) {
+  const int band = w == 2 ? 0 : w <= 4 ? 1 : w <= 8 ? 2 : 3;
+  if (sm >= 100) {
+    static const CudaThresholds t[] = {{512 * KiB, 2 * MiB, 8 * MiB, false, 2 * MiB},
+                                       {256 * KiB, 2 * MiB, 32 * MiB, false, 2 * MiB},
+                                       {128 * KiB, 1 * MiB, 128 * MiB, true, 2 * MiB},
+                                       {64 * KiB, 1 * MiB, 128 * MiB, true, 1 * MiB}};
+    return t[band];
+  }
+  if (sm >= 90) {
+    static const CudaThresholds t[] = {{1 * MiB, 8 * MiB, 0, false, 2 * MiB},
+                                       {512 * KiB, 8 * MiB, 32 * MiB, true, 2 * MiB},
+                                       {256 * KiB, 8 * MiB, 64 * MiB, true, 2 * MiB},
+                                       {64 * KiB, 4 * MiB, 64 * MiB, true, 1 * MiB}};
+    return t[band];
+  }
+  static const CudaThresholds t[] = {{512 * KiB, 8 * MiB, 0, false, 2 * MiB},
+                                     {512 * KiB, 8 * MiB, 0, false, 2 * MiB},
+                                     {256 * KiB, 8 * MiB, 0, false, 2 * MiB},
+                                     {64 * KiB, 2 * MiB, 0, false, 1 * MiB}};
+  return t[band];
+}
+
+int blocks_for(int sm) { return sm >= 100 ? 48 : sm >= 90 ? 36 : 32; }
+
+Candidate use(Backend b, const char* algorithm, std::optional<int> blocks = std::nullopt) {
+  return Candidate{b, algorithm, blocks};
+}
+
+TuningEntry cuda_entry(int sm, int w, Mode mode) {
+  CudaThresholds t = cuda_thresholds(sm, w);
+  if (mode == Mode::kGraph) {
+    t.one_shot_max *= 2;
+    t.two_shot_max *= 2;
+    t.gather_max *= 2;
+  }
+  const int blocks = blocks_for(sm);
+  const Candidate one_shot = use(Backend::kCustom, "one_shot", blocks);
+  const Candidate two_shot = use(Backend::kCustom, "two_shot", blocks);
+  const Candidate mm_reduce = use(Backend::kMultimem, "ld_reduce", blocks);
+  const Candidate mm_store = use(Backend::kMultimem, "st", blocks);
+  const Candidate nccl = use(Backend::kNccl, "nccl");
+  const bool multimem = t.multimem_max > 0;
+
+  TuningEntry e;
+  e.key = {DeviceType::kCuda, sm, w, mode};
+  auto& ar = e.ops[Op::kAllReduce];
+  ar.push_back({t.one_shot_max, {one_shot, mm_reduce, nccl}});
+  if (multimem && t.multimem_before_two_shot) {
+    ar.push_back({t.two_shot_max, {mm_reduce, two_shot, nccl}});
+  } else {
+    ar.push_back({t.two_shot_max, {two_shot, nccl}});
+  }
+  if (multimem && t.multimem_max > t.two_shot_max) ar.push_back({t.multimem_max, {mm_reduce, nccl}});
+  ar.push_back({std::nullopt, {nccl}});
+
+  const std::uint64_t mm_max = multimem ? std::max(t.multimem_max, t.gather_max) : 0;
+  auto& ag = e.ops[Op::kAllGather];
+  ag.push_back({t.gather_max, {use(Backend::kCustom, "one_shot", blocks), nccl}});
+  if (mm_max > t.gather_max) ag.push_back({mm_max, {mm_store, nccl}});
+  ag.push_back({std::nullopt, {nccl}});
+
+  auto& rs = e.ops[Op::kReduceScatter];
+  rs.push_back({t.gather_max, {use(Backend::kCustom, "one_shot", blocks), nccl}});
+  if (mm_max > t.gather_max) rs.push_back({mm_max, {mm_reduce, nccl}});
+  rs.push_back({std::nullopt, {nccl}});
+  return e;
+}
+
+TuningEntry cpu_entry(int w) {
+  const std::uint64_t one_shot_max = w <= 4 ? 64 * KiB : w <= 8 ? 32 * KiB : 16 * KiB;
+  const Candidate gloo = use(Backend::kGloo, "gloo");
+  const Candidate hier = use(Backend::kHier, "hierarchical");
+  TuningEntry e;
+  e.key = {DeviceType::kCpu, std::nullopt, w, std::nullopt};
+  e.ops[Op::kAllReduce] = {{one_shot_max, {use(Backend::kShm, "one_shot"), hier, gloo}},
+                           {std::nullopt, {use(Backend::kShm, "two_shot"), hier, gloo}}};
+  e.ops[Op::kAllGather] = {{std::nullopt, {use(Backend::kShm, "one_shot"), gloo}}};
+  e.ops[Op::kReduceScatter] = {{std::nullopt, {use(Backend::kShm, "one_shot"), gloo}}};
+  return e;
+}
+
+Tuning make_builtin() {
+  Tuning t;
+  t.source = "built-in";
+  for (int sm : {80, 90, 100}) {
+    for (int w = 2; w <= 16; ++w) {
+      for (Mode mode : {Mode::kEager, Mode::kGraph}) t.entries.push_back(cuda_entry(sm, w, mode));
+    }
+  }
+  for (int w = 2; w <= 16; ++w) t.entries.push_back(cpu_entry(w));
+  return t;
+}
+
+}  // namespace
+
+const Tuning& builtin_tuning() {
+  static const Tuning builtin = make_builtin();
+  return builtin;
+}
+
+}  // namespace tpcomm

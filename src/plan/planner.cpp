@@ -1,0 +1,130 @@
+// make_plan: admission, then a size table per operation from the tuning rows, then the digest.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "admission.hpp"
+#include "digest.hpp"
+#include "group_view.hpp"
+#include "tpcomm/error.hpp"
+#include "tpcomm/plan.hpp"
+
+namespace tpcomm {
+
+const TableRow& OpPlan::row_for(std::uint64_t bytes) const {
+  for (const auto& row : table) {
+    if (!row.max_bytes || bytes <= *row.max_bytes) return row;
+  }
+  throw Error(ErrorCode::kInternal, "plan size table has no unbounded last row");
+}
+
+bool OpPlan::is_eligible(Backend backend) const {
+  return std::find(eligible.begin(), eligible.end(), backend) != eligible.end();
+}
+
+std::set<Backend> parse_disabled_backends(std::string_view list, std::string_view source) {
+  std::set<Backend> out;
+  std::string item;
+  auto flush = [&] {
+    if (item.empty()) return;
+    auto b = backend_from_string(item);
+    if (!b) {
+      throw invalid_input(fmt::format(
+          "{}: \"{}\" is not a backend (one of: local, custom, multimem, shm, hier)", source, item));
+    }
+    if (*b == Backend::kNccl || *b == Backend::kGloo) {
+      throw invalid_input(fmt::format(
+          "{}: {} cannot be disabled: it is the fallback engine that every group can use",
+          source, item));
+    }
+    out.insert(*b);
+    item.clear();
+  };
+  for (char c : list) {
+    if (c == ',') {
+      flush();
+    } else if (c != ' ') {
+      item.push_back(c);
+    }
+  }
+  flush();
+  return out;
+}
+
+namespace {
+
+// Resolves each tuning row to its first eligible candidate and merges neighbours that resolve
+// to the same backend, algorithm and block count.
+std::vector<TableRow> build_table(const std::vector<TuningRow>& rows, const OpPlan& op_plan,
+                                  Backend fallback, Op op) {
+  std::vector<TableRow> table;
+  for (const auto& row : rows) {
+    TableRow chosen{row.max_bytes, fallback, std::string(algorithms_of(fallback, op).front()),
+                    std::nullopt};
+    for (const auto& c : row.use) {
+      if (op_plan.is_eligible(c.backend)) {
+        chosen = TableRow{row.max_bytes, c.backend, c.algorithm, c.blocks};
+        break;
+      }
+    }
+    if (!table.empty() && table.back().backend == chosen.backend &&
+        table.back().algorithm == chosen.algorithm && table.back().blocks == chosen.blocks) {
+      table.back().max_bytes = chosen.max_bytes;
+    } else {
+      table.push_back(std::move(chosen));
+    }
+  }
+  if (table.empty() || table.back().max_bytes) {
+    // Tuning rows always end unbounded (validated); keep the invariant even for odd input.
+    table.push_back({std::nullopt, fallback, std::string(algorithms_of(fallback, op).front()),
+                     std::nullopt});
+  }
+  return table;
+}
+
+}  // namespace
+
+Plan make_plan(const FactsTable& facts, const PlanOptions& options, const Tuning& overrides) {
+  const plan_detail::GroupView group(facts);
+  const plan_detail::Admission admission = plan_detail::admit(group, options);
+  const Backend fallback = fallback_backend(group.type());
+
+  Plan plan;
+  plan.world_size = group.world_size();
+  plan.nodes = group.nodes();
+  plan.device_type = group.type();
+  plan.mode = options.mode;
+
+  std::vector<std::string> provenance;
+  for (Op op : kAllOps) {
+    OpPlan& p = plan.ops[op];
+    for (Backend b : backends_of(group.type())) {
+      const auto& v = admission.verdicts.at(b);
+      if (v) {
+        p.rejected[b] = *v;
+      } else {
+        p.eligible.push_back(b);
+      }
+    }
+    p.zero_copy = admission.zero_copy;
+    p.zero_copy_reason = admission.zero_copy_reason;
+    if (group.world_size() == 1) {
+      Backend b = p.is_eligible(Backend::kLocal) ? Backend::kLocal : fallback;
+      p.table = {{std::nullopt, b, std::string(algorithms_of(b, op).front()), std::nullopt}};
+      continue;
+    }
+    TuningLookup lookup = find_tuning(overrides, group.type(), group.min_sm(), group.world_size(),
+                                      options.mode, op);
+    static const std::vector<TuningRow> kNoRows;
+    p.table = build_table(lookup.rows ? *lookup.rows : kNoRows, p, fallback, op);
+    if (std::find(provenance.begin(), provenance.end(), lookup.description) == provenance.end()) {
+      provenance.push_back(lookup.description);
+    }
+  }
+  plan.tuning = provenance.empty() ? std::string("none (world size 1)")
+                                   : fmt::format("{}", fmt::join(provenance, "; "));
+  plan.digest = plan_detail::plan_digest(plan);
+  return plan;
+}
+
+}  // namespace tpcomm

@@ -1,0 +1,70 @@
+// Loading the CUDA driver library at run time.
+#include "cuda_driver.hpp"
+
+#include <dlfcn.h>
+
+#include <fmt/format.h>
+
+#ifdef TPCOMM_HAVE_CUDA_HEADERS
+#include <cuda.h>
+static_assert(tpcomm::probe_detail::cu::kAttrComputeCapabilityMajor ==
+              CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+static_assert(tpcomm::probe_detail::cu::kAttrComputeCapabilityMinor ==
+              CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+static_assert(tpcomm::probe_detail::cu::kAttrVirtualMemoryManagement ==
+              CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
+static_assert(tpcomm::probe_detail::cu::kAttrHandleTypePosixFd ==
+              CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED);
+static_assert(tpcomm::probe_detail::cu::kAttrHandleTypeFabric ==
+              CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED);
+static_assert(tpcomm::probe_detail::cu::kAttrMulticastSupported ==
+              CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED);
+#endif
+
+namespace tpcomm::probe_detail {
+
+std::unique_ptr<CudaDriver> CudaDriver::load(std::string* why_not) {
+  void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* err = dlerror();
+    *why_not = fmt::format("the CUDA driver library libcuda.so.1 could not be loaded ({}): no "
+                           "NVIDIA driver on this machine",
+                           err ? err : "unknown reason");
+    return nullptr;
+  }
+  std::unique_ptr<CudaDriver> d(new CudaDriver());
+  d->handle_ = handle;
+  std::string missing;
+  auto bind = [&](auto& fn, const char* name) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, name));
+    if (fn == nullptr) missing += missing.empty() ? name : std::string(", ") + name;
+  };
+  bind(d->init, "cuInit");
+  bind(d->driver_version, "cuDriverGetVersion");
+  bind(d->device_count, "cuDeviceGetCount");
+  bind(d->device_get, "cuDeviceGet");
+  bind(d->device_attribute, "cuDeviceGetAttribute");
+  bind(d->can_access_peer, "cuDeviceCanAccessPeer");
+  bind(d->pci_bus_id, "cuDeviceGetPCIBusId");
+  bind(d->error_name, "cuGetErrorName");
+  bind(d->error_string, "cuGetErrorString");
+  if (!missing.empty()) {
+    *why_not = fmt::format("libcuda.so.1 lacks {}: the driver is too old or not NVIDIA's", missing);
+    return nullptr;
+  }
+  return d;
+}
+
+CudaDriver::~CudaDriver() {
+  if (handle_ != nullptr) dlclose(handle_);
+}
+
+std::string CudaDriver::error_text(int result) const {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  if (error_name(result, &name) != cu::kSuccess || name == nullptr) name = "CUDA error";
+  if (error_string(result, &text) != cu::kSuccess || text == nullptr) text = "no description";
+  return fmt::format("{} {} ({})", name, result, text);
+}
+
+}  // namespace tpcomm::probe_detail

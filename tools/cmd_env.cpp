@@ -1,0 +1,52 @@
+// tpcomm env: every environment variable tpcomm reads, with its value and meaning.
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "cli_util.hpp"
+#include "commands.hpp"
+#include "tpcomm/env.hpp"
+
+namespace tpcomm::cli {
+namespace {
+
+int run_env() {
+  int invalid = 0;
+  std::size_t width = 0;
+  for (const auto& v : env_registry()) width = std::max(width, v.name.size());
+  bool launch_header = false;
+  std::cout << "tpcomm settings:\n";
+  for (const auto& v : env_registry()) {
+    if (v.launch && !launch_header) {
+      std::cout << "\nlaunch environment (set by torchrun, mpirun or tpcomm run):\n";
+      launch_header = true;
+    }
+    auto raw = env_raw(v.name);
+    std::string value;
+    if (raw) {
+      std::string problem = env_value_problem(v, *raw);
+      value = problem.empty() ? *raw : fmt::format("{}  INVALID: {}", *raw, problem);
+      invalid += !problem.empty();
+    } else {
+      value = v.default_value.empty() ? "(unset)" : fmt::format("(unset: {})", v.default_value);
+    }
+    std::cout << fmt::format("  {}  {}\n  {}    {}\n", pad(v.name, width), value,
+                             pad("", width), v.meaning);
+  }
+  if (invalid > 0) {
+    std::cerr << fmt::format("tpcomm env: {} variable{} with an invalid value (marked INVALID)\n",
+                             invalid, invalid == 1 ? "" : "s");
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_env_command(CLI::App& app, int& exit_status) {
+  CLI::App* cmd = app.add_subcommand(
+      "env", "List every environment variable tpcomm reads, its current value and meaning");
+  cmd->callback([&exit_status] { exit_status = run_env(); });
+}
+
+}  // namespace tpcomm::cli

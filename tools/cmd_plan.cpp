@@ -1,0 +1,79 @@
+// tpcomm plan FILE: the plan of a facts file, as a table for people or as JSON (DESIGN.md §2).
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli_util.hpp"
+#include "commands.hpp"
+#include "plan_report.hpp"
+#include "tpcomm/env.hpp"
+#include "tpcomm/error.hpp"
+#include "tpcomm/facts_json.hpp"
+#include "tpcomm/plan.hpp"
+
+namespace tpcomm::cli {
+namespace {
+
+struct PlanArgs {
+  std::string file;
+  std::string mode = "eager";
+  bool json = false;
+  std::string tuning;
+  std::string disable;
+};
+
+// Prefixes a decode error with the file it came from, keeping the error's code.
+template <typename Fn>
+auto with_file_context(const std::string& path, std::string_view hint, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const Error& e) {
+    throw Error(e.code(), fmt::format("{}: {} ({})", path, e.what(), hint));
+  }
+}
+
+void run_plan(const PlanArgs& args) {
+  const std::string text = read_text_file(args.file, "facts file");
+  FactsTable facts = with_file_context(args.file, "the facts format is described in docs/facts.md",
+                                       [&] { return decode_facts(text); });
+  PlanOptions options;
+  options.mode = args.mode == "graph" ? Mode::kGraph : Mode::kEager;
+  for (Backend b : parse_disabled_backends(env_string("TPCOMM_DISABLE"), "TPCOMM_DISABLE")) {
+    options.disabled[b] = "TPCOMM_DISABLE";
+  }
+  for (Backend b : parse_disabled_backends(args.disable, "--disable")) {
+    options.disabled[b] = "--disable";
+  }
+  Tuning overrides;
+  std::string tuning_path = !args.tuning.empty() ? args.tuning : env_string("TPCOMM_TUNING");
+  if (!tuning_path.empty()) {
+    const std::string what = args.tuning.empty() ? "tuning file (TPCOMM_TUNING)" : "tuning file";
+    const std::string tuning_text = read_text_file(tuning_path, what);
+    overrides = with_file_context(tuning_path, "the tuning format is described in docs/tuning.md",
+                                  [&] { return decode_tuning(tuning_text, tuning_path); });
+  }
+  Plan plan = make_plan(facts, options, overrides);
+  std::cout << (args.json ? plan_to_json(plan) : format_plan_report(facts, plan));
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  auto args = std::make_shared<PlanArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "Print the plan of a group described by a facts file: the backend and algorithm "
+              "for each operation and message size, and why every other backend was refused");
+  cmd->add_option("FILE", args->file, "facts file (JSON, docs/facts.md)")->required();
+  cmd->add_option("--mode", args->mode, "eager, or graph for calls captured in CUDA graphs")
+      ->check(CLI::IsMember({"eager", "graph"}))
+      ->capture_default_str();
+  cmd->add_flag("--json", args->json, "print the plan as JSON (DESIGN.md §2)");
+  cmd->add_option("--tuning", args->tuning,
+                  "tuning override file (docs/tuning.md); default: $TPCOMM_TUNING, else built-in");
+  cmd->add_option("--disable", args->disable,
+                  "comma list of backends never to use (added to $TPCOMM_DISABLE)");
+  cmd->callback([args] { run_plan(*args); });
+}
+
+}  // namespace tpcomm::cli

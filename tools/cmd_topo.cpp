@@ -1,0 +1,77 @@
+// tpcomm topo: this machine's facts, for people or as a facts-v1 document.
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli_util.hpp"
+#include "commands.hpp"
+#include "tpcomm/facts_json.hpp"
+#include "tpcomm/probe.hpp"
+
+namespace tpcomm::cli {
+namespace {
+
+struct TopoArgs {
+  bool json = false;
+  int ranks = 1;
+  std::string device;  // empty: cuda when a device was found, else cpu
+};
+
+std::string yes_no(bool b) { return b ? "yes" : "no"; }
+
+void print_human(const LocalFacts& f) {
+  std::cout << fmt::format("host    {} (boot id {})\n", f.host.hostname,
+                           f.host.boot_id.empty() ? "unknown" : f.host.boot_id);
+  std::cout << fmt::format("cpu     numa node {}, isa: {}\n",
+                           f.numa ? fmt::format("{}", *f.numa) : "unknown",
+                           f.cpu_isa.empty() ? "none of interest" : fmt::format("{}", fmt::join(f.cpu_isa, " ")));
+  std::cout << fmt::format("cuda    {}\n", f.cuda_status);
+  std::cout << fmt::format("nvml    {}\n", f.nvml_status);
+  if (f.gpus.empty()) return;
+  std::cout << "\n  gpu  sm   island  p2p  multicast  vmm  fabric_handle  fabric           numa\n";
+  for (const auto& g : f.gpus) {
+    std::string fabric = "unknown";
+    if (g.fabric) {
+      fabric = std::string(to_string(g.fabric->state));
+      if (g.fabric->clique_id) fabric += fmt::format(" clique {}", *g.fabric->clique_id);
+    }
+    std::cout << fmt::format(
+        "  {}  {}  {}  {}  {}  {}  {}  {}  {}\n", pad(fmt::format("{}", g.index.value_or(-1)), 3),
+        pad(fmt::format("{}", g.sm.value_or(0)), 3),
+        pad(g.nvlink_island ? fmt::format("{}", *g.nvlink_island) : "-", 6), pad(yes_no(g.p2p), 3),
+        pad(yes_no(g.multicast), 9), pad(yes_no(g.vmm), 3), pad(yes_no(g.fabric_handle), 13),
+        pad(fabric, 15), g.numa ? fmt::format("{}", *g.numa) : "-");
+  }
+}
+
+void run_topo(const TopoArgs& args) {
+  LocalFacts local = probe_local();
+  if (!args.json) {
+    print_human(local);
+    return;
+  }
+  DeviceType type = local.gpus.empty() ? DeviceType::kCpu : DeviceType::kCuda;
+  if (args.device == "cpu") type = DeviceType::kCpu;
+  if (args.device == "cuda") type = DeviceType::kCuda;
+  std::cout << encode_facts(local_facts_table(local, args.ranks, type));
+}
+
+}  // namespace
+
+void add_topo_command(CLI::App& app) {
+  auto args = std::make_shared<TopoArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "topo", "Probe this machine (host, CPU, CUDA devices, NVLink, fabric) and print its facts");
+  cmd->add_flag("--json", args->json,
+                "print a facts-v1 document that tpcomm plan reads (docs/facts.md)");
+  cmd->add_option("--ranks", args->ranks, "with --json: describe this many ranks on this machine")
+      ->check(CLI::Range(1, kMaxRanks))
+      ->capture_default_str();
+  cmd->add_option("--device", args->device,
+                  "with --json: cuda or cpu ranks (default: cuda when a CUDA device is found)")
+      ->check(CLI::IsMember({"cuda", "cpu"}));
+  cmd->callback([args] { run_topo(*args); });
+}
+
+}  // namespace tpcomm::cli
