@@ -1,0 +1,293 @@
+// The tpcomm binary, run as a user would: exit statuses, the plan JSON contract on every shared
+// topology, errors for bad input, topo on this machine and on a fake GPU machine, env.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.hpp"
+#include "tpcomm/facts_json.hpp"
+
+namespace tpcomm {
+namespace {
+
+using nlohmann::json;
+using test::fixture_path;
+using test::ProcessResult;
+
+// No fake GPU unless a test asks for one; no stray settings from the caller's shell.
+const std::map<std::string, std::string> kCleanEnv = {
+    {"TPCOMM_TUNING", ""}, {"TPCOMM_DISABLE", ""}, {"TPCOMM_LOG", ""}, {"LD_LIBRARY_PATH", ""}};
+
+ProcessResult tpcomm(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+  args.insert(args.begin(), TPCOMM_BIN);
+  for (const auto& [k, v] : kCleanEnv) env.emplace(k, v);
+  return test::run_process(args, env);
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(Cli, VersionAndHelp) {
+  auto v = tpcomm({"--version"});
+  EXPECT_EQ(v.exit_code, 0);
+  EXPECT_TRUE(contains(v.out, "tpcomm 0.1.0")) << v.out;
+  EXPECT_TRUE(contains(v.out, "CUDA backends in this build")) << v.out;
+  auto h = tpcomm({"--help"});
+  EXPECT_EQ(h.exit_code, 0);
+  for (const char* cmd : {"plan", "topo", "env"}) EXPECT_TRUE(contains(h.out, cmd)) << h.out;
+  for (const char* cmd : {"plan", "topo", "env"}) {
+    auto sub = tpcomm({cmd, "--help"});
+    EXPECT_EQ(sub.exit_code, 0) << cmd;
+    EXPECT_TRUE(contains(sub.out, "--help")) << sub.out;
+  }
+}
+
+TEST(Cli, UsageErrorsExitWithTwo) {
+  EXPECT_EQ(tpcomm({}).exit_code, 2);
+  EXPECT_EQ(tpcomm({"frobnicate"}).exit_code, 2);
+  EXPECT_EQ(tpcomm({"plan"}).exit_code, 2);
+  EXPECT_EQ(tpcomm({"plan", fixture_path("topologies/cpu_2x2.json"), "--mode", "lazy"}).exit_code, 2);
+  EXPECT_EQ(tpcomm({"topo", "--ranks", "0"}).exit_code, 2);
+  auto missing = tpcomm({"plan", "/nonexistent/facts.json"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_TRUE(contains(missing.err, "cannot read facts file /nonexistent/facts.json: No such file"))
+      << missing.err;
+}
+
+// The JSON shape of DESIGN.md §2 and the eligibility each shared fixture's comment states.
+TEST(Cli, PlanJsonOnEverySharedTopology) {
+  const std::map<std::string, std::map<std::string, std::vector<std::string>>> eligible = {
+      {"cpu_2x2.json", {{"all_reduce", {"hier", "gloo"}}}},
+      {"gb200_nvl72_tp16.json", {{"all_reduce", {"custom", "multimem", "nccl"}}}},
+      {"h100x8_single.json", {{"all_reduce", {"custom", "multimem", "nccl"}}}},
+      {"h200x2_tp16.json", {{"all_reduce", {"nccl"}}, {"all_gather", {"nccl"}},
+                            {"reduce_scatter", {"nccl"}}}},
+      {"l40s_pcie4.json", {{"all_reduce", {"nccl"}}}},
+  };
+  ASSERT_EQ(test::fixture_files("topologies").size(), eligible.size());
+  for (const auto& [file, ops] : eligible) {
+    SCOPED_TRACE(file);
+    auto r = tpcomm({"plan", fixture_path("topologies/" + file), "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    json plan = json::parse(r.out);
+    for (const char* key : {"world_size", "nodes", "ops", "digest"}) EXPECT_TRUE(plan.contains(key)) << key;
+    EXPECT_EQ(plan["digest"].get<std::string>().size(), 16u);
+    for (const char* op : {"all_reduce", "all_gather", "reduce_scatter"}) {
+      const json& p = plan["ops"][op];
+      for (const char* key : {"eligible", "rejected", "zero_copy", "table"}) EXPECT_TRUE(p.contains(key)) << op << "." << key;
+      EXPECT_TRUE(p["table"].back()["max_bytes"].is_null());
+      for (const auto& row : p["table"]) {
+        EXPECT_TRUE(row.contains("backend") && row.contains("algorithm"));
+      }
+    }
+    for (const auto& [op, names] : ops) EXPECT_EQ(plan["ops"][op]["eligible"], json(names)) << op;
+  }
+  json gb200 = json::parse(tpcomm({"plan", fixture_path("topologies/gb200_nvl72_tp16.json"), "--json"}).out);
+  EXPECT_EQ(gb200["ops"]["all_reduce"]["zero_copy"], false);
+  EXPECT_EQ(gb200["world_size"], 16);
+  EXPECT_EQ(gb200["nodes"], 4);
+  json h200 = json::parse(tpcomm({"plan", fixture_path("topologies/h200x2_tp16.json"), "--json"}).out);
+  EXPECT_TRUE(contains(h200["ops"]["all_gather"]["rejected"]["multimem"], "fabric state not_supported"));
+}
+
+TEST(Cli, PlanHumanReportHasTablesAndRefusals) {
+  auto r = tpcomm({"plan", fixture_path("topologies/h200x2_tp16.json")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* part : {"group   16 cuda ranks on 2 nodes (node-a, node-b), sm 90", "all_reduce",
+                           "size", "backend", "algorithm", "any size", "refused:",
+                           "custom     the group spans 2 nodes"}) {
+    EXPECT_TRUE(contains(r.out, part)) << "missing \"" << part << "\" in\n" << r.out;
+  }
+}
+
+TEST(Cli, EveryMalformedFactsFileExitsTwoNamingFileAndProblem) {
+  for (const auto& [file, expected] : test::expectations("malformed")) {
+    SCOPED_TRACE(file);
+    auto r = tpcomm({"plan", fixture_path("malformed/" + file)});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_TRUE(contains(r.err, file)) << r.err;
+    EXPECT_TRUE(contains(r.err, expected)) << r.err;
+    EXPECT_TRUE(contains(r.err, "docs/facts.md")) << r.err;
+  }
+  auto mixed = tpcomm({"plan", fixture_path("scenarios/mixed_device_types.json")});
+  EXPECT_EQ(mixed.exit_code, 2);
+  EXPECT_TRUE(contains(mixed.err, "mixes device types")) << mixed.err;
+}
+
+TEST(Cli, TuningFileFromOptionOrEnvironment) {
+  const std::string facts = fixture_path("topologies/h100x8_single.json");
+  const std::string tuning = fixture_path("tuning/valid_sm90_w8.json");
+  auto by_option = tpcomm({"plan", facts, "--json", "--tuning", tuning});
+  ASSERT_EQ(by_option.exit_code, 0) << by_option.err;
+  json plan = json::parse(by_option.out);
+  EXPECT_EQ(plan["ops"]["all_reduce"]["table"][0]["max_bytes"], 1048576);
+  EXPECT_EQ(plan["ops"]["all_reduce"]["table"][0]["blocks"], 24);
+  auto by_env = tpcomm({"plan", facts, "--json"}, {{"TPCOMM_TUNING", tuning}});
+  ASSERT_EQ(by_env.exit_code, 0) << by_env.err;
+  EXPECT_EQ(json::parse(by_env.out)["digest"], plan["digest"]);
+  for (const auto& [file, expected] : test::expectations("tuning")) {
+    SCOPED_TRACE(file);
+    auto r = tpcomm({"plan", facts, "--tuning", fixture_path("tuning/" + file)});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_TRUE(contains(r.err, expected)) << r.err;
+  }
+  auto missing = tpcomm({"plan", facts}, {{"TPCOMM_TUNING", "/nonexistent/t.json"}});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_TRUE(contains(missing.err, "tuning file (TPCOMM_TUNING) /nonexistent/t.json")) << missing.err;
+}
+
+TEST(Cli, DisableFromOptionAndEnvironment) {
+  const std::string facts = fixture_path("topologies/h100x8_single.json");
+  json a = json::parse(tpcomm({"plan", facts, "--json", "--disable", "multimem"}).out);
+  EXPECT_EQ(a["ops"]["all_reduce"]["rejected"]["multimem"], "disabled by --disable");
+  json b = json::parse(tpcomm({"plan", facts, "--json"}, {{"TPCOMM_DISABLE", "custom"}}).out);
+  EXPECT_EQ(b["ops"]["all_reduce"]["rejected"]["custom"], "disabled by TPCOMM_DISABLE");
+  auto nccl = tpcomm({"plan", facts, "--disable", "nccl"});
+  EXPECT_EQ(nccl.exit_code, 2);
+  EXPECT_TRUE(contains(nccl.err, "nccl cannot be disabled")) << nccl.err;
+}
+
+TEST(Cli, TopoWithoutGpuPrintsCpuFactsAndSaysWhy) {
+  auto r = tpcomm({"topo"}, {{"TPCOMM_LOG", "info"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "host ")) << r.out;
+  EXPECT_TRUE(contains(r.out, "cpu     numa node")) << r.out;
+  EXPECT_TRUE(contains(r.out, "cuda    the CUDA driver library libcuda.so.1 could not be loaded"))
+      << r.out;
+  EXPECT_TRUE(contains(r.err, "[tpcomm info probe] no CUDA device")) << r.err;
+  auto quiet = tpcomm({"topo"});
+  EXPECT_FALSE(contains(quiet.err, "[tpcomm info")) << "info must be off by default: " << quiet.err;
+}
+
+TEST(Cli, TopoJsonIsAFactsFileThatPlanReads) {
+  auto r = tpcomm({"topo", "--json", "--ranks", "3", "--device", "cpu"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  FactsTable facts = decode_facts(r.out);
+  ASSERT_EQ(facts.ranks.size(), 3u);
+  char path[] = "/tmp/tpcomm_topo_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, r.out.data(), r.out.size()), static_cast<ssize_t>(r.out.size()));
+  close(fd);
+  auto plan = tpcomm({"plan", path, "--json"});
+  unlink(path);
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  EXPECT_EQ(json::parse(plan.out)["ops"]["all_reduce"]["eligible"], json({"shm", "gloo"}));
+  auto cuda = tpcomm({"topo", "--json", "--device", "cuda"});
+  EXPECT_EQ(cuda.exit_code, 2);
+  EXPECT_TRUE(contains(cuda.err, "no CUDA device on this machine")) << cuda.err;
+}
+
+TEST(Cli, EnvListsEveryVariableAndFlagsInvalidValues) {
+  auto r = tpcomm({"env"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* name : {"TPCOMM_LOG", "TPCOMM_LOG_SUBSYS", "TPCOMM_TIMEOUT_MS", "TPCOMM_TUNING",
+                           "TPCOMM_DUMP_FACTS", "TPCOMM_CHECK", "TPCOMM_DISABLE", "RANK",
+                           "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                           "MASTER_PORT", "OMPI_COMM_WORLD_RANK"}) {
+    EXPECT_TRUE(contains(r.out, name)) << name;
+  }
+  EXPECT_TRUE(contains(r.out, "(unset: 60000)")) << r.out;
+  auto bad = tpcomm({"env"}, {{"TPCOMM_TIMEOUT_MS", "soon"}});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_TRUE(contains(bad.out, "soon  INVALID: expected an integer")) << bad.out;
+}
+
+// The real dlopen path of the probe against fake libcuda.so.1 / libnvidia-ml.so.1.
+class FakeGpu : public ::testing::Test {
+ protected:
+  static ProcessResult topo(std::map<std::string, std::string> env, std::vector<std::string> args,
+                            const std::string& libs = std::string(FAKE_DRIVER_DIR) + "/cuda:" +
+                                                      FAKE_DRIVER_DIR + "/nvml") {
+    env["LD_LIBRARY_PATH"] = libs;
+    args.insert(args.begin(), "topo");
+    args.insert(args.begin(), TPCOMM_BIN);
+    for (const auto& [k, v] : kCleanEnv) env.emplace(k, v);
+    return test::run_process(args, env);
+  }
+  static std::string plan_of(const std::string& facts_json) {
+    char path[] = "/tmp/tpcomm_fake_XXXXXX";
+    int fd = mkstemp(path);
+    EXPECT_EQ(write(fd, facts_json.data(), facts_json.size()), static_cast<ssize_t>(facts_json.size()));
+    close(fd);
+    auto r = tpcomm({"plan", path, "--json"});
+    unlink(path);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  }
+};
+
+TEST_F(FakeGpu, NvSwitchNodeOfEightH100s) {
+  auto r = topo({{"FAKE_GPU_COUNT", "8"}, {"FAKE_GPU_SM", "90"}, {"FAKE_GPU_LINKS", "switch"}},
+                {"--json", "--ranks", "8"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  FactsTable facts = decode_facts(r.out);
+  ASSERT_EQ(facts.ranks.size(), 8u);
+  for (int i = 0; i < 8; ++i) {
+    const auto& d = facts.ranks[i].device;
+    EXPECT_EQ(d.type, DeviceType::kCuda);
+    EXPECT_EQ(d.index, i);
+    EXPECT_EQ(d.sm, 90);
+    EXPECT_EQ(d.nvlink_island, 0);
+    EXPECT_TRUE(d.p2p && d.multicast && d.vmm);
+    EXPECT_FALSE(d.fabric_handle);
+    ASSERT_TRUE(d.fabric.has_value());
+    EXPECT_EQ(d.fabric->state, FabricState::kNotSupported);
+  }
+  json plan = json::parse(plan_of(r.out));
+  EXPECT_EQ(plan["ops"]["all_reduce"]["eligible"], json({"custom", "multimem", "nccl"}));
+  auto human = topo({{"FAKE_GPU_COUNT", "8"}}, {});
+  EXPECT_TRUE(contains(human.out, "cuda    8 CUDA devices, driver API 13.0")) << human.out;
+  EXPECT_TRUE(contains(human.out, "NVML: 8 of 8 GPUs with active NVLink")) << human.out;
+}
+
+TEST_F(FakeGpu, BridgedPairsMakeIslandsThatRefuseCustom) {
+  auto r = topo({{"FAKE_GPU_COUNT", "4"}, {"FAKE_GPU_SM", "86"}, {"FAKE_GPU_LINKS", "pairs"}},
+                {"--json", "--ranks", "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  FactsTable facts = decode_facts(r.out);
+  std::vector<std::optional<int>> islands;
+  for (const auto& rank : facts.ranks) islands.push_back(rank.device.nvlink_island);
+  EXPECT_EQ(islands, (std::vector<std::optional<int>>{0, 0, 1, 1}));
+  json plan = json::parse(plan_of(r.out));
+  EXPECT_EQ(plan["ops"]["all_reduce"]["eligible"], json({"nccl"}));
+  EXPECT_TRUE(contains(plan["ops"]["all_reduce"]["rejected"]["custom"], "split over NVLink islands"));
+}
+
+TEST_F(FakeGpu, FabricCliqueAndAllZeroUuid) {
+  auto r = topo({{"FAKE_GPU_COUNT", "4"}, {"FAKE_GPU_SM", "100"}, {"FAKE_GPU_FABRIC", "32766"}},
+                {"--json", "--ranks", "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  FactsTable facts = decode_facts(r.out);
+  const auto& f = facts.ranks[0].device.fabric;
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->state, FabricState::kCompleted);
+  EXPECT_EQ(f->cluster_uuid, "a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf");
+  EXPECT_EQ(f->clique_id, 32766);
+  EXPECT_TRUE(facts.ranks[0].device.fabric_handle);
+  auto zero = topo({{"FAKE_GPU_COUNT", "2"}, {"FAKE_GPU_FABRIC", "zero"}}, {"--json", "--ranks", "2"});
+  FactsTable z = decode_facts(zero.out);
+  EXPECT_FALSE(z.ranks[0].device.fabric->has_known_cluster());
+  auto busy = topo({{"FAKE_GPU_COUNT", "2"}, {"FAKE_GPU_FABRIC", "in_progress"}}, {"--json", "--ranks", "2"});
+  EXPECT_EQ(decode_facts(busy.out).ranks[1].device.fabric->state, FabricState::kInProgress);
+}
+
+TEST_F(FakeGpu, DriverWithoutDevicesAndMissingNvml) {
+  auto none = topo({{"FAKE_GPU_COUNT", "0"}}, {});
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_TRUE(contains(none.out, "cuInit failed: CUDA_ERROR_NO_DEVICE 100")) << none.out;
+  auto no_nvml = topo({{"FAKE_GPU_COUNT", "2"}}, {"--json", "--ranks", "2"},
+                      std::string(FAKE_DRIVER_DIR) + "/cuda");
+  ASSERT_EQ(no_nvml.exit_code, 0) << no_nvml.err;
+  FactsTable facts = decode_facts(no_nvml.out);
+  EXPECT_FALSE(facts.ranks[0].device.nvlink_island.has_value());
+  EXPECT_FALSE(facts.ranks[0].device.fabric.has_value());
+  EXPECT_TRUE(contains(*facts.comment, "libnvidia-ml.so.1 could not be loaded")) << *facts.comment;
+  auto no_p2p = topo({{"FAKE_GPU_COUNT", "2"}, {"FAKE_GPU_P2P", "0"}}, {"--json", "--ranks", "2"});
+  EXPECT_FALSE(decode_facts(no_p2p.out).ranks[0].device.p2p);
+}
+
+}  // namespace
+}  // namespace tpcomm

@@ -1,0 +1,93 @@
+// Test helpers: fixtures and child processes (stdout and stderr captured through temp files).
+#include "test_support.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "tpcomm/facts_json.hpp"
+
+namespace tpcomm::test {
+
+std::string fixture_path(const std::string& relative) {
+  return std::string(TPCOMM_FIXTURES_DIR) + "/" + relative;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("test fixture missing: " + path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+FactsTable load_facts(const std::string& relative) {
+  return decode_facts(read_file(fixture_path(relative)));
+}
+
+std::vector<std::string> fixture_files(const std::string& folder) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(fixture_path(folder))) {
+    if (e.path().extension() == ".json") out.push_back(e.path().filename().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> expectations(const std::string& folder) {
+  std::istringstream in(read_file(fixture_path(folder + "/EXPECTED.tsv")));
+  std::vector<std::pair<std::string, std::string>> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    auto tab = line.find('\t');
+    if (tab == std::string::npos) throw std::runtime_error("bad EXPECTED.tsv line: " + line);
+    out.emplace_back(line.substr(0, tab), line.substr(tab + 1));
+  }
+  return out;
+}
+
+ProcessResult run_process(const std::vector<std::string>& argv,
+                          const std::map<std::string, std::string>& env) {
+  char out_path[] = "/tmp/tpcomm_test_out_XXXXXX";
+  char err_path[] = "/tmp/tpcomm_test_err_XXXXXX";
+  int out_fd = mkstemp(out_path);
+  int err_fd = mkstemp(err_path);
+  if (out_fd < 0 || err_fd < 0) throw std::runtime_error("mkstemp failed");
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out_fd, 1);
+    dup2(err_fd, 2);
+    for (const auto& [k, v] : env) {
+      if (v.empty()) {
+        unsetenv(k.c_str());
+      } else {
+        setenv(k.c_str(), v.c_str(), 1);
+      }
+    }
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(out_fd);
+  close(err_fd);
+  ProcessResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_file(out_path);
+  r.err = read_file(err_path);
+  unlink(out_path);
+  unlink(err_path);
+  return r;
+}
+
+}  // namespace tpcomm::test
