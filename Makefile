@@ -2,6 +2,8 @@
 .PHONY: all build test run bench format format-check clean
 
 BIN := build/bin/tpcomm
+# TPCOMM_PRESET=debug selects the sanitizer build (CMakePresets.json).
+PRESET := $(if $(TPCOMM_PRESET),$(TPCOMM_PRESET),default)
 
 all: build
 
@@ -9,7 +11,7 @@ build:
 	@scripts/setup.sh
 
 test: build
-	ctest --preset default
+	ctest --preset $(PRESET)
 
 # For now: this machine's facts, then the plans of the shipped example topologies.
 run: build

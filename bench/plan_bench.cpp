@@ -34,10 +34,12 @@ void BM_DecodeAndPlan(benchmark::State& state, const char* file) {
   }
 }
 
-BENCHMARK_CAPTURE(BM_MakePlan, gb200_nvl72_tp16, "gb200_nvl72_tp16.json")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_MakePlan, gb200_nvl72_tp16, "gb200_nvl72_tp16.json")
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_MakePlan, h200x2_tp16, "h200x2_tp16.json")->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_MakePlan, h100x8_single, "h100x8_single.json")->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_DecodeAndPlan, gb200_nvl72_tp16, "gb200_nvl72_tp16.json")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_DecodeAndPlan, gb200_nvl72_tp16, "gb200_nvl72_tp16.json")
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

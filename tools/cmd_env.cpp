@@ -30,8 +30,8 @@ int run_env() {
     } else {
       value = v.default_value.empty() ? "(unset)" : fmt::format("(unset: {})", v.default_value);
     }
-    std::cout << fmt::format("  {}  {}\n  {}    {}\n", pad(v.name, width), value,
-                             pad("", width), v.meaning);
+    std::cout << fmt::format("  {}  {}\n  {}    {}\n", pad(v.name, width), value, pad("", width),
+                             v.meaning);
   }
   if (invalid > 0) {
     std::cerr << fmt::format("tpcomm env: {} variable{} with an invalid value (marked INVALID)\n",

@@ -62,8 +62,9 @@ void run_plan(const PlanArgs& args) {
 void add_plan_command(CLI::App& app) {
   auto args = std::make_shared<PlanArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "plan", "Print the plan of a group described by a facts file: the backend and algorithm "
-              "for each operation and message size, and why every other backend was refused");
+      "plan",
+      "Print the plan of a group described by a facts file: the backend and algorithm "
+      "for each operation and message size, and why every other backend was refused");
   cmd->add_option("FILE", args->file, "facts file (JSON, docs/facts.md)")->required();
   cmd->add_option("--mode", args->mode, "eager, or graph for calls captured in CUDA graphs")
       ->check(CLI::IsMember({"eager", "graph"}))

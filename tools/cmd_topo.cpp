@@ -18,14 +18,16 @@ struct TopoArgs {
   std::string device;  // empty: cuda when a device was found, else cpu
 };
 
-std::string yes_no(bool b) { return b ? "yes" : "no"; }
+std::string yes_no(bool b) {
+  return b ? "yes" : "no";
+}
 
 void print_human(const LocalFacts& f) {
   std::cout << fmt::format("host    {} (boot id {})\n", f.host.hostname,
                            f.host.boot_id.empty() ? "unknown" : f.host.boot_id);
-  std::cout << fmt::format("cpu     numa node {}, isa: {}\n",
-                           f.numa ? fmt::format("{}", *f.numa) : "unknown",
-                           f.cpu_isa.empty() ? "none of interest" : fmt::format("{}", fmt::join(f.cpu_isa, " ")));
+  std::cout << fmt::format(
+      "cpu     numa node {}, isa: {}\n", f.numa ? fmt::format("{}", *f.numa) : "unknown",
+      f.cpu_isa.empty() ? "none of interest" : fmt::format("{}", fmt::join(f.cpu_isa, " ")));
   std::cout << fmt::format("cuda    {}\n", f.cuda_status);
   std::cout << fmt::format("nvml    {}\n", f.nvml_status);
   if (f.gpus.empty()) return;

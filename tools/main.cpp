@@ -9,7 +9,8 @@
 #include "tpcomm/version.hpp"
 
 int main(int argc, char** argv) {
-  CLI::App app{"tpcomm: tensor-parallel collectives that choose their own safe, fast path", "tpcomm"};
+  CLI::App app{"tpcomm: tensor-parallel collectives that choose their own safe, fast path",
+               "tpcomm"};
   app.set_version_flag("--version", fmt::format("tpcomm {}\nCUDA backends in this build: {}",
                                                 tpcomm::kVersion, tpcomm::kCudaBuildStatus));
   app.require_subcommand(1);

@@ -16,13 +16,13 @@ std::string group_line(const FactsTable& facts, const Plan& plan) {
   for (const auto& r : facts.ranks) {
     if (std::find(hosts.begin(), hosts.end(), r.host) == hosts.end()) hosts.push_back(r.host);
   }
-  std::string shown = fmt::format("{}", fmt::join(hosts.begin(),
-                                                  hosts.begin() + std::min<long>(4, static_cast<long>(hosts.size())),
-                                                  ", "));
+  std::string shown = fmt::format(
+      "{}", fmt::join(hosts.begin(),
+                      hosts.begin() + std::min<long>(4, static_cast<long>(hosts.size())), ", "));
   if (hosts.size() > 4) shown += fmt::format(" and {} more", hosts.size() - 4);
-  std::string text = fmt::format("{} {} rank{} on {} node{} ({})", plan.world_size,
-                                 to_string(plan.device_type), plan.world_size == 1 ? "" : "s",
-                                 plan.nodes, plan.nodes == 1 ? "" : "s", shown);
+  std::string text =
+      fmt::format("{} {} rank{} on {} node{} ({})", plan.world_size, to_string(plan.device_type),
+                  plan.world_size == 1 ? "" : "s", plan.nodes, plan.nodes == 1 ? "" : "s", shown);
   if (plan.device_type == DeviceType::kCuda) {
     int lo = *facts.ranks.front().device.sm;
     int hi = lo;
@@ -81,11 +81,13 @@ void append_refusals(std::string& out, const Plan& plan) {
   for (Backend b : order) {
     std::vector<std::pair<Op, std::string>> reasons;
     for (const auto& [op, p] : plan.ops) {
-      if (auto it = p.rejected.find(b); it != p.rejected.end()) reasons.emplace_back(op, it->second);
+      if (auto it = p.rejected.find(b); it != p.rejected.end())
+        reasons.emplace_back(op, it->second);
     }
     const bool same = reasons.size() == plan.ops.size() &&
-                      std::all_of(reasons.begin(), reasons.end(),
-                                  [&](const auto& r) { return r.second == reasons.front().second; });
+                      std::all_of(reasons.begin(), reasons.end(), [&](const auto& r) {
+                        return r.second == reasons.front().second;
+                      });
     if (same) {
       out += fmt::format("  {}  {}\n", pad(to_string(b), 9), reasons.front().second);
       continue;

@@ -27,9 +27,8 @@ void set_log_level(LogLevel level);
 
 }  // namespace tpcomm
 
-#define TPCOMM_LOG(level, subsystem, ...)                                               \
-  do {                                                                                  \
-    if (::tpcomm::log_enabled(::tpcomm::LogLevel::level, subsystem))                    \
-      ::tpcomm::detail::log_write(::tpcomm::LogLevel::level, subsystem,                 \
-                                  fmt::format(__VA_ARGS__));                            \
+#define TPCOMM_LOG(level, subsystem, ...)                                                          \
+  do {                                                                                             \
+    if (::tpcomm::log_enabled(::tpcomm::LogLevel::level, subsystem))                               \
+      ::tpcomm::detail::log_write(::tpcomm::LogLevel::level, subsystem, fmt::format(__VA_ARGS__)); \
   } while (0)

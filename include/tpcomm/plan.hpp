@@ -27,10 +27,10 @@ struct TableRow {
 };
 
 struct OpPlan {
-  std::vector<Backend> eligible;               // in the fixed order of backends_of()
-  std::map<Backend, std::string> rejected;     // backend -> why it was refused
-  bool zero_copy = false;                      // user buffers may be registered, not copied
-  std::string zero_copy_reason;                // why zero_copy is what it is
+  std::vector<Backend> eligible;            // in the fixed order of backends_of()
+  std::map<Backend, std::string> rejected;  // backend -> why it was refused
+  bool zero_copy = false;                   // user buffers may be registered, not copied
+  std::string zero_copy_reason;             // why zero_copy is what it is
   std::vector<TableRow> table;
 
   // The row serving a call of `bytes` bytes.

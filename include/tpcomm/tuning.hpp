@@ -50,9 +50,9 @@ struct TuningRow {
 
 struct TuningKey {
   DeviceType device = DeviceType::kCuda;
-  std::optional<int> sm;      // cuda only: the table serves groups whose lowest sm is >= this
+  std::optional<int> sm;  // cuda only: the table serves groups whose lowest sm is >= this
   int world_size = 2;
-  std::optional<Mode> mode;   // nullopt: both modes
+  std::optional<Mode> mode;  // nullopt: both modes
   bool operator==(const TuningKey&) const = default;
 };
 

@@ -13,41 +13,123 @@ namespace tpcomm {
 
 const std::vector<EnvVar>& env_registry() {
   static const std::vector<EnvVar> registry = {
-      {"TPCOMM_LOG", EnvKind::kChoice, "warn", "log level of messages written to stderr",
+      {"TPCOMM_LOG",
+       EnvKind::kChoice,
+       "warn",
+       "log level of messages written to stderr",
        {"error", "warn", "info", "debug"}},
-      {"TPCOMM_LOG_SUBSYS", EnvKind::kList, "",
-       "only log these subsystems (comma list, e.g. probe,plan); unset: all", {}},
-      {"TPCOMM_TIMEOUT_MS", EnvKind::kInteger, "60000",
-       "deadline of every blocking wait, in milliseconds", {}, 1, 86'400'000},
-      {"TPCOMM_TUNING", EnvKind::kPath, "",
-       "tuning override file (docs/tuning.md) used instead of the built-in size tables", {}},
-      {"TPCOMM_DUMP_FACTS", EnvKind::kPath, "",
-       "write the group's gathered facts to this file (facts v1, replayable by tpcomm plan)", {}},
-      {"TPCOMM_CHECK", EnvKind::kFlag, "0",
-       "1: verify every call's op, dtype, count and sequence across ranks before running it", {}},
-      {"TPCOMM_DISABLE", EnvKind::kList, "",
+      {"TPCOMM_LOG_SUBSYS",
+       EnvKind::kList,
+       "",
+       "only log these subsystems (comma list, e.g. probe,plan); unset: all",
+       {}},
+      {"TPCOMM_TIMEOUT_MS",
+       EnvKind::kInteger,
+       "60000",
+       "deadline of every blocking wait, in milliseconds",
+       {},
+       1,
+       86'400'000},
+      {"TPCOMM_TUNING",
+       EnvKind::kPath,
+       "",
+       "tuning override file (docs/tuning.md) used instead of the built-in size tables",
+       {}},
+      {"TPCOMM_DUMP_FACTS",
+       EnvKind::kPath,
+       "",
+       "write the group's gathered facts to this file (facts v1, replayable by tpcomm plan)",
+       {}},
+      {"TPCOMM_CHECK",
+       EnvKind::kFlag,
+       "0",
+       "1: verify every call's op, dtype, count and sequence across ranks before running it",
+       {}},
+      {"TPCOMM_DISABLE",
+       EnvKind::kList,
+       "",
        "backends never to use (comma list); nccl and gloo, the fallbacks, cannot be disabled",
        {"local", "custom", "multimem", "shm", "hier"}},
-      {"RANK", EnvKind::kInteger, "", "this process's rank in the group (torchrun)", {}, 0,
-       1'000'000, true},
-      {"WORLD_SIZE", EnvKind::kInteger, "", "number of ranks in the group (torchrun)", {}, 1,
-       1'000'000, true},
-      {"LOCAL_RANK", EnvKind::kInteger, "", "rank among the ranks of this node (torchrun)", {}, 0,
-       1'000'000, true},
-      {"LOCAL_WORLD_SIZE", EnvKind::kInteger, "", "number of ranks on this node (torchrun)", {},
-       1, 1'000'000, true},
-      {"MASTER_ADDR", EnvKind::kString, "", "address of the rendezvous store (torchrun)", {}, 0,
-       INT64_MAX, true},
-      {"MASTER_PORT", EnvKind::kInteger, "", "port of the rendezvous store (torchrun)", {}, 1,
-       65535, true},
-      {"OMPI_COMM_WORLD_RANK", EnvKind::kInteger, "", "rank, when launched by Open MPI's mpirun",
-       {}, 0, 1'000'000, true},
-      {"OMPI_COMM_WORLD_SIZE", EnvKind::kInteger, "",
-       "world size, when launched by Open MPI's mpirun", {}, 1, 1'000'000, true},
-      {"OMPI_COMM_WORLD_LOCAL_RANK", EnvKind::kInteger, "",
-       "node-local rank, when launched by Open MPI's mpirun", {}, 0, 1'000'000, true},
-      {"OMPI_COMM_WORLD_LOCAL_SIZE", EnvKind::kInteger, "",
-       "ranks on this node, when launched by Open MPI's mpirun", {}, 1, 1'000'000, true},
+      {"RANK",
+       EnvKind::kInteger,
+       "",
+       "this process's rank in the group (torchrun)",
+       {},
+       0,
+       1'000'000,
+       true},
+      {"WORLD_SIZE",
+       EnvKind::kInteger,
+       "",
+       "number of ranks in the group (torchrun)",
+       {},
+       1,
+       1'000'000,
+       true},
+      {"LOCAL_RANK",
+       EnvKind::kInteger,
+       "",
+       "rank among the ranks of this node (torchrun)",
+       {},
+       0,
+       1'000'000,
+       true},
+      {"LOCAL_WORLD_SIZE",
+       EnvKind::kInteger,
+       "",
+       "number of ranks on this node (torchrun)",
+       {},
+       1,
+       1'000'000,
+       true},
+      {"MASTER_ADDR",
+       EnvKind::kString,
+       "",
+       "address of the rendezvous store (torchrun)",
+       {},
+       0,
+       INT64_MAX,
+       true},
+      {"MASTER_PORT",
+       EnvKind::kInteger,
+       "",
+       "port of the rendezvous store (torchrun)",
+       {},
+       1,
+       65535,
+       true},
+      {"OMPI_COMM_WORLD_RANK",
+       EnvKind::kInteger,
+       "",
+       "rank, when launched by Open MPI's mpirun",
+       {},
+       0,
+       1'000'000,
+       true},
+      {"OMPI_COMM_WORLD_SIZE",
+       EnvKind::kInteger,
+       "",
+       "world size, when launched by Open MPI's mpirun",
+       {},
+       1,
+       1'000'000,
+       true},
+      {"OMPI_COMM_WORLD_LOCAL_RANK",
+       EnvKind::kInteger,
+       "",
+       "node-local rank, when launched by Open MPI's mpirun",
+       {},
+       0,
+       1'000'000,
+       true},
+      {"OMPI_COMM_WORLD_LOCAL_SIZE",
+       EnvKind::kInteger,
+       "",
+       "ranks on this node, when launched by Open MPI's mpirun",
+       {},
+       1,
+       1'000'000,
+       true},
   };
   return registry;
 }
@@ -134,15 +216,17 @@ std::string validated(std::string_view name) {
   if (!raw) return std::string(var.default_value);
   std::string problem = env_value_problem(var, *raw);
   if (!problem.empty()) {
-    throw invalid_input(fmt::format("{}={}: {} (tpcomm env lists every variable)", var.name,
-                                    *raw, problem));
+    throw invalid_input(
+        fmt::format("{}={}: {} (tpcomm env lists every variable)", var.name, *raw, problem));
   }
   return *raw;
 }
 
 }  // namespace
 
-std::string env_string(std::string_view name) { return validated(name); }
+std::string env_string(std::string_view name) {
+  return validated(name);
+}
 
 std::int64_t env_integer(std::string_view name) {
   std::string text = validated(name);
@@ -153,8 +237,12 @@ std::int64_t env_integer(std::string_view name) {
   return n;
 }
 
-bool env_flag(std::string_view name) { return validated(name) == "1"; }
+bool env_flag(std::string_view name) {
+  return validated(name) == "1";
+}
 
-std::vector<std::string> env_list(std::string_view name) { return split_list(validated(name)); }
+std::vector<std::string> env_list(std::string_view name) {
+  return split_list(validated(name));
+}
 
 }  // namespace tpcomm

@@ -97,7 +97,9 @@ ObjectReader::ObjectReader(const Json& value, std::string path)
   if (!value_.is_object()) fail_expected(path_, "an object", value_);
 }
 
-bool ObjectReader::has(std::string_view key) const { return value_.contains(key); }
+bool ObjectReader::has(std::string_view key) const {
+  return value_.contains(key);
+}
 
 const Json* ObjectReader::optional(std::string_view key) {
   read_.insert(std::string(key));
@@ -114,7 +116,8 @@ const Json& ObjectReader::required(std::string_view key) {
 void ObjectReader::reject_unknown() const {
   for (const auto& [key, unused] : value_.items()) {
     if (read_.find(key) == read_.end()) {
-      fail_at(path_of(key), fmt::format("unknown field (allowed here: {})", fmt::join(read_, ", ")));
+      fail_at(path_of(key),
+              fmt::format("unknown field (allowed here: {})", fmt::join(read_, ", ")));
     }
   }
 }

@@ -16,13 +16,13 @@ using detail::Json;
 using detail::ObjectReader;
 
 const std::vector<std::string_view> kDeviceTypes = {"cuda", "cpu"};
-const std::vector<std::string_view> kFabricStates = {"not_supported", "not_started",
-                                                     "in_progress", "completed"};
+const std::vector<std::string_view> kFabricStates = {"not_supported", "not_started", "in_progress",
+                                                     "completed"};
 const std::vector<std::string_view> kAllocators = {"legacy", "vmm"};
 
 // Fields that only make sense for one device type: named in the error when misplaced.
-const std::vector<std::string_view> kCudaOnlyFields = {
-    "sm", "nvlink_island", "p2p", "multicast", "vmm", "fabric_handle", "fabric"};
+const std::vector<std::string_view> kCudaOnlyFields = {"sm",  "nvlink_island", "p2p",   "multicast",
+                                                       "vmm", "fabric_handle", "fabric"};
 const std::vector<std::string_view> kCpuOnlyFields = {"isa"};
 
 // Accepts 32 hex digits, with or without dashes; stores them lower-case as written.
@@ -38,8 +38,8 @@ std::string read_cluster_uuid(const Json& value, const std::string& path) {
     }
   }
   if (digits != 32) {
-    fail_at(path, fmt::format("\"{}\" is not a uuid: it has {} hex digits, expected 32", text,
-                              digits));
+    fail_at(path,
+            fmt::format("\"{}\" is not a uuid: it has {} hex digits, expected 32", text, digits));
   }
   return text;
 }
@@ -64,8 +64,7 @@ void reject_fields_of_other_type(const ObjectReader& r, DeviceType type) {
   const auto& foreign = type == DeviceType::kCuda ? kCpuOnlyFields : kCudaOnlyFields;
   for (auto key : foreign) {
     if (r.has(key)) {
-      fail_at(r.path_of(key),
-              fmt::format("not a field of a {} device", to_string(type)));
+      fail_at(r.path_of(key), fmt::format("not a field of a {} device", to_string(type)));
     }
   }
 }
@@ -152,8 +151,8 @@ FactsTable decode_facts(std::string_view json_text) {
   }
   ObjectReader root(doc, "");
   // The version first: a newer document probably has fields this version does not know.
-  auto version = detail::read_integer(root.required("tpcomm_facts"), "tpcomm_facts", INT64_MIN,
-                                      INT64_MAX);
+  auto version =
+      detail::read_integer(root.required("tpcomm_facts"), "tpcomm_facts", INT64_MIN, INT64_MAX);
   if (version != kFactsVersion) {
     fail_at("tpcomm_facts", fmt::format("version {} is not supported: this tpcomm reads facts "
                                         "version {}",

@@ -48,8 +48,8 @@ std::optional<std::string> verdict(const Problems& problems, const std::string& 
 }
 
 // Adds "<ranks>: <what>" when some ranks fail the predicate.
-void require(const GroupView& g, Problems& problems, const std::function<bool(const RankFacts&)>& ok,
-             std::string_view what) {
+void require(const GroupView& g, Problems& problems,
+             const std::function<bool(const RankFacts&)>& ok, std::string_view what) {
   auto bad = g.ranks_where([&](const RankFacts& r) { return !ok(r); });
   if (!bad.empty()) problems.add(g.describe(bad), what);
 }
@@ -97,12 +97,12 @@ Problems island_problems(const GroupView& g) {
   }
   if (islands.size() > 1) {
     p.add("ranks are split over NVLink islands (" +
-                describe_partition<std::optional<int>>(
-                    g, [](const RankFacts& r) { return r.device.nvlink_island; },
-                    [](const std::optional<int>& i) {
-                      return i ? fmt::format("island {}", *i) : std::string("no NVLink");
-                    }) +
-                ")");
+          describe_partition<std::optional<int>>(
+              g, [](const RankFacts& r) { return r.device.nvlink_island; },
+              [](const std::optional<int>& i) {
+                return i ? fmt::format("island {}", *i) : std::string("no NVLink");
+              }) +
+          ")");
   }
   return p;
 }
@@ -110,26 +110,29 @@ Problems island_problems(const GroupView& g) {
 // The cross-node conditions shared by custom and multimem: one NVLink fabric clique.
 Problems fabric_clique_problems(const GroupView& g) {
   Problems p;
-  require(g, p, [](const RankFacts& r) { return r.device.fabric.has_value(); },
-          "fabric info unknown (no NVML fabric record)");
-  for (FabricState s : {FabricState::kNotSupported, FabricState::kNotStarted,
-                        FabricState::kInProgress}) {
-    require(g, p,
-            [s](const RankFacts& r) { return !r.device.fabric || r.device.fabric->state != s; },
-            fmt::format("fabric state {}", to_string(s)));
+  require(
+      g, p, [](const RankFacts& r) { return r.device.fabric.has_value(); },
+      "fabric info unknown (no NVML fabric record)");
+  for (FabricState s :
+       {FabricState::kNotSupported, FabricState::kNotStarted, FabricState::kInProgress}) {
+    require(
+        g, p, [s](const RankFacts& r) { return !r.device.fabric || r.device.fabric->state != s; },
+        fmt::format("fabric state {}", to_string(s)));
   }
-  require(g, p,
-          [](const RankFacts& r) {
-            return !r.device.fabric || r.device.fabric->state != FabricState::kCompleted ||
-                   r.device.fabric->has_known_cluster();
-          },
-          "cluster_uuid unknown (absent or all zeros)");
-  require(g, p,
-          [](const RankFacts& r) {
-            return !r.device.fabric || r.device.fabric->state != FabricState::kCompleted ||
-                   r.device.fabric->clique_id.has_value();
-          },
-          "clique_id unknown");
+  require(
+      g, p,
+      [](const RankFacts& r) {
+        return !r.device.fabric || r.device.fabric->state != FabricState::kCompleted ||
+               r.device.fabric->has_known_cluster();
+      },
+      "cluster_uuid unknown (absent or all zeros)");
+  require(
+      g, p,
+      [](const RankFacts& r) {
+        return !r.device.fabric || r.device.fabric->state != FabricState::kCompleted ||
+               r.device.fabric->clique_id.has_value();
+      },
+      "clique_id unknown");
   // Among ranks whose clique is known: they must all be the same (cluster uuid, clique id); a
   // clique id alone is not unique across clusters.
   using CliqueKey = std::tuple<bool, std::string, std::int64_t>;
@@ -141,20 +144,22 @@ Problems fabric_clique_problems(const GroupView& g) {
     return {true, *f->cluster_uuid, *f->clique_id};
   };
   std::set<CliqueKey> known;
-  for (const auto& r : g.ranks_where([&](const RankFacts& rf) { return std::get<0>(key_of(rf)); })) {
+  for (const auto& r :
+       g.ranks_where([&](const RankFacts& rf) { return std::get<0>(key_of(rf)); })) {
     known.insert(key_of(g.rank(r)));
   }
   if (known.size() > 1) {
-    p.add(fmt::format(
-        "ranks are in {} different fabric cliques ({})", known.size(),
-        describe_partition<CliqueKey>(g, key_of, [](const CliqueKey& k) {
-          if (!std::get<0>(k)) return std::string("clique unknown");
-          return fmt::format("cluster {} clique {}", std::get<1>(k), std::get<2>(k));
-        })));
+    p.add(fmt::format("ranks are in {} different fabric cliques ({})", known.size(),
+                      describe_partition<CliqueKey>(g, key_of, [](const CliqueKey& k) {
+                        if (!std::get<0>(k)) return std::string("clique unknown");
+                        return fmt::format("cluster {} clique {}", std::get<1>(k), std::get<2>(k));
+                      })));
   }
-  require(g, p, [](const RankFacts& r) { return r.device.vmm; }, "vmm false");
-  require(g, p, [](const RankFacts& r) { return r.device.fabric_handle; },
-          "fabric_handle false (memory cannot be exported as fabric handles)");
+  require(
+      g, p, [](const RankFacts& r) { return r.device.vmm; }, "vmm false");
+  require(
+      g, p, [](const RankFacts& r) { return r.device.fabric_handle; },
+      "fabric_handle false (memory cannot be exported as fabric handles)");
   return p;
 }
 
@@ -170,8 +175,9 @@ std::optional<std::string> admit_custom(const GroupView& g) {
   }
   if (g.nodes() > 1) return verdict(fabric_clique_problems(g), spans_nodes(g));
   Problems p;
-  require(g, p, [](const RankFacts& r) { return r.device.p2p; },
-          "p2p false (peer access to the other GPUs of the node does not work)");
+  require(
+      g, p, [](const RankFacts& r) { return r.device.p2p; },
+      "p2p false (peer access to the other GPUs of the node does not work)");
   if (one_nvlink_island(g) || (w == 2 && p.empty())) return verdict(p);
   p.append(island_problems(g));
   if (w > 2) {
@@ -183,18 +189,21 @@ std::optional<std::string> admit_custom(const GroupView& g) {
 
 std::optional<std::string> admit_multimem(const GroupView& g) {
   Problems p;
-  require(g, p, [](const RankFacts& r) { return r.device.multicast; },
-          "multicast false (no NVSwitch multicast objects)");
-  require(g, p, [](const RankFacts& r) { return *r.device.sm >= kMultimemMinSm; },
-          fmt::format("sm below {} (multimem needs Hopper or newer)", kMultimemMinSm));
+  require(
+      g, p, [](const RankFacts& r) { return r.device.multicast; },
+      "multicast false (no NVSwitch multicast objects)");
+  require(
+      g, p, [](const RankFacts& r) { return *r.device.sm >= kMultimemMinSm; },
+      fmt::format("sm below {} (multimem needs Hopper or newer)", kMultimemMinSm));
   if (g.nodes() == 1) {
     p.append(island_problems(g));
     return verdict(p);
   }
   Problems cross = fabric_clique_problems(g);
-  require(g, cross, [](const RankFacts& r) { return *r.device.sm >= kMultimemCrossNodeMinSm; },
-          fmt::format("sm below {} (multimem across nodes needs Blackwell or newer)",
-                      kMultimemCrossNodeMinSm));
+  require(
+      g, cross, [](const RankFacts& r) { return *r.device.sm >= kMultimemCrossNodeMinSm; },
+      fmt::format("sm below {} (multimem across nodes needs Blackwell or newer)",
+                  kMultimemCrossNodeMinSm));
   if (!cross.empty()) p.add(spans_nodes(g) + cross.text());
   return verdict(p);
 }
@@ -203,9 +212,9 @@ std::optional<std::string> admit_shm(const GroupView& g) {
   if (g.nodes() == 1) return std::nullopt;
   std::vector<std::string> per_host;
   for (std::size_t h = 0; h < g.hosts().size(); ++h) {
-    per_host.push_back(
-        fmt::format("{}: {} {}", g.hosts()[h], g.ranks_on_host(h).size() == 1 ? "rank" : "ranks",
-                    format_rank_list(g.ranks_on_host(h))));
+    per_host.push_back(fmt::format("{}: {} {}", g.hosts()[h],
+                                   g.ranks_on_host(h).size() == 1 ? "rank" : "ranks",
+                                   format_rank_list(g.ranks_on_host(h))));
   }
   return fmt::format("the ranks span {} hosts ({}); shared memory needs all ranks on one host",
                      g.nodes(), fmt::join(per_host, "; "));

@@ -45,7 +45,9 @@ CudaThresholds cuda_thresholds(int sm, int w) {
   return t[band];
 }
 
-int blocks_for(int sm) { return sm >= 100 ? 48 : sm >= 90 ? 36 : 32; }
+int blocks_for(int sm) {
+  return sm >= 100 ? 48 : sm >= 90 ? 36 : 32;
+}
 
 Candidate use(Backend b, const char* algorithm, std::optional<int> blocks = std::nullopt) {
   return Candidate{b, algorithm, blocks};
@@ -75,7 +77,8 @@ TuningEntry cuda_entry(int sm, int w, Mode mode) {
   } else {
     ar.push_back({t.two_shot_max, {two_shot, nccl}});
   }
-  if (multimem && t.multimem_max > t.two_shot_max) ar.push_back({t.multimem_max, {mm_reduce, nccl}});
+  if (multimem && t.multimem_max > t.two_shot_max)
+    ar.push_back({t.multimem_max, {mm_reduce, nccl}});
   ar.push_back({std::nullopt, {nccl}});
 
   const std::uint64_t mm_max = multimem ? std::max(t.multimem_max, t.gather_max) : 0;

@@ -59,8 +59,8 @@ std::vector<int> GroupView::ranks_where(const std::function<bool(const RankFacts
 
 std::string GroupView::host_list() const {
   constexpr std::size_t kShown = 4;
-  std::vector<std::string> shown(hosts_.begin(),
-                                 hosts_.begin() + static_cast<long>(std::min(kShown, hosts_.size())));
+  std::vector<std::string> shown(
+      hosts_.begin(), hosts_.begin() + static_cast<long>(std::min(kShown, hosts_.size())));
   std::string text = fmt::format("{}", fmt::join(shown, ", "));
   if (hosts_.size() > kShown) text += fmt::format(" and {} more", hosts_.size() - kShown);
   return text;

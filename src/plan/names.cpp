@@ -38,7 +38,9 @@ std::string_view to_string(Op op) {
   return "unknown";
 }
 
-std::string_view to_string(Mode mode) { return mode == Mode::kGraph ? "graph" : "eager"; }
+std::string_view to_string(Mode mode) {
+  return mode == Mode::kGraph ? "graph" : "eager";
+}
 
 std::optional<Backend> backend_from_string(std::string_view name) {
   for (Backend b : {Backend::kLocal, Backend::kCustom, Backend::kMultimem, Backend::kNccl,

@@ -29,13 +29,14 @@ std::set<Backend> parse_disabled_backends(std::string_view list, std::string_vie
     if (item.empty()) return;
     auto b = backend_from_string(item);
     if (!b) {
-      throw invalid_input(fmt::format(
-          "{}: \"{}\" is not a backend (one of: local, custom, multimem, shm, hier)", source, item));
+      throw invalid_input(
+          fmt::format("{}: \"{}\" is not a backend (one of: local, custom, multimem, shm, hier)",
+                      source, item));
     }
     if (*b == Backend::kNccl || *b == Backend::kGloo) {
       throw invalid_input(fmt::format(
-          "{}: {} cannot be disabled: it is the fallback engine that every group can use",
-          source, item));
+          "{}: {} cannot be disabled: it is the fallback engine that every group can use", source,
+          item));
     }
     out.insert(*b);
     item.clear();
@@ -76,8 +77,8 @@ std::vector<TableRow> build_table(const std::vector<TuningRow>& rows, const OpPl
   }
   if (table.empty() || table.back().max_bytes) {
     // Tuning rows always end unbounded (validated); keep the invariant even for odd input.
-    table.push_back({std::nullopt, fallback, std::string(algorithms_of(fallback, op).front()),
-                     std::nullopt});
+    table.push_back(
+        {std::nullopt, fallback, std::string(algorithms_of(fallback, op).front()), std::nullopt});
   }
   return table;
 }
@@ -113,8 +114,8 @@ Plan make_plan(const FactsTable& facts, const PlanOptions& options, const Tuning
       p.table = {{std::nullopt, b, std::string(algorithms_of(b, op).front()), std::nullopt}};
       continue;
     }
-    TuningLookup lookup = find_tuning(overrides, group.type(), group.min_sm(), group.world_size(),
-                                      options.mode, op);
+    TuningLookup lookup =
+        find_tuning(overrides, group.type(), group.min_sm(), group.world_size(), options.mode, op);
     static const std::vector<TuningRow> kNoRows;
     p.table = build_table(lookup.rows ? *lookup.rows : kNoRows, p, fallback, op);
     if (std::find(provenance.begin(), provenance.end(), lookup.description) == provenance.end()) {

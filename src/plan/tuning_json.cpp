@@ -88,7 +88,8 @@ std::vector<TuningRow> read_rows(const Json& value, const std::string& path, Dev
       detail::fail_expected(r.path_of("use"), "a non-empty array of backends to try", use);
     }
     for (std::size_t k = 0; k < use.size(); ++k) {
-      row.use.push_back(read_candidate(use[k], detail::index_path(r.path_of("use"), k), device, op));
+      row.use.push_back(
+          read_candidate(use[k], detail::index_path(r.path_of("use"), k), device, op));
     }
     r.reject_unknown();
     rows.push_back(std::move(row));
@@ -127,7 +128,8 @@ TuningEntry read_entry(const Json& value, const std::string& path) {
     }
   }
   ops.reject_unknown();
-  if (e.ops.empty()) fail_at(r.path_of("ops"), "no operation given (all_reduce, all_gather, reduce_scatter)");
+  if (e.ops.empty())
+    fail_at(r.path_of("ops"), "no operation given (all_reduce, all_gather, reduce_scatter)");
   r.reject_unknown();
   return e;
 }
@@ -140,8 +142,8 @@ Tuning decode_tuning(std::string_view json_text, std::string source) {
     detail::fail_expected("", "an object with \"tpcomm_tuning\": 1 and \"entries\"", doc);
   }
   ObjectReader root(doc, "");
-  auto version = detail::read_integer(root.required("tpcomm_tuning"), "tpcomm_tuning", INT64_MIN,
-                                      INT64_MAX);
+  auto version =
+      detail::read_integer(root.required("tpcomm_tuning"), "tpcomm_tuning", INT64_MIN, INT64_MAX);
   if (version != kTuningVersion) {
     fail_at("tpcomm_tuning", fmt::format("version {} is not supported: this tpcomm reads tuning "
                                          "version {}",

@@ -12,9 +12,9 @@ namespace tpcomm::probe_detail {
 // x86 names as in /proc/cpuinfo "flags", Arm names as in "Features".
 const std::vector<std::string>& relevant_isa_features() {
   static const std::vector<std::string> features = {
-      "sse4_2",      "avx",         "avx2",     "fma",      "f16c",    "avx512f",
-      "avx512bw",    "avx512vl",    "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16",
-      "asimd",       "asimdhp",     "sve",      "sve2",     "bf16"};
+      "sse4_2",   "avx",      "avx2",        "fma",         "f16c",     "avx512f",
+      "avx512bw", "avx512vl", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16",
+      "asimd",    "asimdhp",  "sve",         "sve2",        "bf16"};
   return features;
 }
 

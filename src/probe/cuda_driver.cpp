@@ -27,9 +27,10 @@ std::unique_ptr<CudaDriver> CudaDriver::load(std::string* why_not) {
   void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* err = dlerror();
-    *why_not = fmt::format("the CUDA driver library libcuda.so.1 could not be loaded ({}): no "
-                           "NVIDIA driver on this machine",
-                           err ? err : "unknown reason");
+    *why_not = fmt::format(
+        "the CUDA driver library libcuda.so.1 could not be loaded ({}): no "
+        "NVIDIA driver on this machine",
+        err ? err : "unknown reason");
     return nullptr;
   }
   std::unique_ptr<CudaDriver> d(new CudaDriver());

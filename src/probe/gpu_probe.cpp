@@ -35,7 +35,8 @@ std::optional<FabricInfo> read_fabric(const NvmlLibrary& nvml, nvml::Device dev,
   int rc = nvml.fabric_info(dev, &raw);
   if (rc == nvml::kErrorNotSupported) return FabricInfo{FabricState::kNotSupported, {}, {}};
   if (rc != nvml::kSuccess) {
-    TPCOMM_LOG(kInfo, "probe", "GPU {}: fabric info unavailable ({})", ordinal, nvml.error_text(rc));
+    TPCOMM_LOG(kInfo, "probe", "GPU {}: fabric info unavailable ({})", ordinal,
+               nvml.error_text(rc));
     return std::nullopt;
   }
   FabricInfo f;
@@ -76,14 +77,16 @@ GpuLinks read_links(const NvmlLibrary& nvml, nvml::Device dev, const std::string
     nvml::PciInfo pci{};
     if (nvml.link_remote_pci(dev, link, &pci) == nvml::kSuccess) a.remote_bus_id = pci.bus_id;
     unsigned type = 0xff;
-    if (nvml.link_remote_type != nullptr && nvml.link_remote_type(dev, link, &type) == nvml::kSuccess) {
+    if (nvml.link_remote_type != nullptr &&
+        nvml.link_remote_type(dev, link, &type) == nvml::kSuccess) {
       a.peer = type == nvml::kLinkDeviceGpu      ? LinkPeer::kGpu
                : type == nvml::kLinkDeviceSwitch ? LinkPeer::kSwitch
                                                  : LinkPeer::kOther;
     } else {
       // Older drivers cannot say: a link to a GPU we know is a GPU link, else an NVSwitch.
       bool to_gpu = false;
-      for (const auto& b : gpu_bus_ids) to_gpu |= normalize_bus_id(b) == normalize_bus_id(a.remote_bus_id);
+      for (const auto& b : gpu_bus_ids)
+        to_gpu |= normalize_bus_id(b) == normalize_bus_id(a.remote_bus_id);
       a.peer = to_gpu ? LinkPeer::kGpu : LinkPeer::kSwitch;
     }
     g.links.push_back(a);
@@ -138,9 +141,10 @@ GpuProbeResult probe_gpus() {
     return out;
   }
   if (int rc = cuda->init(0); rc != cu::kSuccess) {
-    out.cuda_status = fmt::format("cuInit failed: {} (is a GPU visible? check CUDA_VISIBLE_DEVICES "
-                                  "and the driver with nvidia-smi)",
-                                  cuda->error_text(rc));
+    out.cuda_status = fmt::format(
+        "cuInit failed: {} (is a GPU visible? check CUDA_VISIBLE_DEVICES "
+        "and the driver with nvidia-smi)",
+        cuda->error_text(rc));
     TPCOMM_LOG(kInfo, "probe", "no CUDA device: {}", out.cuda_status);
     return out;
   }
@@ -148,9 +152,10 @@ GpuProbeResult probe_gpus() {
   int version = 0;
   cuda->driver_version(&version);
   if (int rc = cuda->device_count(&count); rc != cu::kSuccess || count == 0) {
-    out.cuda_status = rc != cu::kSuccess
-                          ? fmt::format("cuDeviceGetCount failed: {}", cuda->error_text(rc))
-                          : std::string("the driver reports no CUDA device (check CUDA_VISIBLE_DEVICES)");
+    out.cuda_status =
+        rc != cu::kSuccess
+            ? fmt::format("cuDeviceGetCount failed: {}", cuda->error_text(rc))
+            : std::string("the driver reports no CUDA device (check CUDA_VISIBLE_DEVICES)");
     TPCOMM_LOG(kInfo, "probe", "no CUDA device: {}", out.cuda_status);
     return out;
   }
@@ -172,7 +177,8 @@ GpuProbeResult probe_gpus() {
     d.vmm = attr(cu::kAttrVirtualMemoryManagement) != 0;
     d.fabric_handle = attr(cu::kAttrHandleTypeFabric) != 0;
     char bus[32] = {};
-    if (cuda->pci_bus_id(bus, sizeof(bus), dev) == cu::kSuccess) bus_ids[static_cast<std::size_t>(i)] = bus;
+    if (cuda->pci_bus_id(bus, sizeof(bus), dev) == cu::kSuccess)
+      bus_ids[static_cast<std::size_t>(i)] = bus;
     d.numa = pci_numa_node(bus);
     out.gpus.push_back(d);
   }

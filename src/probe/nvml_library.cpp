@@ -11,9 +11,10 @@ std::unique_ptr<NvmlLibrary> NvmlLibrary::load(std::string* why_not) {
   void* handle = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* err = dlerror();
-    *why_not = fmt::format("libnvidia-ml.so.1 could not be loaded ({}): NVLink and fabric facts "
-                           "unknown",
-                           err ? err : "unknown reason");
+    *why_not = fmt::format(
+        "libnvidia-ml.so.1 could not be loaded ({}): NVLink and fabric facts "
+        "unknown",
+        err ? err : "unknown reason");
     return nullptr;
   }
   std::unique_ptr<NvmlLibrary> n(new NvmlLibrary());
@@ -38,8 +39,8 @@ std::unique_ptr<NvmlLibrary> NvmlLibrary::load(std::string* why_not) {
     return nullptr;
   }
   if (int rc = init(); rc != nvml::kSuccess) {
-    *why_not = fmt::format("nvmlInit failed ({}): NVLink and fabric facts unknown",
-                           n->error_text(rc));
+    *why_not =
+        fmt::format("nvmlInit failed ({}): NVLink and fabric facts unknown", n->error_text(rc));
     n->shutdown_ = nullptr;
     return nullptr;
   }

@@ -28,9 +28,10 @@ FactsTable local_facts_table(const LocalFacts& local, int ranks, DeviceType type
     throw invalid_input(fmt::format("no CUDA device on this machine: {}", local.cuda_status));
   }
   FactsTable t;
-  t.comment = fmt::format("probed by tpcomm {} on host {} (boot id {}); cuda: {}; {}", kVersion,
-                          local.host.hostname, local.host.boot_id.empty() ? "unknown" : local.host.boot_id,
-                          local.cuda_status, local.nvml_status);
+  t.comment =
+      fmt::format("probed by tpcomm {} on host {} (boot id {}); cuda: {}; {}", kVersion,
+                  local.host.hostname, local.host.boot_id.empty() ? "unknown" : local.host.boot_id,
+                  local.cuda_status, local.nvml_status);
   for (int r = 0; r < ranks; ++r) {
     RankFacts rf;
     rf.host = local.host.hostname;

@@ -47,7 +47,8 @@ TEST(Cli, UsageErrorsExitWithTwo) {
   EXPECT_EQ(tpcomm({}).exit_code, 2);
   EXPECT_EQ(tpcomm({"frobnicate"}).exit_code, 2);
   EXPECT_EQ(tpcomm({"plan"}).exit_code, 2);
-  EXPECT_EQ(tpcomm({"plan", fixture_path("topologies/cpu_2x2.json"), "--mode", "lazy"}).exit_code, 2);
+  EXPECT_EQ(tpcomm({"plan", fixture_path("topologies/cpu_2x2.json"), "--mode", "lazy"}).exit_code,
+            2);
   EXPECT_EQ(tpcomm({"topo", "--ranks", "0"}).exit_code, 2);
   auto missing = tpcomm({"plan", "/nonexistent/facts.json"});
   EXPECT_EQ(missing.exit_code, 2);
@@ -61,8 +62,8 @@ TEST(Cli, PlanJsonOnEverySharedTopology) {
       {"cpu_2x2.json", {{"all_reduce", {"hier", "gloo"}}}},
       {"gb200_nvl72_tp16.json", {{"all_reduce", {"custom", "multimem", "nccl"}}}},
       {"h100x8_single.json", {{"all_reduce", {"custom", "multimem", "nccl"}}}},
-      {"h200x2_tp16.json", {{"all_reduce", {"nccl"}}, {"all_gather", {"nccl"}},
-                            {"reduce_scatter", {"nccl"}}}},
+      {"h200x2_tp16.json",
+       {{"all_reduce", {"nccl"}}, {"all_gather", {"nccl"}}, {"reduce_scatter", {"nccl"}}}},
       {"l40s_pcie4.json", {{"all_reduce", {"nccl"}}}},
   };
   ASSERT_EQ(test::fixture_files("topologies").size(), eligible.size());
@@ -71,11 +72,13 @@ TEST(Cli, PlanJsonOnEverySharedTopology) {
     auto r = tpcomm({"plan", fixture_path("topologies/" + file), "--json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     json plan = json::parse(r.out);
-    for (const char* key : {"world_size", "nodes", "ops", "digest"}) EXPECT_TRUE(plan.contains(key)) << key;
+    for (const char* key : {"world_size", "nodes", "ops", "digest"})
+      EXPECT_TRUE(plan.contains(key)) << key;
     EXPECT_EQ(plan["digest"].get<std::string>().size(), 16u);
     for (const char* op : {"all_reduce", "all_gather", "reduce_scatter"}) {
       const json& p = plan["ops"][op];
-      for (const char* key : {"eligible", "rejected", "zero_copy", "table"}) EXPECT_TRUE(p.contains(key)) << op << "." << key;
+      for (const char* key : {"eligible", "rejected", "zero_copy", "table"})
+        EXPECT_TRUE(p.contains(key)) << op << "." << key;
       EXPECT_TRUE(p["table"].back()["max_bytes"].is_null());
       for (const auto& row : p["table"]) {
         EXPECT_TRUE(row.contains("backend") && row.contains("algorithm"));
@@ -83,20 +86,23 @@ TEST(Cli, PlanJsonOnEverySharedTopology) {
     }
     for (const auto& [op, names] : ops) EXPECT_EQ(plan["ops"][op]["eligible"], json(names)) << op;
   }
-  json gb200 = json::parse(tpcomm({"plan", fixture_path("topologies/gb200_nvl72_tp16.json"), "--json"}).out);
+  json gb200 =
+      json::parse(tpcomm({"plan", fixture_path("topologies/gb200_nvl72_tp16.json"), "--json"}).out);
   EXPECT_EQ(gb200["ops"]["all_reduce"]["zero_copy"], false);
   EXPECT_EQ(gb200["world_size"], 16);
   EXPECT_EQ(gb200["nodes"], 4);
-  json h200 = json::parse(tpcomm({"plan", fixture_path("topologies/h200x2_tp16.json"), "--json"}).out);
-  EXPECT_TRUE(contains(h200["ops"]["all_gather"]["rejected"]["multimem"], "fabric state not_supported"));
+  json h200 =
+      json::parse(tpcomm({"plan", fixture_path("topologies/h200x2_tp16.json"), "--json"}).out);
+  EXPECT_TRUE(
+      contains(h200["ops"]["all_gather"]["rejected"]["multimem"], "fabric state not_supported"));
 }
 
 TEST(Cli, PlanHumanReportHasTablesAndRefusals) {
   auto r = tpcomm({"plan", fixture_path("topologies/h200x2_tp16.json")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* part : {"group   16 cuda ranks on 2 nodes (node-a, node-b), sm 90", "all_reduce",
-                           "size", "backend", "algorithm", "any size", "refused:",
-                           "custom     the group spans 2 nodes"}) {
+  for (const char* part :
+       {"group   16 cuda ranks on 2 nodes (node-a, node-b), sm 90", "all_reduce", "size", "backend",
+        "algorithm", "any size", "refused:", "custom     the group spans 2 nodes"}) {
     EXPECT_TRUE(contains(r.out, part)) << "missing \"" << part << "\" in\n" << r.out;
   }
 }
@@ -135,7 +141,8 @@ TEST(Cli, TuningFileFromOptionOrEnvironment) {
   }
   auto missing = tpcomm({"plan", facts}, {{"TPCOMM_TUNING", "/nonexistent/t.json"}});
   EXPECT_EQ(missing.exit_code, 2);
-  EXPECT_TRUE(contains(missing.err, "tuning file (TPCOMM_TUNING) /nonexistent/t.json")) << missing.err;
+  EXPECT_TRUE(contains(missing.err, "tuning file (TPCOMM_TUNING) /nonexistent/t.json"))
+      << missing.err;
 }
 
 TEST(Cli, DisableFromOptionAndEnvironment) {
@@ -183,10 +190,10 @@ TEST(Cli, TopoJsonIsAFactsFileThatPlanReads) {
 TEST(Cli, EnvListsEveryVariableAndFlagsInvalidValues) {
   auto r = tpcomm({"env"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* name : {"TPCOMM_LOG", "TPCOMM_LOG_SUBSYS", "TPCOMM_TIMEOUT_MS", "TPCOMM_TUNING",
-                           "TPCOMM_DUMP_FACTS", "TPCOMM_CHECK", "TPCOMM_DISABLE", "RANK",
-                           "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                           "MASTER_PORT", "OMPI_COMM_WORLD_RANK"}) {
+  for (const char* name :
+       {"TPCOMM_LOG", "TPCOMM_LOG_SUBSYS", "TPCOMM_TIMEOUT_MS", "TPCOMM_TUNING",
+        "TPCOMM_DUMP_FACTS", "TPCOMM_CHECK", "TPCOMM_DISABLE", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK"}) {
     EXPECT_TRUE(contains(r.out, name)) << name;
   }
   EXPECT_TRUE(contains(r.out, "(unset: 60000)")) << r.out;
@@ -199,8 +206,8 @@ TEST(Cli, EnvListsEveryVariableAndFlagsInvalidValues) {
 class FakeGpu : public ::testing::Test {
  protected:
   static ProcessResult topo(std::map<std::string, std::string> env, std::vector<std::string> args,
-                            const std::string& libs = std::string(FAKE_DRIVER_DIR) + "/cuda:" +
-                                                      FAKE_DRIVER_DIR + "/nvml") {
+                            const std::string& libs = std::string(FAKE_DRIVER_DIR) +
+                                                      "/cuda:" + FAKE_DRIVER_DIR + "/nvml") {
     env["LD_LIBRARY_PATH"] = libs;
     args.insert(args.begin(), "topo");
     args.insert(args.begin(), TPCOMM_BIN);
@@ -210,7 +217,8 @@ class FakeGpu : public ::testing::Test {
   static std::string plan_of(const std::string& facts_json) {
     char path[] = "/tmp/tpcomm_fake_XXXXXX";
     int fd = mkstemp(path);
-    EXPECT_EQ(write(fd, facts_json.data(), facts_json.size()), static_cast<ssize_t>(facts_json.size()));
+    EXPECT_EQ(write(fd, facts_json.data(), facts_json.size()),
+              static_cast<ssize_t>(facts_json.size()));
     close(fd);
     auto r = tpcomm({"plan", path, "--json"});
     unlink(path);
@@ -253,7 +261,8 @@ TEST_F(FakeGpu, BridgedPairsMakeIslandsThatRefuseCustom) {
   EXPECT_EQ(islands, (std::vector<std::optional<int>>{0, 0, 1, 1}));
   json plan = json::parse(plan_of(r.out));
   EXPECT_EQ(plan["ops"]["all_reduce"]["eligible"], json({"nccl"}));
-  EXPECT_TRUE(contains(plan["ops"]["all_reduce"]["rejected"]["custom"], "split over NVLink islands"));
+  EXPECT_TRUE(
+      contains(plan["ops"]["all_reduce"]["rejected"]["custom"], "split over NVLink islands"));
 }
 
 TEST_F(FakeGpu, FabricCliqueAndAllZeroUuid) {
@@ -267,10 +276,12 @@ TEST_F(FakeGpu, FabricCliqueAndAllZeroUuid) {
   EXPECT_EQ(f->cluster_uuid, "a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf");
   EXPECT_EQ(f->clique_id, 32766);
   EXPECT_TRUE(facts.ranks[0].device.fabric_handle);
-  auto zero = topo({{"FAKE_GPU_COUNT", "2"}, {"FAKE_GPU_FABRIC", "zero"}}, {"--json", "--ranks", "2"});
+  auto zero =
+      topo({{"FAKE_GPU_COUNT", "2"}, {"FAKE_GPU_FABRIC", "zero"}}, {"--json", "--ranks", "2"});
   FactsTable z = decode_facts(zero.out);
   EXPECT_FALSE(z.ranks[0].device.fabric->has_known_cluster());
-  auto busy = topo({{"FAKE_GPU_COUNT", "2"}, {"FAKE_GPU_FABRIC", "in_progress"}}, {"--json", "--ranks", "2"});
+  auto busy = topo({{"FAKE_GPU_COUNT", "2"}, {"FAKE_GPU_FABRIC", "in_progress"}},
+                   {"--json", "--ranks", "2"});
   EXPECT_EQ(decode_facts(busy.out).ranks[1].device.fabric->state, FabricState::kInProgress);
 }
 

@@ -36,13 +36,26 @@ int cuDeviceGetAttribute(int* value, int attribute, int dev) {
   const int sm = fake_gpu::sm();
   const std::string fabric = fake_gpu::fabric();
   switch (attribute) {
-    case 75: *value = sm / 10; return kSuccess;
-    case 76: *value = sm % 10; return kSuccess;
-    case 102: *value = 1; return kSuccess;
-    case 103: *value = 1; return kSuccess;
-    case 128: *value = fabric != "unsupported"; return kSuccess;
-    case 132: *value = sm >= 90; return kSuccess;
-    default: return kInvalidValue;
+    case 75:
+      *value = sm / 10;
+      return kSuccess;
+    case 76:
+      *value = sm % 10;
+      return kSuccess;
+    case 102:
+      *value = 1;
+      return kSuccess;
+    case 103:
+      *value = 1;
+      return kSuccess;
+    case 128:
+      *value = fabric != "unsupported";
+      return kSuccess;
+    case 132:
+      *value = sm >= 90;
+      return kSuccess;
+    default:
+      return kInvalidValue;
   }
 }
 int cuDeviceCanAccessPeer(int* can, int dev, int peer) {

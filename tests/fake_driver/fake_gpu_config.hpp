@@ -23,12 +23,24 @@ inline std::string env_str(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
   return v ? v : fallback;
 }
-inline int count() { return env_int("FAKE_GPU_COUNT", 0); }
-inline int sm() { return env_int("FAKE_GPU_SM", 90); }
-inline std::string links() { return env_str("FAKE_GPU_LINKS", "switch"); }
-inline bool p2p() { return env_int("FAKE_GPU_P2P", 1) != 0; }
-inline std::string fabric() { return env_str("FAKE_GPU_FABRIC", "unsupported"); }
-inline int bus_of(int gpu) { return 0x10 + gpu; }
+inline int count() {
+  return env_int("FAKE_GPU_COUNT", 0);
+}
+inline int sm() {
+  return env_int("FAKE_GPU_SM", 90);
+}
+inline std::string links() {
+  return env_str("FAKE_GPU_LINKS", "switch");
+}
+inline bool p2p() {
+  return env_int("FAKE_GPU_P2P", 1) != 0;
+}
+inline std::string fabric() {
+  return env_str("FAKE_GPU_FABRIC", "unsupported");
+}
+inline int bus_of(int gpu) {
+  return 0x10 + gpu;
+}
 // Index of the GPU with this PCI bus id ("0000:1b:00.0" or "00000000:1B:00.0"), or -1.
 inline int gpu_of_bus_id(const char* bus_id) {
   unsigned domain = 0, bus = 0, dev = 0, fn = 0;

@@ -21,7 +21,9 @@ struct FabricInfo {
   unsigned char state;
 };
 
-int gpu_of(void* handle) { return static_cast<int>(reinterpret_cast<std::intptr_t>(handle)) - 1; }
+int gpu_of(void* handle) {
+  return static_cast<int>(reinterpret_cast<std::intptr_t>(handle)) - 1;
+}
 // The other end of a link: -1 for the NVSwitch, a GPU index, or -2 for no link.
 int remote_of(int gpu, unsigned link) {
   const std::string links = fake_gpu::links();
@@ -36,9 +38,15 @@ int remote_of(int gpu, unsigned link) {
 
 extern "C" {
 
-int nvmlInit_v2() { return kSuccess; }
-int nvmlShutdown() { return kSuccess; }
-const char* nvmlErrorString(int) { return "fake NVML error"; }
+int nvmlInit_v2() {
+  return kSuccess;
+}
+int nvmlShutdown() {
+  return kSuccess;
+}
+const char* nvmlErrorString(int) {
+  return "fake NVML error";
+}
 
 int nvmlDeviceGetHandleByPciBusId_v2(const char* bus_id, void** device) {
   int gpu = fake_gpu::gpu_of_bus_id(bus_id);

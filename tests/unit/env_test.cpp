@@ -60,11 +60,12 @@ TEST(EnvRegistry, InvalidValuesNameTheVariable) {
     const char* value;
     const char* message;
   };
-  for (const Case& c : {Case{"TPCOMM_TIMEOUT_MS", "soon", "TPCOMM_TIMEOUT_MS=soon: expected an integer"},
-                        Case{"TPCOMM_TIMEOUT_MS", "0", "expected an integer from 1 to 86400000"},
-                        Case{"TPCOMM_CHECK", "yes", "TPCOMM_CHECK=yes: expected 0 or 1"},
-                        Case{"TPCOMM_DISABLE", "custom,nccl", "'nccl' is not one of local, custom"},
-                        Case{"TPCOMM_LOG", "loud", "expected one of error, warn, info, debug"}}) {
+  for (const Case& c :
+       {Case{"TPCOMM_TIMEOUT_MS", "soon", "TPCOMM_TIMEOUT_MS=soon: expected an integer"},
+        Case{"TPCOMM_TIMEOUT_MS", "0", "expected an integer from 1 to 86400000"},
+        Case{"TPCOMM_CHECK", "yes", "TPCOMM_CHECK=yes: expected 0 or 1"},
+        Case{"TPCOMM_DISABLE", "custom,nccl", "'nccl' is not one of local, custom"},
+        Case{"TPCOMM_LOG", "loud", "expected one of error, warn, info, debug"}}) {
     ScopedEnv e(c.name, c.value);
     try {
       env_string(c.name);

@@ -18,8 +18,12 @@ namespace {
 
 using Rng = std::mt19937_64;
 
-bool chance(Rng& rng, double p) { return std::bernoulli_distribution(p)(rng); }
-int pick(Rng& rng, int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
+bool chance(Rng& rng, double p) {
+  return std::bernoulli_distribution(p)(rng);
+}
+int pick(Rng& rng, int lo, int hi) {
+  return std::uniform_int_distribution<int>(lo, hi)(rng);
+}
 template <typename T>
 const T& pick_of(Rng& rng, const std::vector<T>& v) {
   return v[static_cast<std::size_t>(pick(rng, 0, static_cast<int>(v.size()) - 1))];

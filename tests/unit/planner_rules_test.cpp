@@ -56,15 +56,18 @@ void check(const Scenario& s) {
 
 // The statements of each shared fixture's comment.
 TEST(PlannerSharedFixtures, Cpu2x2ShmRejectedHierAndGlooEligible) {
-  check({"topologies/cpu_2x2.json", {"hier", "gloo"},
+  check({"topologies/cpu_2x2.json",
+         {"hier", "gloo"},
          {{"shm", {"the ranks span 2 hosts", "cpu-a: ranks 0-1", "cpu-b: ranks 2-3"}},
-          {"local", {"world size 4"}}}, false});
+          {"local", {"world size 4"}}},
+         false});
 }
 
 TEST(PlannerSharedFixtures, Gb200Nvl72CustomAndMultimemEligibleNoZeroCopy) {
   check({"topologies/gb200_nvl72_tp16.json", {"custom", "multimem", "nccl"}, {}, false});
   Plan plan = plan_of("topologies/gb200_nvl72_tp16.json");
-  EXPECT_NE(plan.ops.at(Op::kAllReduce).zero_copy_reason.find("allocator legacy"), std::string::npos);
+  EXPECT_NE(plan.ops.at(Op::kAllReduce).zero_copy_reason.find("allocator legacy"),
+            std::string::npos);
 }
 
 TEST(PlannerSharedFixtures, H100x8CustomAndMultimemEligibleForAllReduce) {
@@ -81,8 +84,9 @@ TEST(PlannerSharedFixtures, H100x8CustomAndMultimemEligibleForAllReduce) {
 TEST(PlannerSharedFixtures, H200x2Tp16RejectsCustomAndMultimemEverywhere) {
   check({"topologies/h200x2_tp16.json",
          {"nccl"},
-         {{"custom", {"spans 2 nodes (node-a, node-b)", "not one NVLink fabric clique",
-                      "fabric state not_supported", "fabric_handle false"}},
+         {{"custom",
+           {"spans 2 nodes (node-a, node-b)", "not one NVLink fabric clique",
+            "fabric state not_supported", "fabric_handle false"}},
           {"multimem", {"spans 2 nodes", "fabric state not_supported", "sm below 100"}}},
          false});
   for (const auto& [op, p] : plan_of("topologies/h200x2_tp16.json").ops) {
@@ -101,53 +105,92 @@ TEST(PlannerSharedFixtures, L40sPcie4RejectsCustomAndMultimem) {
 
 TEST(PlannerScenarios, EveryScenarioGivesItsEligibilityAndReasons) {
   const std::vector<Scenario> scenarios = {
-      {"scenarios/bridged_islands.json", {"nccl"},
-       {{"custom", {"one node (node-a)", "island 0: ranks 0-3 on host node-a",
-                    "island 1: ranks 4-7 on host node-a"}},
-        {"multimem", {"multicast false", "split over NVLink islands"}}}, false},
-      {"scenarios/pcie_pair_p2p.json", {"custom", "nccl"},
-       {{"multimem", {"multicast false", "sm below 90", "no NVLink"}}}, true},
-      {"scenarios/pcie_pair_no_p2p.json", {"nccl"},
-       {{"custom", {"both ranks on host box: p2p false"}}}, false},
-      {"scenarios/nvl72_two_cliques.json", {"nccl"},
-       {{"custom", {"2 different fabric cliques",
-                    "clique 1: ranks 0-3 on host tray-1 and ranks 4-7 on host tray-2",
-                    "clique 2: ranks 8-11 on host tray-3 and ranks 12-15 on host tray-4"}},
-        {"multimem", {"2 different fabric cliques"}}}, false},
-      {"scenarios/same_clique_other_cluster.json", {"nccl"},
-       {{"custom", {"cluster 8c5e3a1f-2b44-4c1d-9e0a-5d7f6b2c9a10 clique 5: ranks 0-3",
-                    "cluster 1f0e9d8c-7b6a-4954-8372-6150a4b3c2d1 clique 5: ranks 4-7"}}}, false},
-      {"scenarios/fabric_in_progress.json", {"nccl"},
+      {"scenarios/bridged_islands.json",
+       {"nccl"},
+       {{"custom",
+         {"one node (node-a)", "island 0: ranks 0-3 on host node-a",
+          "island 1: ranks 4-7 on host node-a"}},
+        {"multimem", {"multicast false", "split over NVLink islands"}}},
+       false},
+      {"scenarios/pcie_pair_p2p.json",
+       {"custom", "nccl"},
+       {{"multimem", {"multicast false", "sm below 90", "no NVLink"}}},
+       true},
+      {"scenarios/pcie_pair_no_p2p.json",
+       {"nccl"},
+       {{"custom", {"both ranks on host box: p2p false"}}},
+       false},
+      {"scenarios/nvl72_two_cliques.json",
+       {"nccl"},
+       {{"custom",
+         {"2 different fabric cliques",
+          "clique 1: ranks 0-3 on host tray-1 and ranks 4-7 on host tray-2",
+          "clique 2: ranks 8-11 on host tray-3 and ranks 12-15 on host tray-4"}},
+        {"multimem", {"2 different fabric cliques"}}},
+       false},
+      {"scenarios/same_clique_other_cluster.json",
+       {"nccl"},
+       {{"custom",
+         {"cluster 8c5e3a1f-2b44-4c1d-9e0a-5d7f6b2c9a10 clique 5: ranks 0-3",
+          "cluster 1f0e9d8c-7b6a-4954-8372-6150a4b3c2d1 clique 5: ranks 4-7"}}},
+       false},
+      {"scenarios/fabric_in_progress.json",
+       {"nccl"},
        {{"custom", {"rank 5 on host tray-2: fabric state in_progress"}},
-        {"multimem", {"rank 5 on host tray-2: fabric state in_progress"}}}, false},
-      {"scenarios/zero_cluster_uuid.json", {"nccl"},
-       {{"custom", {"all 8 ranks: cluster_uuid unknown (absent or all zeros)"}}}, false},
-      {"scenarios/one_rank_no_fabric_handle.json", {"nccl"},
-       {{"custom", {"rank 6 on host tray-2: fabric_handle false"}}}, false},
-      {"scenarios/mixed_sm_cross_node.json", {"custom", "nccl"},
-       {{"multimem", {"ranks 0-3 on host tray-1: sm below 100"}}}, false},
+        {"multimem", {"rank 5 on host tray-2: fabric state in_progress"}}},
+       false},
+      {"scenarios/zero_cluster_uuid.json",
+       {"nccl"},
+       {{"custom", {"all 8 ranks: cluster_uuid unknown (absent or all zeros)"}}},
+       false},
+      {"scenarios/one_rank_no_fabric_handle.json",
+       {"nccl"},
+       {{"custom", {"rank 6 on host tray-2: fabric_handle false"}}},
+       false},
+      {"scenarios/mixed_sm_cross_node.json",
+       {"custom", "nccl"},
+       {{"multimem", {"ranks 0-3 on host tray-1: sm below 100"}}},
+       false},
       {"scenarios/w16_one_node.json", {"custom", "multimem", "nccl"}, {}, true},
-      {"scenarios/w17_one_node.json", {"multimem", "nccl"},
-       {{"custom", {"world size 17 is above custom's limit of 16 ranks"}}}, false},
-      {"scenarios/w32_cross_node.json", {"multimem", "nccl"},
-       {{"custom", {"world size 32 is above custom's limit of 16 ranks"}}}, false},
-      {"scenarios/w1_cuda.json", {"local", "nccl"},
-       {{"custom", {"world size 1"}}, {"multimem", {"world size 1"}}}, false},
-      {"scenarios/cpu_one_host.json", {"shm", "gloo"},
-       {{"hier", {"all ranks are on one host"}}}, false},
-      {"scenarios/cpu_hosts_one_rank_each.json", {"gloo"},
+      {"scenarios/w17_one_node.json",
+       {"multimem", "nccl"},
+       {{"custom", {"world size 17 is above custom's limit of 16 ranks"}}},
+       false},
+      {"scenarios/w32_cross_node.json",
+       {"multimem", "nccl"},
+       {{"custom", {"world size 32 is above custom's limit of 16 ranks"}}},
+       false},
+      {"scenarios/w1_cuda.json",
+       {"local", "nccl"},
+       {{"custom", {"world size 1"}}, {"multimem", {"world size 1"}}},
+       false},
+      {"scenarios/cpu_one_host.json",
+       {"shm", "gloo"},
+       {{"hier", {"all ranks are on one host"}}},
+       false},
+      {"scenarios/cpu_hosts_one_rank_each.json",
+       {"gloo"},
        {{"shm", {"span 3 hosts", "cpu-a: rank 0"}},
-        {"hier", {"every host (cpu-a, cpu-b, cpu-c) has one rank"}}}, false},
-      {"scenarios/cpu_w1.json", {"local", "gloo"},
-       {{"shm", {"world size 1"}}, {"hier", {"world size 1"}}}, false},
+        {"hier", {"every host (cpu-a, cpu-b, cpu-c) has one rank"}}},
+       false},
+      {"scenarios/cpu_w1.json",
+       {"local", "gloo"},
+       {{"shm", {"world size 1"}}, {"hier", {"world size 1"}}},
+       false},
       {"scenarios/zero_copy_vmm_cross_node.json", {"custom", "multimem", "nccl"}, {}, true},
       {"scenarios/zero_copy_one_legacy_rank.json", {"custom", "multimem", "nccl"}, {}, false},
-      {"scenarios/fabric_unknown_cross_node.json", {"nccl"},
-       {{"custom", {"ranks 4-7 on host node-b: fabric info unknown"}}}, false},
-      {"scenarios/nvlink_one_rank_no_p2p.json", {"multimem", "nccl"},
-       {{"custom", {"rank 3 on host node-a: p2p false"}}}, false},
-      {"scenarios/one_node_two_nvlink_pairs.json", {"nccl"},
-       {{"custom", {"island 0: ranks 0-1", "island 1: ranks 2-3", "not 4"}}}, false},
+      {"scenarios/fabric_unknown_cross_node.json",
+       {"nccl"},
+       {{"custom", {"ranks 4-7 on host node-b: fabric info unknown"}}},
+       false},
+      {"scenarios/nvlink_one_rank_no_p2p.json",
+       {"multimem", "nccl"},
+       {{"custom", {"rank 3 on host node-a: p2p false"}}},
+       false},
+      {"scenarios/one_node_two_nvlink_pairs.json",
+       {"nccl"},
+       {{"custom", {"island 0: ranks 0-1", "island 1: ranks 2-3", "not 4"}}},
+       false},
   };
   // Every scenario file is covered (mixed_device_types is the error case below).
   EXPECT_EQ(scenarios.size() + 1, test::fixture_files("scenarios").size());
@@ -245,7 +288,8 @@ TEST(PlannerOptions, ParseDisabledBackends) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidInput);
-    EXPECT_NE(std::string(e.what()).find("TPCOMM_DISABLE: nccl cannot be disabled"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("TPCOMM_DISABLE: nccl cannot be disabled"),
+              std::string::npos);
   }
   EXPECT_THROW(parse_disabled_backends("gloo", "--disable"), Error);
   try {
@@ -274,7 +318,8 @@ TEST(PlannerTuning, OverrideFileReplacesBuiltInRowsForItsKeyAndOpOnly) {
   // all_gather is not in the file: the built-in rows serve it.
   Plan builtin = plan_of("topologies/h100x8_single.json");
   EXPECT_EQ(plan.ops.at(Op::kAllGather).table, builtin.ops.at(Op::kAllGather).table);
-  EXPECT_NE(plan.tuning.find("valid_sm90_w8.json: cuda sm 90 world size 8 eager"), std::string::npos)
+  EXPECT_NE(plan.tuning.find("valid_sm90_w8.json: cuda sm 90 world size 8 eager"),
+            std::string::npos)
       << plan.tuning;
   EXPECT_NE(plan.digest, builtin.digest);
   // The override key does not match graph mode: built-in again.
@@ -285,8 +330,8 @@ TEST(PlannerTuning, OverrideFileReplacesBuiltInRowsForItsKeyAndOpOnly) {
 }
 
 TEST(PlannerTuning, IneligibleOverrideCandidatesFallThroughToTheEngine) {
-  Tuning overrides = decode_tuning(test::read_file(test::fixture_path("tuning/valid_sm90_w8.json")),
-                                   "file");
+  Tuning overrides =
+      decode_tuning(test::read_file(test::fixture_path("tuning/valid_sm90_w8.json")), "file");
   FactsTable facts = test::load_facts("topologies/h100x8_single.json");
   for (auto& r : facts.ranks) r.device.p2p = false;  // custom now refused
   Plan plan = make_plan(facts, {}, overrides);

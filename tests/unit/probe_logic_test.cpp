@@ -9,13 +9,20 @@
 namespace tpcomm::probe_detail {
 namespace {
 
-GpuLinks gpu(const std::string& bus, std::vector<ActiveLink> links) { return {bus, links}; }
-ActiveLink to_switch() { return {LinkPeer::kSwitch, "00000000:E0:00.0"}; }
-ActiveLink to_gpu(const std::string& bus) { return {LinkPeer::kGpu, bus}; }
+GpuLinks gpu(const std::string& bus, std::vector<ActiveLink> links) {
+  return {bus, links};
+}
+ActiveLink to_switch() {
+  return {LinkPeer::kSwitch, "00000000:E0:00.0"};
+}
+ActiveLink to_gpu(const std::string& bus) {
+  return {LinkPeer::kGpu, bus};
+}
 
 TEST(NvlinkIslands, NvSwitchJoinsEveryLinkedGpu) {
   std::vector<GpuLinks> g;
-  for (int i = 0; i < 8; ++i) g.push_back(gpu("0000:1" + std::to_string(i) + ":00.0", {to_switch()}));
+  for (int i = 0; i < 8; ++i)
+    g.push_back(gpu("0000:1" + std::to_string(i) + ":00.0", {to_switch()}));
   auto islands = nvlink_islands(g);
   for (const auto& i : islands) EXPECT_EQ(i, 0);
 }
@@ -45,8 +52,9 @@ TEST(NvlinkIslands, BusIdsAreNormalised) {
 }
 
 TEST(CpuIsa, ParsesX86FlagsAndArmFeatures) {
-  EXPECT_EQ(isa_from_cpuinfo("processor : 0\nflags : fpu sse4_2 avx avx2 fma avx512f avx512_bf16\n"),
-            (std::vector<std::string>{"sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16"}));
+  EXPECT_EQ(
+      isa_from_cpuinfo("processor : 0\nflags : fpu sse4_2 avx avx2 fma avx512f avx512_bf16\n"),
+      (std::vector<std::string>{"sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16"}));
   EXPECT_EQ(isa_from_cpuinfo("Features\t: fp asimd asimdhp sve bf16\n"),
             (std::vector<std::string>{"asimd", "asimdhp", "sve", "bf16"}));
   EXPECT_TRUE(isa_from_cpuinfo("no flags here\n").empty());

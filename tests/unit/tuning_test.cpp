@@ -37,7 +37,9 @@ TEST(BuiltinTuning, CoversEveryKeyTheIssueNames) {
 }
 
 TEST(BuiltinTuning, ThresholdsFollowPublicFigures) {
-  auto first_max = [](const TuningEntry* e) { return *e->ops.at(Op::kAllReduce).front().max_bytes; };
+  auto first_max = [](const TuningEntry* e) {
+    return *e->ops.at(Op::kAllReduce).front().max_bytes;
+  };
   EXPECT_EQ(first_max(builtin_entry(DeviceType::kCuda, 90, 8, Mode::kEager)), 256 * KiB);
   EXPECT_EQ(first_max(builtin_entry(DeviceType::kCuda, 90, 4, Mode::kEager)), 512 * KiB);
   EXPECT_EQ(first_max(builtin_entry(DeviceType::kCuda, 90, 16, Mode::kEager)), 64 * KiB);
@@ -75,7 +77,8 @@ TEST(TuningCodec, ValidFileDecodes) {
   EXPECT_EQ(t.entries[0].key, (TuningKey{DeviceType::kCuda, 90, 8, Mode::kEager}));
   const auto& rows = t.entries[0].ops.at(Op::kAllReduce);
   EXPECT_EQ(rows[0].use[0], (Candidate{Backend::kCustom, "one_shot", 24}));
-  EXPECT_EQ(rows[1].use[0], (Candidate{Backend::kNccl, "nccl", std::nullopt}));  // default algorithm
+  EXPECT_EQ(rows[1].use[0],
+            (Candidate{Backend::kNccl, "nccl", std::nullopt}));  // default algorithm
 }
 
 TEST(TuningCodec, EveryMalformedFileGivesItsError) {
