@@ -149,6 +149,15 @@ std::string read_string(const Json& value, std::string_view path) {
   return value.get<std::string>();
 }
 
+void require_version(ObjectReader& root, std::string_view key, std::int64_t supported,
+                     std::string_view format) {
+  auto version = read_integer(root.required(key), key, INT64_MIN, INT64_MAX);
+  if (version != supported) {
+    fail_at(key, fmt::format("version {} is not supported: this tpcomm reads {} version {}",
+                             version, format, supported));
+  }
+}
+
 std::size_t read_choice(const Json& value, std::string_view path,
                         const std::vector<std::string_view>& choices) {
   auto quoted = [&] {

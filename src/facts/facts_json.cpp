@@ -151,13 +151,7 @@ FactsTable decode_facts(std::string_view json_text) {
   }
   ObjectReader root(doc, "");
   // The version first: a newer document probably has fields this version does not know.
-  auto version =
-      detail::read_integer(root.required("tpcomm_facts"), "tpcomm_facts", INT64_MIN, INT64_MAX);
-  if (version != kFactsVersion) {
-    fail_at("tpcomm_facts", fmt::format("version {} is not supported: this tpcomm reads facts "
-                                        "version {}",
-                                        version, kFactsVersion));
-  }
+  detail::require_version(root, "tpcomm_facts", kFactsVersion, "facts");
   FactsTable table;
   if (const Json* v = root.optional("comment")) table.comment = detail::read_string(*v, "comment");
   const Json& ranks = root.required("ranks");

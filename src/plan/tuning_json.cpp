@@ -142,13 +142,7 @@ Tuning decode_tuning(std::string_view json_text, std::string source) {
     detail::fail_expected("", "an object with \"tpcomm_tuning\": 1 and \"entries\"", doc);
   }
   ObjectReader root(doc, "");
-  auto version =
-      detail::read_integer(root.required("tpcomm_tuning"), "tpcomm_tuning", INT64_MIN, INT64_MAX);
-  if (version != kTuningVersion) {
-    fail_at("tpcomm_tuning", fmt::format("version {} is not supported: this tpcomm reads tuning "
-                                         "version {}",
-                                         version, kTuningVersion));
-  }
+  detail::require_version(root, "tpcomm_tuning", kTuningVersion, "tuning");
   if (const Json* v = root.optional("comment")) detail::read_string(*v, "comment");
   const Json& entries = root.required("entries");
   if (!entries.is_array()) detail::fail_expected("entries", "an array of entries", entries);

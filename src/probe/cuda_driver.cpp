@@ -1,8 +1,6 @@
 // Loading the CUDA driver library at run time.
 #include "cuda_driver.hpp"
 
-#include <dlfcn.h>
-
 #include <fmt/format.h>
 
 #ifdef TPCOMM_HAVE_CUDA_HEADERS
@@ -24,40 +22,32 @@ static_assert(tpcomm::probe_detail::cu::kAttrMulticastSupported ==
 namespace tpcomm::probe_detail {
 
 std::unique_ptr<CudaDriver> CudaDriver::load(std::string* why_not) {
-  void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* err = dlerror();
+  std::string err;
+  auto library = detail::SharedLibrary::open("libcuda.so.1", &err);
+  if (!library) {
     *why_not = fmt::format(
-        "the CUDA driver library libcuda.so.1 could not be loaded ({}): no "
-        "NVIDIA driver on this machine",
-        err ? err : "unknown reason");
+        "the CUDA driver library libcuda.so.1 could not be loaded ({}): no NVIDIA driver on this "
+        "machine",
+        err);
     return nullptr;
   }
   std::unique_ptr<CudaDriver> d(new CudaDriver());
-  d->handle_ = handle;
-  std::string missing;
-  auto bind = [&](auto& fn, const char* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, name));
-    if (fn == nullptr) missing += missing.empty() ? name : std::string(", ") + name;
-  };
-  bind(d->init, "cuInit");
-  bind(d->driver_version, "cuDriverGetVersion");
-  bind(d->device_count, "cuDeviceGetCount");
-  bind(d->device_get, "cuDeviceGet");
-  bind(d->device_attribute, "cuDeviceGetAttribute");
-  bind(d->can_access_peer, "cuDeviceCanAccessPeer");
-  bind(d->pci_bus_id, "cuDeviceGetPCIBusId");
-  bind(d->error_name, "cuGetErrorName");
-  bind(d->error_string, "cuGetErrorString");
-  if (!missing.empty()) {
-    *why_not = fmt::format("libcuda.so.1 lacks {}: the driver is too old or not NVIDIA's", missing);
+  library->bind(d->init, "cuInit");
+  library->bind(d->driver_version, "cuDriverGetVersion");
+  library->bind(d->device_count, "cuDeviceGetCount");
+  library->bind(d->device_get, "cuDeviceGet");
+  library->bind(d->device_attribute, "cuDeviceGetAttribute");
+  library->bind(d->can_access_peer, "cuDeviceCanAccessPeer");
+  library->bind(d->pci_bus_id, "cuDeviceGetPCIBusId");
+  library->bind(d->error_name, "cuGetErrorName");
+  library->bind(d->error_string, "cuGetErrorString");
+  if (!library->missing().empty()) {
+    *why_not = fmt::format("libcuda.so.1 lacks {}: the driver is too old or not NVIDIA's",
+                           library->missing());
     return nullptr;
   }
+  d->library_ = std::move(library);
   return d;
-}
-
-CudaDriver::~CudaDriver() {
-  if (handle_ != nullptr) dlclose(handle_);
 }
 
 std::string CudaDriver::error_text(int result) const {

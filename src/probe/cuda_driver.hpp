@@ -6,6 +6,8 @@
 #include <memory>
 #include <string>
 
+#include "tpcomm/detail/shared_library.hpp"
+
 namespace tpcomm::probe_detail {
 
 namespace cu {
@@ -22,9 +24,6 @@ class CudaDriver {
  public:
   // nullptr when libcuda.so.1 or one of its symbols is missing; `why_not` then says which.
   static std::unique_ptr<CudaDriver> load(std::string* why_not);
-  ~CudaDriver();
-  CudaDriver(const CudaDriver&) = delete;
-  CudaDriver& operator=(const CudaDriver&) = delete;
 
   // Driver error text, e.g. "CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)".
   std::string error_text(int result) const;
@@ -41,7 +40,7 @@ class CudaDriver {
 
  private:
   CudaDriver() = default;
-  void* handle_ = nullptr;
+  std::unique_ptr<detail::SharedLibrary> library_;
 };
 
 }  // namespace tpcomm::probe_detail

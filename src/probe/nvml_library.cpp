@@ -1,55 +1,46 @@
 // Loading NVML at run time.
 #include "nvml_library.hpp"
 
-#include <dlfcn.h>
-
 #include <fmt/format.h>
 
 namespace tpcomm::probe_detail {
 
 std::unique_ptr<NvmlLibrary> NvmlLibrary::load(std::string* why_not) {
-  void* handle = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* err = dlerror();
+  std::string err;
+  auto library = detail::SharedLibrary::open("libnvidia-ml.so.1", &err);
+  if (!library) {
     *why_not = fmt::format(
-        "libnvidia-ml.so.1 could not be loaded ({}): NVLink and fabric facts "
-        "unknown",
-        err ? err : "unknown reason");
+        "libnvidia-ml.so.1 could not be loaded ({}): NVLink and fabric facts unknown", err);
     return nullptr;
   }
   std::unique_ptr<NvmlLibrary> n(new NvmlLibrary());
-  n->handle_ = handle;
-  std::string missing;
-  auto bind = [&](auto& fn, const char* name, bool required) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, name));
-    if (fn == nullptr && required) missing += missing.empty() ? name : std::string(", ") + name;
-  };
   int (*init)() = nullptr;
-  bind(init, "nvmlInit_v2", true);
-  bind(n->shutdown_, "nvmlShutdown", true);
-  bind(n->error_string_, "nvmlErrorString", true);
-  bind(n->handle_by_bus_id, "nvmlDeviceGetHandleByPciBusId_v2", true);
-  bind(n->link_state, "nvmlDeviceGetNvLinkState", true);
-  bind(n->link_remote_pci, "nvmlDeviceGetNvLinkRemotePciInfo_v2", true);
-  bind(n->link_remote_type, "nvmlDeviceGetNvLinkRemoteDeviceType", false);
-  bind(n->fabric_info, "nvmlDeviceGetGpuFabricInfo", false);
-  if (!missing.empty()) {
-    *why_not = fmt::format("libnvidia-ml.so.1 lacks {}: NVLink and fabric facts unknown", missing);
-    n->shutdown_ = nullptr;  // never initialised
+  int (*shutdown)() = nullptr;
+  library->bind(init, "nvmlInit_v2");
+  library->bind(shutdown, "nvmlShutdown");
+  library->bind(n->error_string_, "nvmlErrorString");
+  library->bind(n->handle_by_bus_id, "nvmlDeviceGetHandleByPciBusId_v2");
+  library->bind(n->link_state, "nvmlDeviceGetNvLinkState");
+  library->bind(n->link_remote_pci, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+  library->bind(n->link_remote_type, "nvmlDeviceGetNvLinkRemoteDeviceType", false);
+  library->bind(n->fabric_info, "nvmlDeviceGetGpuFabricInfo", false);
+  if (!library->missing().empty()) {
+    *why_not = fmt::format("libnvidia-ml.so.1 lacks {}: NVLink and fabric facts unknown",
+                           library->missing());
     return nullptr;
   }
   if (int rc = init(); rc != nvml::kSuccess) {
     *why_not =
         fmt::format("nvmlInit failed ({}): NVLink and fabric facts unknown", n->error_text(rc));
-    n->shutdown_ = nullptr;
     return nullptr;
   }
+  n->shutdown_ = shutdown;
+  n->library_ = std::move(library);
   return n;
 }
 
 NvmlLibrary::~NvmlLibrary() {
   if (shutdown_ != nullptr) shutdown_();
-  if (handle_ != nullptr) dlclose(handle_);
 }
 
 std::string NvmlLibrary::error_text(int result) const {

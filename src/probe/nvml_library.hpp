@@ -5,6 +5,8 @@
 #include <memory>
 #include <string>
 
+#include "tpcomm/detail/shared_library.hpp"
+
 namespace tpcomm::probe_detail {
 
 namespace nvml {
@@ -57,8 +59,8 @@ class NvmlLibrary {
 
  private:
   NvmlLibrary() = default;
-  void* handle_ = nullptr;
-  int (*shutdown_)() = nullptr;
+  std::unique_ptr<detail::SharedLibrary> library_;
+  int (*shutdown_)() = nullptr;  // set once nvmlInit succeeded
   const char* (*error_string_)(int result) = nullptr;
 };
 

@@ -51,6 +51,10 @@ std::int64_t read_integer(const Json& value, std::string_view path, std::int64_t
                           std::int64_t max);
 bool read_bool(const Json& value, std::string_view path);
 std::string read_string(const Json& value, std::string_view path);
+// Reads the format version at `key` of the root object and refuses any other than `supported`.
+// `format` names the format in the message ("facts", "tuning").
+void require_version(ObjectReader& root, std::string_view key, std::int64_t supported,
+                     std::string_view format);
 // Returns the index of the value in `choices`.
 std::size_t read_choice(const Json& value, std::string_view path,
                         const std::vector<std::string_view>& choices);
