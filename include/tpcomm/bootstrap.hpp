@@ -1,0 +1,43 @@
+// Bootstrap: how the ranks of a group first find each other and exchange small messages before
+// any backend exists. Every operation takes a deadline; a rank that does not arrive in time is
+// named in the error ("ranks 3, 5 did not join within 60000 ms").
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tpcomm/deadline.hpp"
+#include "tpcomm/store.hpp"
+
+namespace tpcomm {
+
+class Bootstrap {
+ public:
+  virtual ~Bootstrap() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // Every rank's bytes, in rank order. `what` names the step in errors.
+  virtual std::vector<Bytes> all_gather(const Bytes& mine, std::string_view what,
+                                        const Deadline& deadline) = 0;
+  // The root's bytes on every rank.
+  Bytes broadcast(const Bytes& data, int root, std::string_view what, const Deadline& deadline);
+  void barrier(std::string_view what, const Deadline& deadline);
+};
+
+// Over a key-value store. Keys live under `prefix`; each rank deletes its keys of a round once
+// every rank has moved past it, so a long-lived group does not grow the store.
+std::shared_ptr<Bootstrap> make_store_bootstrap(std::shared_ptr<Store> store, int rank, int size,
+                                                std::string prefix = "tpcomm");
+
+// For threads of one process (tests): make_thread_group(n)[r] is rank r's bootstrap.
+std::vector<std::shared_ptr<Bootstrap>> make_thread_group(int size);
+
+// From the launch environment (tpcomm run, torchrun: RANK, WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT; Open MPI's OMPI_COMM_WORLD_RANK / _SIZE for rank and size). Rank 0 serves the
+// store on MASTER_PORT unless one already listens there (tpcomm run, tpcomm store).
+std::shared_ptr<Bootstrap> bootstrap_from_environment(const Deadline& deadline);
+
+}  // namespace tpcomm

@@ -1,0 +1,46 @@
+// A key-value store for rendezvous: the TCP store (one server, many clients) and an in-memory
+// store for tests. Every wait takes a deadline and reports the keys still missing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tpcomm/deadline.hpp"
+
+namespace tpcomm {
+
+using Bytes = std::vector<std::uint8_t>;
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  virtual void set(const std::string& key, const Bytes& value) = 0;
+  // The value, or nullopt when the key is absent (does not wait).
+  virtual std::optional<Bytes> get(const std::string& key) = 0;
+  // Waits until every key exists or the deadline passes; returns the keys still missing
+  // (empty: all present).
+  virtual std::vector<std::string> wait_for(const std::vector<std::string>& keys,
+                                            const Deadline& deadline) = 0;
+  // Adds delta to the integer stored at key (absent: 0) and returns the new value.
+  virtual std::int64_t add(const std::string& key, std::int64_t delta) = 0;
+  // Stores `desired` when the current value equals `expected` (nullopt: the key is absent).
+  // Returns the value stored afterwards.
+  virtual Bytes compare_set(const std::string& key, const std::optional<Bytes>& expected,
+                            const Bytes& desired) = 0;
+  // Deletes a key; false when it was absent.
+  virtual bool remove(const std::string& key) = 0;
+  // Number of keys held (for diagnostics and leak tests).
+  virtual std::size_t size() = 0;
+
+  // wait_for that throws kTimeout naming the missing keys.
+  void wait(const std::vector<std::string>& keys, const Deadline& deadline);
+};
+
+// A thread-safe store in this process.
+std::shared_ptr<Store> make_memory_store();
+
+}  // namespace tpcomm

@@ -1,0 +1,153 @@
+// POSIX socket helpers with deadlines.
+#include "socket_util.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "tpcomm/error.hpp"
+
+namespace tpcomm::net {
+
+void Fd::reset() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+std::string peer_name(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "unknown peer";
+  char host[NI_MAXHOST] = {};
+  char port[NI_MAXSERV] = {};
+  getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof(host), port, sizeof(port),
+              NI_NUMERICHOST | NI_NUMERICSERV);
+  return fmt::format("{}:{}", host, port);
+}
+
+void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL, 0) | O_NONBLOCK); }
+
+Fd listen_tcp(const std::string& address, std::uint16_t port) {
+  Fd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0) throw Error(ErrorCode::kUnavailable, "socket(): " + errno_text());
+  int one = 1;
+  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  if (inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1) {
+    throw invalid_input(fmt::format("store address \"{}\" is not an IPv4 address", address));
+  }
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    throw Error(ErrorCode::kUnavailable,
+                fmt::format("cannot bind the store to {}:{}: {}", address, port, errno_text()));
+  }
+  if (listen(fd.get(), 512) != 0) {
+    throw Error(ErrorCode::kUnavailable, "listen(): " + errno_text());
+  }
+  return fd;
+}
+
+std::uint16_t local_port(int fd) {
+  sockaddr_in addr{};
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  return ntohs(addr.sin_port);
+}
+
+Fd connect_tcp(const std::string& host, std::uint16_t port, std::string* why) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  const std::string service = std::to_string(port);
+  if (int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &result); rc != 0) {
+    *why = fmt::format("cannot resolve {}: {}", host, gai_strerror(rc));
+    return Fd();
+  }
+  Fd fd;
+  for (addrinfo* ai = result; ai != nullptr; ai = ai->ai_next) {
+    Fd s(socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
+    if (s.get() < 0) continue;
+    if (connect(s.get(), ai->ai_addr, ai->ai_addrlen) == 0) {
+      int one = 1;
+      setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      fd = std::move(s);
+      break;
+    }
+    *why = errno_text();
+  }
+  freeaddrinfo(result);
+  return fd;
+}
+
+namespace {
+
+bool wait_ready(int fd, short events, const Deadline& deadline, std::string* why) {
+  while (true) {
+    pollfd p{fd, events, 0};
+    int rc = poll(&p, 1, deadline.poll_ms());
+    if (rc > 0) return true;
+    if (rc < 0 && errno != EINTR) {
+      *why = "poll(): " + errno_text();
+      return false;
+    }
+    if (deadline.expired()) {
+      *why = fmt::format("no progress within {} ms", deadline.budget().count());
+      return false;
+    }
+  }
+}
+
+}  // namespace
+
+bool send_all(int fd, const std::uint8_t* data, std::size_t size, const Deadline& deadline,
+              std::string* why) {
+  std::size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::send(fd, data + done, size - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      done += static_cast<std::size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      if (!wait_ready(fd, POLLOUT, deadline, why)) return false;
+    } else {
+      *why = "send(): " + errno_text();
+      return false;
+    }
+  }
+  return true;
+}
+
+bool recv_all(int fd, std::uint8_t* data, std::size_t size, const Deadline& deadline,
+              std::string* why) {
+  std::size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::recv(fd, data + done, size - done, MSG_DONTWAIT);
+    if (n > 0) {
+      done += static_cast<std::size_t>(n);
+    } else if (n == 0) {
+      *why = "connection closed by the peer";
+      return false;
+    } else if (errno == EAGAIN || errno == EINTR) {
+      if (!wait_ready(fd, POLLIN, deadline, why)) return false;
+    } else {
+      *why = "recv(): " + errno_text();
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace tpcomm::net

@@ -1,0 +1,52 @@
+// Small POSIX socket helpers shared by the store server and client.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tpcomm/deadline.hpp"
+
+namespace tpcomm::net {
+
+// Closes the descriptor on destruction.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(Fd&& other) noexcept : fd_(other.release()) {}
+  Fd& operator=(Fd&& other) noexcept {
+    if (this != &other) {
+      reset();
+      fd_ = other.release();
+    }
+    return *this;
+  }
+  int get() const { return fd_; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void reset();
+
+ private:
+  int fd_ = -1;
+};
+
+std::string errno_text();
+// "127.0.0.1:5000" of a connected socket's peer.
+std::string peer_name(int fd);
+void set_nonblocking(int fd);
+// Listening TCP socket; throws kUnavailable with the reason.
+Fd listen_tcp(const std::string& address, std::uint16_t port);
+std::uint16_t local_port(int fd);
+// Connected TCP socket, or an invalid Fd with `why` set (one attempt).
+Fd connect_tcp(const std::string& host, std::uint16_t port, std::string* why);
+// Sends or receives all bytes before the deadline; false with `why` on failure.
+bool send_all(int fd, const std::uint8_t* data, std::size_t size, const Deadline& deadline,
+              std::string* why);
+bool recv_all(int fd, std::uint8_t* data, std::size_t size, const Deadline& deadline,
+              std::string* why);
+
+}  // namespace tpcomm::net

@@ -1,0 +1,84 @@
+// Bootstrap over a store: round n of an all-gather writes <prefix>/<n>/<rank>, waits for every
+// rank's key, reads them, and deletes this rank's key of round n-1 (every rank has read it by
+// now, since every rank has written round n).
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "rank_wording.hpp"
+#include "tpcomm/bootstrap.hpp"
+#include "tpcomm/error.hpp"
+
+namespace tpcomm {
+namespace {
+
+class StoreBootstrap final : public Bootstrap {
+ public:
+  StoreBootstrap(std::shared_ptr<Store> store, int rank, int size, std::string prefix)
+      : store_(std::move(store)), rank_(rank), size_(size), prefix_(std::move(prefix)) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  std::vector<Bytes> all_gather(const Bytes& mine, std::string_view what,
+                                const Deadline& deadline) override {
+    const long round = round_++;
+    std::vector<std::string> keys;
+    for (int r = 0; r < size_; ++r) keys.push_back(key(round, r));
+    store_->set(keys[static_cast<std::size_t>(rank_)], mine);
+    auto missing = store_->wait_for(keys, deadline);
+    if (!missing.empty()) {
+      std::vector<int> ranks;
+      for (int r = 0; r < size_; ++r) {
+        if (std::find(missing.begin(), missing.end(), keys[static_cast<std::size_t>(r)]) !=
+            missing.end()) {
+          ranks.push_back(r);
+        }
+      }
+      throw Error(ErrorCode::kTimeout,
+                  fmt::format("{} did not {} within {} ms ({})", detail::rank_list_text(ranks),
+                              round == 0 ? "join" : "arrive", deadline.budget().count(), what));
+    }
+    std::vector<Bytes> out;
+    for (const auto& k : keys) {
+      auto v = store_->get(k);
+      if (!v) throw Error(ErrorCode::kInternal, "store key vanished during " + std::string(what));
+      out.push_back(std::move(*v));
+    }
+    if (round > 0) store_->remove(key(round - 1, rank_));
+    return out;
+  }
+
+ private:
+  std::string key(long round, int rank) const {
+    return fmt::format("{}/{}/{}", prefix_, round, rank);
+  }
+
+  std::shared_ptr<Store> store_;
+  int rank_;
+  int size_;
+  std::string prefix_;
+  long round_ = 0;
+};
+
+}  // namespace
+
+Bytes Bootstrap::broadcast(const Bytes& data, int root, std::string_view what,
+                           const Deadline& deadline) {
+  auto all = all_gather(rank() == root ? data : Bytes{}, what, deadline);
+  return all[static_cast<std::size_t>(root)];
+}
+
+void Bootstrap::barrier(std::string_view what, const Deadline& deadline) {
+  all_gather(Bytes{}, what, deadline);
+}
+
+std::shared_ptr<Bootstrap> make_store_bootstrap(std::shared_ptr<Store> store, int rank, int size,
+                                                std::string prefix) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    throw invalid_input(fmt::format("rank {} of a group of {}: expected 0 <= rank < size", rank, size));
+  }
+  return std::make_shared<StoreBootstrap>(std::move(store), rank, size, std::move(prefix));
+}
+
+}  // namespace tpcomm

@@ -1,0 +1,139 @@
+// The TCP store client: one connection, one request at a time, every reply awaited with a
+// deadline. A lost connection is an error naming the store's address.
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "socket_util.hpp"
+#include "store_protocol.hpp"
+#include "tpcomm/error.hpp"
+#include "tpcomm/tcp_store.hpp"
+
+namespace tpcomm {
+namespace {
+
+using store_wire::Type;
+
+// Slack on top of a wait's own timeout for the server's answer to arrive.
+constexpr std::chrono::milliseconds kReplySlack{2000};
+
+class TcpStoreClient final : public Store {
+ public:
+  TcpStoreClient(net::Fd fd, std::string address) : fd_(std::move(fd)), address_(std::move(address)) {}
+
+  void set(const std::string& key, const Bytes& value) override {
+    expect(call(store_wire::Writer(Type::kSet).string(key).bytes(value)), Type::kOk, "set");
+  }
+  std::optional<Bytes> get(const std::string& key) override {
+    Reply r = call(store_wire::Writer(Type::kGet).string(key));
+    if (r.type == Type::kNotFound) return std::nullopt;
+    expect(r, Type::kValue, "get");
+    return store_wire::Reader(r.payload.data(), r.payload.size()).bytes();
+  }
+  std::vector<std::string> wait_for(const std::vector<std::string>& keys,
+                                    const Deadline& deadline) override {
+    store_wire::Writer w(Type::kWait);
+    w.i64(deadline.remaining().count()).i64(static_cast<std::int64_t>(keys.size()));
+    for (const auto& k : keys) w.string(k);
+    Reply r = call(w, Deadline::after(deadline.remaining() + kReplySlack));
+    if (r.type == Type::kOk) return {};
+    expect(r, Type::kMissing, "wait");
+    store_wire::Reader reader(r.payload.data(), r.payload.size());
+    std::vector<std::string> missing;
+    for (auto n = reader.i64(); n > 0; --n) missing.push_back(reader.string());
+    return missing;
+  }
+  std::int64_t add(const std::string& key, std::int64_t delta) override {
+    Reply r = call(store_wire::Writer(Type::kAdd).string(key).i64(delta));
+    expect(r, Type::kInteger, "add");
+    return store_wire::Reader(r.payload.data(), r.payload.size()).i64();
+  }
+  Bytes compare_set(const std::string& key, const std::optional<Bytes>& expected,
+                    const Bytes& desired) override {
+    store_wire::Writer w(Type::kCompareSet);
+    w.string(key).u8(expected ? 1 : 0).bytes(expected.value_or(Bytes{})).bytes(desired);
+    Reply r = call(w);
+    expect(r, Type::kValue, "compare_set");
+    return store_wire::Reader(r.payload.data(), r.payload.size()).bytes();
+  }
+  bool remove(const std::string& key) override {
+    Reply r = call(store_wire::Writer(Type::kDelete).string(key));
+    expect(r, Type::kBool, "delete");
+    return store_wire::Reader(r.payload.data(), r.payload.size()).u8() != 0;
+  }
+  std::size_t size() override {
+    Reply r = call(store_wire::Writer(Type::kSize));
+    expect(r, Type::kInteger, "size");
+    return static_cast<std::size_t>(store_wire::Reader(r.payload.data(), r.payload.size()).i64());
+  }
+
+ private:
+  struct Reply {
+    Type type;
+    Bytes payload;
+  };
+
+  Reply call(const store_wire::Writer& request, const Deadline& deadline = Deadline::from_env()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (broken_) throw Error(ErrorCode::kUnavailable, broken_message_);
+    Bytes frame = request.frame();
+    std::string why;
+    std::uint8_t header[store_wire::kHeaderSize];
+    Reply reply{Type::kError, {}};
+    if (!net::send_all(fd_.get(), frame.data(), frame.size(), deadline, &why) ||
+        !net::recv_all(fd_.get(), header, sizeof(header), deadline, &why)) {
+      fail(why);
+    }
+    store_wire::Header h = store_wire::decode_header(header);
+    if (std::string problem = store_wire::check_header(h); !problem.empty()) fail(problem);
+    reply.type = h.type;
+    reply.payload.resize(h.length);
+    if (!net::recv_all(fd_.get(), reply.payload.data(), h.length, deadline, &why)) fail(why);
+    return reply;
+  }
+
+  [[noreturn]] void fail(const std::string& why) {
+    broken_ = true;
+    broken_message_ = fmt::format("the store at {} is unreachable: {}", address_, why);
+    throw Error(ErrorCode::kUnavailable, broken_message_);
+  }
+
+  void expect(const Reply& r, Type type, const char* what) {
+    if (r.type == type) return;
+    if (r.type == Type::kError) {
+      throw Error(ErrorCode::kInvalidInput,
+                  fmt::format("store {} refused: {}", what,
+                              store_wire::Reader(r.payload.data(), r.payload.size()).string()));
+    }
+    throw Error(ErrorCode::kInternal, fmt::format("store {}: unexpected reply type {}", what,
+                                                  static_cast<int>(r.type)));
+  }
+
+  std::mutex mutex_;
+  net::Fd fd_;
+  std::string address_;
+  bool broken_ = false;
+  std::string broken_message_;
+};
+
+}  // namespace
+
+std::shared_ptr<Store> connect_tcp_store(const std::string& host, std::uint16_t port,
+                                         const Deadline& deadline) {
+  const std::string address = fmt::format("{}:{}", host, port);
+  std::string why;
+  while (true) {
+    net::Fd fd = net::connect_tcp(host, port, &why);
+    if (fd.get() >= 0) return std::make_shared<TcpStoreClient>(std::move(fd), address);
+    if (deadline.expired()) {
+      throw Error(ErrorCode::kTimeout,
+                  fmt::format("cannot reach the store at {} within {} ms: {} (is MASTER_ADDR / "
+                              "MASTER_PORT right, and is the store running?)",
+                              address, deadline.budget().count(), why));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace tpcomm
