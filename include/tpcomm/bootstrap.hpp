@@ -22,6 +22,9 @@ class Bootstrap {
   // Every rank's bytes, in rank order. `what` names the step in errors.
   virtual std::vector<Bytes> all_gather(const Bytes& mine, std::string_view what,
                                         const Deadline& deadline) = 0;
+  // A store shared by the group, for backends' own rendezvous (Gloo's).
+  virtual std::shared_ptr<Store> store() const = 0;
+
   // The root's bytes on every rank.
   Bytes broadcast(const Bytes& data, int root, std::string_view what, const Deadline& deadline);
   void barrier(std::string_view what, const Deadline& deadline);

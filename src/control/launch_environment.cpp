@@ -17,6 +17,7 @@ class HostingBootstrap final : public Bootstrap {
       : server_(std::move(server)), inner_(std::move(inner)) {}
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
+  std::shared_ptr<Store> store() const override { return inner_->store(); }
   std::vector<Bytes> all_gather(const Bytes& mine, std::string_view what,
                                 const Deadline& deadline) override {
     return inner_->all_gather(mine, what, deadline);

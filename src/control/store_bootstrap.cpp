@@ -19,6 +19,7 @@ class StoreBootstrap final : public Bootstrap {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  std::shared_ptr<Store> store() const override { return store_; }
 
   std::vector<Bytes> all_gather(const Bytes& mine, std::string_view what,
                                 const Deadline& deadline) override {

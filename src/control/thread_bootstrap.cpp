@@ -16,6 +16,7 @@ namespace {
 struct ThreadGroupState {
   explicit ThreadGroupState(int n) : size(n) {}
   const int size;
+  std::shared_ptr<Store> store = make_memory_store();
   std::mutex mutex;
   std::condition_variable changed;
   std::map<long, std::vector<std::optional<Bytes>>> rounds;
@@ -28,6 +29,7 @@ class ThreadBootstrap final : public Bootstrap {
       : state_(std::move(state)), rank_(rank) {}
   int rank() const override { return rank_; }
   int size() const override { return state_->size; }
+  std::shared_ptr<Store> store() const override { return state_->store; }
 
   std::vector<Bytes> all_gather(const Bytes& mine, std::string_view what,
                                 const Deadline& deadline) override {

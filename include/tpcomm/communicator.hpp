@@ -1,0 +1,70 @@
+// The communicator: a group of ranks that agreed on a plan and runs collectives by it.
+//
+//   auto comm = tpcomm::Communicator::create(tpcomm::bootstrap_from_environment(deadline));
+//   comm->all_reduce(in, out, count, tpcomm::DataType::kFloat32, tpcomm::ReduceOp::kSum);
+//
+// Creation: probe -> gather facts -> plan -> vote on the plan digest -> set up each eligible
+// backend, voting after every step -> ready. Every wait has a deadline (TPCOMM_TIMEOUT_MS).
+// A failure (timeout, dead peer, mismatch) aborts the communicator: the call throws
+// tpcomm::Error, and every later call throws kAborted with the original cause.
+//
+// Buffers are host memory. In place: all_reduce with input == output; all_gather with
+// input == output + rank * count; reduce_scatter with output == input + rank * count.
+// fp16 and bf16 are reduced in fp32 and rounded to nearest even. Results are bitwise identical
+// on every rank.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "tpcomm/bootstrap.hpp"
+#include "tpcomm/facts.hpp"
+#include "tpcomm/plan.hpp"
+#include "tpcomm/types.hpp"
+
+namespace tpcomm {
+
+struct CommunicatorOptions {
+  std::optional<std::chrono::milliseconds> timeout;  // default: TPCOMM_TIMEOUT_MS
+  Mode mode = Mode::kEager;
+};
+
+class Communicator {
+ public:
+  static std::unique_ptr<Communicator> create(std::shared_ptr<Bootstrap> bootstrap,
+                                              const CommunicatorOptions& options = {});
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const;
+  int size() const;
+  // The plan every rank agreed on, including backends refused at set-up and why.
+  const Plan& plan() const;
+  // The gathered facts of the group (what TPCOMM_DUMP_FACTS writes).
+  const FactsTable& facts() const;
+
+  // `count` elements in each buffer.
+  void all_reduce(const void* input, void* output, std::size_t count, DataType type, ReduceOp op);
+  // `count` elements from each rank; output holds size() * count.
+  void all_gather(const void* input, void* output, std::size_t count, DataType type);
+  // input holds size() * count elements; output receives this rank's `count`.
+  void reduce_scatter(const void* input, void* output, std::size_t count, DataType type,
+                      ReduceOp op);
+
+  // Aborts: peers waiting on this rank fail promptly, later calls throw kAborted.
+  void abort(const std::string& reason);
+  bool aborted() const;
+
+  struct Impl;
+
+ private:
+  explicit Communicator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+  friend struct CommunicatorFactory;
+};
+
+}  // namespace tpcomm

@@ -1,0 +1,112 @@
+// Communicator calls: argument checks, the optional cross-rank signature check
+// (TPCOMM_CHECK=1), dispatch by the plan's size table, and abort on any failure.
+#include <map>
+
+#include <fmt/format.h>
+
+#include "communicator_impl.hpp"
+#include "tpcomm/log.hpp"
+
+namespace tpcomm {
+namespace {
+
+std::string signature(const transport::Call& c) {
+  std::string text = fmt::format("{}({} x {}", to_string(c.op), to_string(c.type), c.count);
+  if (c.op != Op::kAllGather) text += fmt::format(", {}", to_string(c.reduce));
+  return text + ")";
+}
+
+std::uint64_t call_bytes(const transport::Call& c, int size) {
+  const std::uint64_t per = c.count * size_of(c.type);
+  return c.op == Op::kAllReduce ? per : per * static_cast<std::uint64_t>(size);
+}
+
+}  // namespace
+
+Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Communicator::~Communicator() = default;
+
+int Communicator::rank() const { return impl_->bootstrap->rank(); }
+int Communicator::size() const { return impl_->bootstrap->size(); }
+const Plan& Communicator::plan() const { return impl_->plan; }
+const FactsTable& Communicator::facts() const { return impl_->facts; }
+
+void Communicator::all_reduce(const void* input, void* output, std::size_t count, DataType type,
+                              ReduceOp op) {
+  impl_->run_call({Op::kAllReduce, input, output, count, type, op, {}, 0});
+}
+
+void Communicator::all_gather(const void* input, void* output, std::size_t count, DataType type) {
+  impl_->run_call({Op::kAllGather, input, output, count, type, ReduceOp::kSum, {}, 0});
+}
+
+void Communicator::reduce_scatter(const void* input, void* output, std::size_t count,
+                                  DataType type, ReduceOp op) {
+  impl_->run_call({Op::kReduceScatter, input, output, count, type, op, {}, 0});
+}
+
+void Communicator::abort(const std::string& reason) {
+  impl_->abort_with(Error(ErrorCode::kAborted, fmt::format("rank {}: aborted by the caller: {}", rank(), reason)));
+}
+
+bool Communicator::aborted() const {
+  std::lock_guard<std::mutex> lock(impl_->abort_mutex);
+  return impl_->abort_cause.has_value();
+}
+
+void Communicator::Impl::abort_with(const Error& cause) {
+  std::lock_guard<std::mutex> lock(abort_mutex);
+  if (abort_cause) return;
+  abort_cause = cause;
+  for (auto& [kind, backend] : backends) backend->abort();
+}
+
+void Communicator::Impl::run_call(transport::Call call) {
+  {
+    std::lock_guard<std::mutex> lock(abort_mutex);
+    if (abort_cause) {
+      throw Error(ErrorCode::kAborted,
+                  fmt::format("the communicator was aborted earlier: {}", abort_cause->what()));
+    }
+  }
+  const int rank = bootstrap->rank();
+  call.sequence = ++sequence;
+  if (call.count > 0 && (call.input == nullptr || call.output == nullptr)) {
+    throw invalid_input(fmt::format("rank {}: {} #{}: null buffer for {} elements", rank,
+                                    to_string(call.op), call.sequence, call.count));
+  }
+  const TableRow& row = plan.ops.at(call.op).row_for(call_bytes(call, bootstrap->size()));
+  call.algorithm = row.algorithm;
+  const std::string what = fmt::format("{} #{}", signature(call), call.sequence);
+  try {
+    if (check_calls) {
+      const std::string mine = signature(call);
+      auto all = bootstrap->all_gather(Bytes(mine.begin(), mine.end()),
+                                       fmt::format("call check #{}", call.sequence), deadline());
+      std::map<std::string, std::vector<int>> by_signature;
+      for (std::size_t r = 0; r < all.size(); ++r) {
+        by_signature[std::string(all[r].begin(), all[r].end())].push_back(static_cast<int>(r));
+      }
+      if (by_signature.size() > 1) {
+        std::vector<std::string> sides;
+        for (const auto& [sig, ranks] : by_signature) {
+          sides.push_back(fmt::format("{} {} called {}", ranks.size() == 1 ? "rank" : "ranks",
+                                      fmt::join(ranks, ", "), sig));
+        }
+        throw Error(ErrorCode::kMismatch,
+                    fmt::format("call #{} does not match across ranks (TPCOMM_CHECK=1): {}",
+                                call.sequence, fmt::join(sides, "; ")));
+      }
+    }
+    faults.apply_fail_or_stall("call", static_cast<std::int64_t>(call.sequence));
+    backends.at(row.backend)->run(call);
+  } catch (const Error& e) {
+    Error full(e.code(), fmt::format("rank {}: {} via {} failed: {}", rank, what,
+                                     to_string(row.backend), e.what()));
+    TPCOMM_LOG(kError, "comm", "{}", full.what());
+    abort_with(full);
+    throw full;
+  }
+}
+
+}  // namespace tpcomm

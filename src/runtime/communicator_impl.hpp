@@ -1,0 +1,62 @@
+// The communicator's state, shared by its creation protocol (communicator_setup.cpp) and its
+// calls (communicator.cpp).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "fault_injection.hpp"
+#include "transport/common/backend.hpp"
+#include "tpcomm/communicator.hpp"
+#include "tpcomm/error.hpp"
+
+namespace tpcomm {
+
+// What a backend factory may use to build its backend for this group.
+struct BackendContext {
+  int rank = 0;
+  int size = 1;
+  std::shared_ptr<Bootstrap> bootstrap;
+  std::uint64_t comm_id = 0;
+  std::chrono::milliseconds timeout{60000};
+  std::string socket_address;
+  const FactsTable* facts = nullptr;
+};
+
+using BackendFactory =
+    std::function<std::unique_ptr<transport::CollectiveBackend>(const BackendContext&)>;
+
+struct Communicator::Impl {
+  std::shared_ptr<Bootstrap> bootstrap;
+  std::chrono::milliseconds timeout{60000};
+  runtime::FaultPlan faults;
+  bool check_calls = false;
+  FactsTable facts;
+  PlanOptions plan_options;
+  Plan plan;
+  std::map<Backend, std::unique_ptr<transport::CollectiveBackend>> backends;
+  std::uint64_t sequence = 0;
+
+  mutable std::mutex abort_mutex;
+  std::optional<Error> abort_cause;
+
+  Deadline deadline() const { return Deadline::after(timeout); }
+  void run_call(transport::Call call);
+  void abort_with(const Error& cause);
+};
+
+namespace detail {
+
+// The built-in backends: local and gloo (shm, hier and the CUDA backends arrive later).
+std::map<Backend, BackendFactory> builtin_backend_factories();
+
+// Creates a communicator with the given backend factories (tests add stand-ins).
+std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> bootstrap,
+                                                  const CommunicatorOptions& options,
+                                                  const std::map<Backend, BackendFactory>& factories);
+
+}  // namespace detail
+}  // namespace tpcomm

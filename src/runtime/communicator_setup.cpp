@@ -1,0 +1,326 @@
+// Creating a communicator (DESIGN.md, data flow): probe -> facts exchange -> node identity ->
+// plan -> digest vote -> set-up of each backend the tables use, with an AND vote after every
+// step -> ready. Every step is collective and has a deadline; every error is raised on every
+// rank, so no rank goes on alone into a step the others will never reach.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "communicator_impl.hpp"
+#include "facts_exchange.hpp"
+#include "node_identity.hpp"
+#include "transport/gloo/gloo_backend.hpp"
+#include "transport/local/local_backend.hpp"
+#include "tpcomm/env.hpp"
+#include "tpcomm/facts_json.hpp"
+#include "tpcomm/log.hpp"
+#include "tpcomm/probe.hpp"
+#include "tpcomm/version.hpp"
+
+namespace tpcomm {
+
+struct CommunicatorFactory {
+  static std::unique_ptr<Communicator> wrap(std::unique_ptr<Communicator::Impl> impl) {
+    return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
+  }
+};
+
+namespace {
+
+using runtime::FaultAction;
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::vector<std::string> parts;
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    parts.push_back(j == i ? fmt::format("{}", ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]));
+    i = j + 1;
+  }
+  return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", fmt::join(parts, ", "));
+}
+
+runtime::RankRecord my_record(int rank, const runtime::NodeProbeSegment& segment) {
+  LocalFacts local = probe_local();
+  runtime::RankRecord r;
+  r.facts.host = local.host.hostname;
+  r.facts.device.type = DeviceType::kCpu;  // this communicator moves host memory
+  r.facts.device.numa = local.numa;
+  r.facts.device.isa = local.cpu_isa;
+  r.boot_id = local.host.boot_id;
+  r.probe_name = segment.name();
+  r.probe_token = segment.token();
+  if (rank == 0) {
+    std::random_device rd;
+    r.comm_id = (static_cast<std::uint64_t>(rd()) << 32) | rd();
+  }
+  return r;
+}
+
+std::vector<runtime::RankRecord> exchange_facts(Communicator::Impl& c,
+                                                const runtime::NodeProbeSegment& segment) {
+  const int rank = c.bootstrap->rank();
+  Bytes mine = runtime::encode_record(my_record(rank, segment));
+  if (c.faults.hits("facts", FaultAction::kCorrupt)) mine.resize(mine.size() - 7);  // truncated
+  c.faults.apply_fail_or_stall("facts");
+  auto all = c.bootstrap->all_gather(mine, "facts exchange", c.deadline());
+  std::vector<runtime::RankRecord> records;
+  for (int r = 0; r < c.bootstrap->size(); ++r) {
+    records.push_back(runtime::decode_record(all[static_cast<std::size_t>(r)], r));
+  }
+  return records;
+}
+
+// Which ranks share a node: same boot id and each sees the other's shared-memory segment.
+std::vector<int> identify_nodes(Communicator::Impl& c,
+                                const std::vector<runtime::RankRecord>& records,
+                                runtime::NodeProbeSegment& segment) {
+  const int rank = c.bootstrap->rank();
+  const auto n = records.size();
+  c.faults.apply_fail_or_stall("node_probe");
+  Bytes row(n, 0);
+  for (std::size_t j = 0; j < n; ++j) {
+    const auto& me = records[static_cast<std::size_t>(rank)];
+    row[j] = static_cast<int>(j) == rank ||
+             (records[j].boot_id == me.boot_id &&
+              runtime::can_see_segment(records[j].probe_name, records[j].probe_token));
+  }
+  auto rows = c.bootstrap->all_gather(row, "node identity", c.deadline());
+  segment.remove();  // every rank has probed: nobody needs it any more
+  std::vector<std::vector<bool>> sees(n, std::vector<bool>(n));
+  for (std::size_t i = 0; i < n; ++i) {
+    if (rows[i].size() != n) throw invalid_input(fmt::format("node identity row from rank {} is corrupt", i));
+    for (std::size_t j = 0; j < n; ++j) sees[i][j] = rows[i][j] != 0;
+  }
+  return runtime::group_nodes(sees);
+}
+
+FactsTable group_facts(const std::vector<runtime::RankRecord>& records, const std::vector<int>& node_of) {
+  // A node is named after its lowest rank's hostname; two nodes with one hostname (containers)
+  // get "#<lowest rank>" appended so they stay apart.
+  std::map<int, int> lowest;
+  for (std::size_t r = 0; r < node_of.size(); ++r) lowest.emplace(node_of[r], static_cast<int>(r));
+  std::map<std::string, int> name_uses;
+  for (const auto& [node, r] : lowest) ++name_uses[records[static_cast<std::size_t>(r)].facts.host];
+  FactsTable t;
+  t.comment = fmt::format("gathered by tpcomm {}: {} ranks on {} nodes (node identity: boot id and a "
+                          "shared-memory probe)",
+                          kVersion, records.size(), lowest.size());
+  for (std::size_t r = 0; r < records.size(); ++r) {
+    RankFacts f = records[r].facts;
+    const int first = lowest[node_of[r]];
+    const std::string& name = records[static_cast<std::size_t>(first)].facts.host;
+    f.host = name_uses[name] > 1 ? fmt::format("{}#{}", name, first) : name;
+    t.ranks.push_back(std::move(f));
+  }
+  return t;
+}
+
+void dump_facts(const FactsTable& facts) {
+  auto path = env_raw("TPCOMM_DUMP_FACTS");
+  if (!path) return;
+  const std::string tmp = *path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << encode_facts(facts);
+    if (!out) {
+      TPCOMM_LOG(kWarn, "comm", "TPCOMM_DUMP_FACTS: cannot write {}", tmp);
+      return;
+    }
+  }
+  if (std::rename(tmp.c_str(), path->c_str()) != 0) {
+    TPCOMM_LOG(kWarn, "comm", "TPCOMM_DUMP_FACTS: cannot rename {} to {}", tmp, *path);
+  }
+}
+
+void agree_on_digest(Communicator::Impl& c) {
+  std::string digest = c.plan.digest;
+  if (c.faults.hits("digest", FaultAction::kCorrupt)) digest = "0000000000000000";
+  c.faults.apply_fail_or_stall("digest");
+  auto all = c.bootstrap->all_gather(Bytes(digest.begin(), digest.end()), "plan agreement", c.deadline());
+  std::map<std::string, std::vector<int>> by_digest;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    by_digest[std::string(all[r].begin(), all[r].end())].push_back(static_cast<int>(r));
+  }
+  if (by_digest.size() == 1) return;
+  std::vector<std::string> parts;
+  for (const auto& [d, ranks] : by_digest) parts.push_back(fmt::format("{} computed {}", ranks_text(ranks), d));
+  throw Error(ErrorCode::kMismatch,
+              fmt::format("the ranks disagree on the plan: {}. The same facts gave different plans: "
+                          "do all ranks run the same tpcomm version with the same TPCOMM_TUNING "
+                          "and TPCOMM_DISABLE?",
+                          fmt::join(parts, "; ")));
+}
+
+// An AND vote: nullopt when every rank succeeded, else who failed and why.
+std::optional<std::string> vote(Communicator::Impl& c, const std::optional<std::string>& failure,
+                                const std::string& step) {
+  // "1" for success, "0<reason>" for failure.
+  const std::string text = failure ? "0" + *failure : std::string("1");
+  auto all = c.bootstrap->all_gather(Bytes(text.begin(), text.end()), "set-up vote on " + step,
+                                     c.deadline());
+  std::vector<std::string> failed;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    const std::string got(all[r].begin(), all[r].end());
+    if (got != "1") failed.push_back(fmt::format("rank {}: {}", r, got.empty() ? "no vote" : got.substr(1)));
+  }
+  if (failed.empty()) return std::nullopt;
+  return fmt::format("set-up step {} failed on {}", step, fmt::join(failed, "; "));
+}
+
+std::string socket_address(const std::vector<runtime::RankRecord>& records) {
+  if (auto a = env_raw("TPCOMM_SOCKET_ADDRESS")) return *a;
+  bool one_machine = std::all_of(records.begin(), records.end(),
+                                 [&](const auto& r) { return r.boot_id == records[0].boot_id; });
+  auto master = env_raw("MASTER_ADDR");
+  if (one_machine || !master) return "127.0.0.1";
+  // The local address on the route to the store's host: the interface peers can reach.
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(9);
+  std::string out = "127.0.0.1";
+  if (fd >= 0 && inet_pton(AF_INET, master->c_str(), &addr.sin_addr) == 1 &&
+      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    sockaddr_in local{};
+    socklen_t len = sizeof(local);
+    char text[INET_ADDRSTRLEN] = {};
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
+        inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text)) != nullptr) {
+      out = text;
+    }
+  }
+  if (fd >= 0) close(fd);
+  return out;
+}
+
+// Sets up every backend the size tables use, voting after each step. A backend whose step
+// fails anywhere is disabled everywhere and the plan is recomputed (identically on every rank);
+// the fallback engine failing is an error.
+void set_up_backends(Communicator::Impl& c, const std::map<Backend, BackendFactory>& factories,
+                     const BackendContext& context) {
+  const Backend fallback = fallback_backend(c.plan.device_type);
+  while (true) {
+    std::vector<Backend> needed;
+    for (const auto& [op, p] : c.plan.ops) {
+      for (const auto& row : p.table) {
+        if (!c.backends.count(row.backend) &&
+            std::find(needed.begin(), needed.end(), row.backend) == needed.end()) {
+          needed.push_back(row.backend);
+        }
+      }
+    }
+    if (needed.empty()) return;
+    bool replan = false;
+    for (Backend b : needed) {
+      auto factory = factories.find(b);
+      if (factory == factories.end()) {
+        throw Error(ErrorCode::kInternal, fmt::format("plan uses {} but this build has no such backend", to_string(b)));
+      }
+      auto backend = factory->second(context);
+      std::optional<std::string> failed;
+      for (int step = 0; step < backend->setup_steps() && !failed; ++step) {
+        const std::string name = backend->setup_step_name(step);
+        std::optional<std::string> mine;
+        try {
+          c.faults.apply_fail_or_stall(name);
+          backend->run_setup_step(step, c.deadline());
+        } catch (const std::exception& e) {
+          mine = e.what();
+        }
+        failed = vote(c, mine, name);
+      }
+      if (!failed) {
+        backend->setup_complete();
+        c.backends[b] = std::move(backend);
+        continue;
+      }
+      if (b == fallback) {
+        throw Error(ErrorCode::kUnavailable,
+                    fmt::format("the fallback engine {} could not be set up: {}", to_string(b), *failed));
+      }
+      TPCOMM_LOG(kWarn, "comm", "rank {}: {} disabled on every rank: {}", context.rank, to_string(b), *failed);
+      c.plan_options.disabled[b] = *failed;
+      replan = true;
+    }
+    if (replan) c.plan = make_plan(c.facts, c.plan_options);
+  }
+}
+
+}  // namespace
+
+namespace detail {
+
+std::map<Backend, BackendFactory> builtin_backend_factories() {
+  std::map<Backend, BackendFactory> f;
+  f[Backend::kLocal] = [](const BackendContext&) { return transport::make_local_backend(); };
+  f[Backend::kGloo] = [](const BackendContext& ctx) {
+    transport::GlooConfig config;
+    config.rank = ctx.rank;
+    config.size = ctx.size;
+    config.store = ctx.bootstrap->store();
+    config.key_prefix = fmt::format("tpcomm/c{:016x}/gloo/", ctx.comm_id);
+    config.timeout = ctx.timeout;
+    config.hostname = ctx.socket_address;
+    return transport::make_gloo_backend(config);
+  };
+  return f;
+}
+
+std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> bootstrap,
+                                                  const CommunicatorOptions& options,
+                                                  const std::map<Backend, BackendFactory>& factories) {
+  if (!bootstrap) throw invalid_input("Communicator::create: the bootstrap is null");
+  auto c = std::make_unique<Communicator::Impl>();
+  c->bootstrap = std::move(bootstrap);
+  c->timeout = options.timeout.value_or(default_timeout());
+  c->faults = runtime::FaultPlan::from_env(c->bootstrap->rank());
+  c->check_calls = env_flag("TPCOMM_CHECK");
+
+  runtime::NodeProbeSegment segment;
+  auto records = exchange_facts(*c, segment);
+  auto node_of = identify_nodes(*c, records, segment);
+  c->facts = group_facts(records, node_of);
+  if (c->bootstrap->rank() == 0) dump_facts(c->facts);
+
+  c->plan_options.mode = options.mode;
+  for (Backend b : parse_disabled_backends(env_string("TPCOMM_DISABLE"), "TPCOMM_DISABLE")) {
+    c->plan_options.disabled[b] = "TPCOMM_DISABLE";
+  }
+  for (Backend b : backends_of(DeviceType::kCpu)) {
+    if (!factories.count(b) && !c->plan_options.disabled.count(b)) {
+      c->plan_options.disabled[b] = "not available in this build yet";
+    }
+  }
+  c->plan = make_plan(c->facts, c->plan_options);
+  agree_on_digest(*c);
+
+  BackendContext context;
+  context.rank = c->bootstrap->rank();
+  context.size = c->bootstrap->size();
+  context.bootstrap = c->bootstrap;
+  context.comm_id = records[0].comm_id;
+  context.timeout = c->timeout;
+  context.socket_address = socket_address(records);
+  context.facts = &c->facts;
+  set_up_backends(*c, factories, context);
+  TPCOMM_LOG(kInfo, "comm", "rank {} of {}: ready, plan {}", context.rank, context.size, c->plan.digest);
+  return CommunicatorFactory::wrap(std::move(c));
+}
+
+}  // namespace detail
+
+std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Bootstrap> bootstrap,
+                                                   const CommunicatorOptions& options) {
+  return detail::create_communicator(std::move(bootstrap), options, detail::builtin_backend_factories());
+}
+
+}  // namespace tpcomm

@@ -1,0 +1,30 @@
+// What each rank sends in the facts exchange: its facts plus what node identity needs, in a
+// versioned, length-prefixed, size-checked record. A record that does not decode is an error
+// naming the sender.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tpcomm/facts.hpp"
+#include "tpcomm/store.hpp"
+
+namespace tpcomm::runtime {
+
+constexpr std::uint32_t kRecordMagic = 0x52465054;  // "TPFR"
+constexpr std::uint16_t kRecordVersion = 1;
+constexpr std::size_t kMaxRecordBytes = 64 * 1024;
+
+struct RankRecord {
+  RankFacts facts;
+  std::string boot_id;
+  std::string probe_name;   // shared-memory segment this rank created for the node probe
+  std::string probe_token;  // what the segment holds
+  std::uint64_t comm_id = 0;  // rank 0's choice: names this communicator's store keys
+};
+
+Bytes encode_record(const RankRecord& record);
+// Throws kInvalidInput "facts record from rank N is corrupt: ...".
+RankRecord decode_record(const Bytes& bytes, int sender);
+
+}  // namespace tpcomm::runtime

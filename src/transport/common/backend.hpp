@@ -1,0 +1,44 @@
+// The interface every backend implements (one folder each under src/transport/), and the
+// arguments of one call. The communicator owns the order of set-up steps and votes after each.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "tpcomm/deadline.hpp"
+#include "tpcomm/tuning.hpp"
+#include "tpcomm/types.hpp"
+
+namespace tpcomm::transport {
+
+struct Call {
+  Op op = Op::kAllReduce;
+  const void* input = nullptr;
+  void* output = nullptr;
+  std::size_t count = 0;  // all_reduce: elements; all_gather / reduce_scatter: per rank
+  DataType type = DataType::kFloat32;
+  ReduceOp reduce = ReduceOp::kSum;
+  std::string algorithm;
+  std::uint64_t sequence = 0;
+};
+
+class CollectiveBackend {
+ public:
+  virtual ~CollectiveBackend() = default;
+  virtual Backend kind() const = 0;
+
+  // Set-up: steps run in order; each throws on failure (its message is the reason).
+  virtual int setup_steps() const = 0;
+  virtual std::string setup_step_name(int step) const = 0;
+  virtual void run_setup_step(int step, const Deadline& deadline) = 0;
+  // Every rank passed every step (after the last vote): drop rendezvous state.
+  virtual void setup_complete() {}
+
+  // A call; throws tpcomm::Error on failure (the communicator adds rank, op and sequence).
+  virtual void run(const Call& call) = 0;
+  // Releases connections so that peers blocked on this rank fail promptly.
+  virtual void abort() = 0;
+};
+
+}  // namespace tpcomm::transport

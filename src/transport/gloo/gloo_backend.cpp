@@ -1,0 +1,188 @@
+// Gloo backend: set-up (device, full-mesh connect over our store) and the three collectives.
+#include "gloo_backend.hpp"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "../common/convert.hpp"
+#include "gloo_store_adapter.hpp"
+#include "tpcomm/error.hpp"
+
+namespace tpcomm::transport {
+namespace {
+
+using ReduceFn = void (*)(void*, const void*, const void*, std::size_t);
+
+void sum_fn(void* c, const void* a, const void* b, std::size_t n) {
+  auto* out = static_cast<float*>(c);
+  const auto* x = static_cast<const float*>(a);
+  const auto* y = static_cast<const float*>(b);
+  for (std::size_t i = 0; i < n; ++i) out[i] = x[i] + y[i];
+}
+void max_fn(void* c, const void* a, const void* b, std::size_t n) {
+  auto* out = static_cast<float*>(c);
+  const auto* x = static_cast<const float*>(a);
+  const auto* y = static_cast<const float*>(b);
+  for (std::size_t i = 0; i < n; ++i) out[i] = std::max(x[i], y[i]);
+}
+void min_fn(void* c, const void* a, const void* b, std::size_t n) {
+  auto* out = static_cast<float*>(c);
+  const auto* x = static_cast<const float*>(a);
+  const auto* y = static_cast<const float*>(b);
+  for (std::size_t i = 0; i < n; ++i) out[i] = std::min(x[i], y[i]);
+}
+
+ReduceFn reduce_fn(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kMax:
+      return max_fn;
+    case ReduceOp::kMin:
+      return min_fn;
+    default:
+      return sum_fn;
+  }
+}
+
+class GlooBackend final : public CollectiveBackend {
+ public:
+  explicit GlooBackend(GlooConfig config) : config_(std::move(config)) {}
+
+  Backend kind() const override { return Backend::kGloo; }
+  int setup_steps() const override { return 2; }
+  std::string setup_step_name(int step) const override {
+    return step == 0 ? "gloo.device" : "gloo.connect";
+  }
+
+  void run_setup_step(int step, const Deadline& deadline) override {
+    try {
+      if (step == 0) {
+        gloo::transport::tcp::attr attr(config_.hostname.c_str());
+        device_ = gloo::transport::tcp::CreateDevice(attr);
+        return;
+      }
+      adapter_ = std::make_shared<GlooStoreAdapter>(config_.store, config_.key_prefix,
+                                                    deadline.remaining());
+      auto context = std::make_shared<gloo::rendezvous::Context>(config_.rank, config_.size);
+      context->setTimeout(config_.timeout);
+      context->connectFullMesh(*adapter_, device_);
+      context_ = context;
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw Error(ErrorCode::kUnavailable, fmt::format("gloo: {}", e.what()));
+    }
+  }
+
+  // Every rank is connected and has read our rendezvous keys.
+  void setup_complete() override {
+    if (adapter_) adapter_->remove_own_keys();
+  }
+
+  void run(const Call& call) override {
+    if (!context_) throw Error(ErrorCode::kInternal, "gloo backend used before set-up");
+    try {
+      switch (call.op) {
+        case Op::kAllReduce:
+          all_reduce(call);
+          return;
+        case Op::kAllGather:
+          all_gather(call);
+          return;
+        case Op::kReduceScatter:
+          reduce_scatter(call);
+          return;
+      }
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      // Gloo reports a dead peer or a timeout as an IoException.
+      throw Error(ErrorCode::kUnavailable, fmt::format("gloo: {}", e.what()));
+    }
+  }
+
+  void abort() override {
+    context_.reset();  // closes the pairs: peers blocked on us see the connection drop
+    device_.reset();
+  }
+
+ private:
+  // Reduces `count` fp32 values in place across ranks.
+  void reduce_floats(float* data, std::size_t count, ReduceOp op, std::uint64_t sequence) {
+    if (count == 0) return;
+    gloo::AllreduceOptions opts(context_);
+    opts.setOutput(data, count);
+    opts.setReduceFunction(gloo::AllreduceOptions::Func(reduce_fn(op)));
+    opts.setTag(static_cast<std::uint32_t>(sequence));
+    opts.setTimeout(config_.timeout);
+    gloo::allreduce(opts);
+    if (op == ReduceOp::kAvg) {
+      const float w = static_cast<float>(config_.size);
+      for (std::size_t i = 0; i < count; ++i) data[i] /= w;
+    }
+  }
+
+  void all_reduce(const Call& c) {
+    if (c.type == DataType::kFloat32) {
+      auto* out = static_cast<float*>(c.output);
+      if (c.input != c.output) std::memcpy(out, c.input, c.count * sizeof(float));
+      reduce_floats(out, c.count, c.reduce, c.sequence);
+      return;
+    }
+    std::vector<float> wide(c.count);
+    to_float(c.input, c.type, c.count, wide.data());
+    reduce_floats(wide.data(), c.count, c.reduce, c.sequence);
+    from_float(wide.data(), c.type, c.count, c.output);
+  }
+
+  void all_gather(const Call& c) {
+    const std::size_t bytes = c.count * size_of(c.type);
+    if (bytes == 0) return;
+    auto* out = static_cast<std::uint8_t*>(c.output);
+    std::vector<std::uint8_t> copy;
+    const void* in = c.input;
+    if (in == out + static_cast<std::size_t>(config_.rank) * bytes) {  // in place
+      copy.assign(out + static_cast<std::size_t>(config_.rank) * bytes,
+                  out + static_cast<std::size_t>(config_.rank + 1) * bytes);
+      in = copy.data();
+    }
+    gloo::AllgatherOptions opts(context_);
+    opts.setInput(const_cast<std::uint8_t*>(static_cast<const std::uint8_t*>(in)), bytes);
+    opts.setOutput(out, bytes * static_cast<std::size_t>(config_.size));
+    opts.setTag(static_cast<std::uint32_t>(c.sequence));
+    opts.setTimeout(config_.timeout);
+    gloo::allgather(opts);
+  }
+
+  // An all-reduce of the whole input in fp32, then this rank's slice (Gloo has no bounded-
+  // memory reduce-scatter for arbitrary element types; the shm and CUDA paths have their own).
+  void reduce_scatter(const Call& c) {
+    const std::size_t total = c.count * static_cast<std::size_t>(config_.size);
+    if (total == 0) return;
+    std::vector<float> wide(total);
+    to_float(c.input, c.type, total, wide.data());
+    reduce_floats(wide.data(), total, c.reduce, c.sequence);
+    from_float(wide.data() + static_cast<std::size_t>(config_.rank) * c.count, c.type, c.count,
+               c.output);
+  }
+
+  GlooConfig config_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<GlooStoreAdapter> adapter_;
+  std::shared_ptr<gloo::Context> context_;
+};
+
+}  // namespace
+
+std::unique_ptr<CollectiveBackend> make_gloo_backend(const GlooConfig& config) {
+  return std::make_unique<GlooBackend>(config);
+}
+
+}  // namespace tpcomm::transport
