@@ -9,5 +9,7 @@ namespace tpcomm::cli {
 void add_plan_command(CLI::App& app);
 void add_topo_command(CLI::App& app);
 void add_env_command(CLI::App& app, int& exit_status);
+void add_run_command(CLI::App& app, int& exit_status);
+void add_store_command(CLI::App& app);
 
 }  // namespace tpcomm::cli

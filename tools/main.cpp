@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   tpcomm::cli::add_plan_command(app);
   tpcomm::cli::add_topo_command(app);
   tpcomm::cli::add_env_command(app, exit_status);
+  tpcomm::cli::add_run_command(app, exit_status);
+  tpcomm::cli::add_store_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

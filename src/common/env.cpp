@@ -50,6 +50,18 @@ const std::vector<EnvVar>& env_registry() {
        "",
        "backends never to use (comma list); nccl and gloo, the fallbacks, cannot be disabled",
        {"local", "custom", "multimem", "shm", "hier"}},
+      {"TPCOMM_SOCKET_ADDRESS",
+       EnvKind::kString,
+       "",
+       "address this rank's gloo connections bind to and peers dial; default: 127.0.0.1 when "
+       "every rank is on one machine, else this host's address on the route to MASTER_ADDR",
+       {}},
+      {"TPCOMM_FAULT",
+       EnvKind::kString,
+       "",
+       "debugging aid: make a step fail, stall or corrupt on one rank, e.g. facts:corrupt@1 "
+       "(docs/errors.md)",
+       {}},
       {"RANK",
        EnvKind::kInteger,
        "",

@@ -9,6 +9,8 @@ std::chrono::milliseconds default_timeout() {
   return std::chrono::milliseconds(env_integer("TPCOMM_TIMEOUT_MS"));
 }
 
-Deadline Deadline::from_env() { return after(default_timeout()); }
+Deadline Deadline::from_env() {
+  return after(default_timeout());
+}
 
 }  // namespace tpcomm

@@ -63,8 +63,8 @@ std::shared_ptr<Bootstrap> bootstrap_from_environment(const Deadline& deadline) 
     }
   }
   auto store = connect_tcp_store(*addr, store_port, deadline);
-  auto inner = make_store_bootstrap(std::move(store), static_cast<int>(*rank),
-                                    static_cast<int>(*size));
+  auto inner =
+      make_store_bootstrap(std::move(store), static_cast<int>(*rank), static_cast<int>(*size));
   if (server) return std::make_shared<HostingBootstrap>(std::move(server), std::move(inner));
   return inner;
 }

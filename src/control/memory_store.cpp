@@ -63,7 +63,8 @@ class MemoryStore final : public Store {
                     const Bytes& desired) override {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = data_.find(key);
-    const bool matches = expected ? (it != data_.end() && it->second == *expected) : it == data_.end();
+    const bool matches =
+        expected ? (it != data_.end() && it->second == *expected) : it == data_.end();
     if (matches) {
       data_[key] = desired;
       changed_.notify_all();
@@ -88,6 +89,8 @@ class MemoryStore final : public Store {
 
 }  // namespace
 
-std::shared_ptr<Store> make_memory_store() { return std::make_shared<MemoryStore>(); }
+std::shared_ptr<Store> make_memory_store() {
+  return std::make_shared<MemoryStore>();
+}
 
 }  // namespace tpcomm

@@ -24,7 +24,9 @@ void Fd::reset() {
   fd_ = -1;
 }
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() {
+  return std::strerror(errno);
+}
 
 std::string peer_name(int fd) {
   sockaddr_storage addr{};
@@ -37,7 +39,9 @@ std::string peer_name(int fd) {
   return fmt::format("{}:{}", host, port);
 }
 
-void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL, 0) | O_NONBLOCK); }
+void set_nonblocking(int fd) {
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL, 0) | O_NONBLOCK);
+}
 
 Fd listen_tcp(const std::string& address, std::uint16_t port) {
   Fd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));

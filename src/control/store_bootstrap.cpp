@@ -77,7 +77,8 @@ void Bootstrap::barrier(std::string_view what, const Deadline& deadline) {
 std::shared_ptr<Bootstrap> make_store_bootstrap(std::shared_ptr<Store> store, int rank, int size,
                                                 std::string prefix) {
   if (size < 1 || rank < 0 || rank >= size) {
-    throw invalid_input(fmt::format("rank {} of a group of {}: expected 0 <= rank < size", rank, size));
+    throw invalid_input(
+        fmt::format("rank {} of a group of {}: expected 0 <= rank < size", rank, size));
   }
   return std::make_shared<StoreBootstrap>(std::move(store), rank, size, std::move(prefix));
 }

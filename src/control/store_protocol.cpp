@@ -78,9 +78,10 @@ Bytes Writer::frame() const {
 
 void Reader::need(std::size_t n) const {
   if (size_ - pos_ < n) {
-    throw invalid_input(fmt::format("truncated store message: needed {} more bytes at offset {} "
-                                    "of {}",
-                                    n, pos_, size_));
+    throw invalid_input(
+        fmt::format("truncated store message: needed {} more bytes at offset {} "
+                    "of {}",
+                    n, pos_, size_));
   }
 }
 Bytes Reader::bytes() {
@@ -108,7 +109,8 @@ std::uint8_t Reader::u8() {
 }
 void Reader::expect_end() const {
   if (pos_ != size_) {
-    throw invalid_input(fmt::format("store message has {} unexpected trailing bytes", size_ - pos_));
+    throw invalid_input(
+        fmt::format("store message has {} unexpected trailing bytes", size_ - pos_));
   }
 }
 

@@ -20,7 +20,8 @@ constexpr std::chrono::milliseconds kReplySlack{2000};
 
 class TcpStoreClient final : public Store {
  public:
-  TcpStoreClient(net::Fd fd, std::string address) : fd_(std::move(fd)), address_(std::move(address)) {}
+  TcpStoreClient(net::Fd fd, std::string address)
+      : fd_(std::move(fd)), address_(std::move(address)) {}
 
   void set(const std::string& key, const Bytes& value) override {
     expect(call(store_wire::Writer(Type::kSet).string(key).bytes(value)), Type::kOk, "set");
@@ -106,8 +107,8 @@ class TcpStoreClient final : public Store {
                   fmt::format("store {} refused: {}", what,
                               store_wire::Reader(r.payload.data(), r.payload.size()).string()));
     }
-    throw Error(ErrorCode::kInternal, fmt::format("store {}: unexpected reply type {}", what,
-                                                  static_cast<int>(r.type)));
+    throw Error(ErrorCode::kInternal,
+                fmt::format("store {}: unexpected reply type {}", what, static_cast<int>(r.type)));
   }
 
   std::mutex mutex_;

@@ -60,8 +60,8 @@ struct TcpStoreServer::Impl {
     c.out.insert(c.out.end(), f.begin(), f.end());
   }
   void drop(Client& c, const std::string& why) {
-    TPCOMM_LOG(kWarn, "store", "client {} dropped: {}; the store keeps serving the others",
-               c.peer, why);
+    TPCOMM_LOG(kWarn, "store", "client {} dropped: {}; the store keeps serving the others", c.peer,
+               why);
     c.closing = true;
     c.out.clear();
   }
@@ -180,8 +180,8 @@ void TcpStoreServer::Impl::handle_frame(Client& c, Type type, const std::uint8_t
         try {
           value = std::stoll(std::string(it->second.begin(), it->second.end()));
         } catch (const std::exception&) {
-          reply(c, store_wire::Writer(Type::kError).string("add: the value of " + key +
-                                                           " is not an integer"));
+          reply(c, store_wire::Writer(Type::kError)
+                       .string("add: the value of " + key + " is not an integer"));
           return;
         }
       }
@@ -260,9 +260,9 @@ void TcpStoreServer::Impl::run() {
     }
     int timeout = 1000;
     for (const auto& w : waiters) {
-      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(w.deadline -
-                                                                      Deadline::Clock::now())
-                    .count();
+      auto ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(w.deadline - Deadline::Clock::now())
+              .count();
       timeout = static_cast<int>(std::max<long>(0, std::min<long>(timeout, ms + 1)));
     }
     if (poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) {
@@ -315,13 +315,17 @@ TcpStoreServer::~TcpStoreServer() {
   impl_->thread.join();
 }
 
-std::uint16_t TcpStoreServer::port() const { return impl_->port; }
+std::uint16_t TcpStoreServer::port() const {
+  return impl_->port;
+}
 
 std::size_t TcpStoreServer::key_count() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   return impl_->data.size();
 }
 
-std::size_t TcpStoreServer::client_count() const { return impl_->client_total; }
+std::size_t TcpStoreServer::client_count() const {
+  return impl_->client_total;
+}
 
 }  // namespace tpcomm

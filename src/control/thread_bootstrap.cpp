@@ -70,7 +70,8 @@ class ThreadBootstrap final : public Bootstrap {
 }  // namespace
 
 std::vector<std::shared_ptr<Bootstrap>> make_thread_group(int size) {
-  if (size < 1) throw invalid_input(fmt::format("a thread group needs at least one rank, not {}", size));
+  if (size < 1)
+    throw invalid_input(fmt::format("a thread group needs at least one rank, not {}", size));
   auto state = std::make_shared<ThreadGroupState>(size);
   std::vector<std::shared_ptr<Bootstrap>> out;
   for (int r = 0; r < size; ++r) out.push_back(std::make_shared<ThreadBootstrap>(state, r));

@@ -26,10 +26,18 @@ std::uint64_t call_bytes(const transport::Call& c, int size) {
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Communicator::~Communicator() = default;
 
-int Communicator::rank() const { return impl_->bootstrap->rank(); }
-int Communicator::size() const { return impl_->bootstrap->size(); }
-const Plan& Communicator::plan() const { return impl_->plan; }
-const FactsTable& Communicator::facts() const { return impl_->facts; }
+int Communicator::rank() const {
+  return impl_->bootstrap->rank();
+}
+int Communicator::size() const {
+  return impl_->bootstrap->size();
+}
+const Plan& Communicator::plan() const {
+  return impl_->plan;
+}
+const FactsTable& Communicator::facts() const {
+  return impl_->facts;
+}
 
 void Communicator::all_reduce(const void* input, void* output, std::size_t count, DataType type,
                               ReduceOp op) {
@@ -40,13 +48,14 @@ void Communicator::all_gather(const void* input, void* output, std::size_t count
   impl_->run_call({Op::kAllGather, input, output, count, type, ReduceOp::kSum, {}, 0});
 }
 
-void Communicator::reduce_scatter(const void* input, void* output, std::size_t count,
-                                  DataType type, ReduceOp op) {
+void Communicator::reduce_scatter(const void* input, void* output, std::size_t count, DataType type,
+                                  ReduceOp op) {
   impl_->run_call({Op::kReduceScatter, input, output, count, type, op, {}, 0});
 }
 
 void Communicator::abort(const std::string& reason) {
-  impl_->abort_with(Error(ErrorCode::kAborted, fmt::format("rank {}: aborted by the caller: {}", rank(), reason)));
+  impl_->abort_with(Error(ErrorCode::kAborted,
+                          fmt::format("rank {}: aborted by the caller: {}", rank(), reason)));
 }
 
 bool Communicator::aborted() const {

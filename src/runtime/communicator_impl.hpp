@@ -9,9 +9,9 @@
 #include <optional>
 
 #include "fault_injection.hpp"
-#include "transport/common/backend.hpp"
 #include "tpcomm/communicator.hpp"
 #include "tpcomm/error.hpp"
+#include "transport/common/backend.hpp"
 
 namespace tpcomm {
 
@@ -54,9 +54,9 @@ namespace detail {
 std::map<Backend, BackendFactory> builtin_backend_factories();
 
 // Creates a communicator with the given backend factories (tests add stand-ins).
-std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> bootstrap,
-                                                  const CommunicatorOptions& options,
-                                                  const std::map<Backend, BackendFactory>& factories);
+std::unique_ptr<Communicator> create_communicator(
+    std::shared_ptr<Bootstrap> bootstrap, const CommunicatorOptions& options,
+    const std::map<Backend, BackendFactory>& factories);
 
 }  // namespace detail
 }  // namespace tpcomm

@@ -17,13 +17,13 @@
 #include "communicator_impl.hpp"
 #include "facts_exchange.hpp"
 #include "node_identity.hpp"
-#include "transport/gloo/gloo_backend.hpp"
-#include "transport/local/local_backend.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/facts_json.hpp"
 #include "tpcomm/log.hpp"
 #include "tpcomm/probe.hpp"
 #include "tpcomm/version.hpp"
+#include "transport/gloo/gloo_backend.hpp"
+#include "transport/local/local_backend.hpp"
 
 namespace tpcomm {
 
@@ -42,7 +42,8 @@ std::string ranks_text(const std::vector<int>& ranks) {
   for (std::size_t i = 0; i < ranks.size();) {
     std::size_t j = i;
     while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    parts.push_back(j == i ? fmt::format("{}", ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]));
+    parts.push_back(j == i ? fmt::format("{}", ranks[i])
+                           : fmt::format("{}-{}", ranks[i], ranks[j]));
     i = j + 1;
   }
   return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", fmt::join(parts, ", "));
@@ -97,13 +98,15 @@ std::vector<int> identify_nodes(Communicator::Impl& c,
   segment.remove();  // every rank has probed: nobody needs it any more
   std::vector<std::vector<bool>> sees(n, std::vector<bool>(n));
   for (std::size_t i = 0; i < n; ++i) {
-    if (rows[i].size() != n) throw invalid_input(fmt::format("node identity row from rank {} is corrupt", i));
+    if (rows[i].size() != n)
+      throw invalid_input(fmt::format("node identity row from rank {} is corrupt", i));
     for (std::size_t j = 0; j < n; ++j) sees[i][j] = rows[i][j] != 0;
   }
   return runtime::group_nodes(sees);
 }
 
-FactsTable group_facts(const std::vector<runtime::RankRecord>& records, const std::vector<int>& node_of) {
+FactsTable group_facts(const std::vector<runtime::RankRecord>& records,
+                       const std::vector<int>& node_of) {
   // A node is named after its lowest rank's hostname; two nodes with one hostname (containers)
   // get "#<lowest rank>" appended so they stay apart.
   std::map<int, int> lowest;
@@ -111,9 +114,10 @@ FactsTable group_facts(const std::vector<runtime::RankRecord>& records, const st
   std::map<std::string, int> name_uses;
   for (const auto& [node, r] : lowest) ++name_uses[records[static_cast<std::size_t>(r)].facts.host];
   FactsTable t;
-  t.comment = fmt::format("gathered by tpcomm {}: {} ranks on {} nodes (node identity: boot id and a "
-                          "shared-memory probe)",
-                          kVersion, records.size(), lowest.size());
+  t.comment = fmt::format(
+      "gathered by tpcomm {}: {} ranks on {} nodes (node identity: boot id and a "
+      "shared-memory probe)",
+      kVersion, records.size(), lowest.size());
   for (std::size_t r = 0; r < records.size(); ++r) {
     RankFacts f = records[r].facts;
     const int first = lowest[node_of[r]];
@@ -145,19 +149,22 @@ void agree_on_digest(Communicator::Impl& c) {
   std::string digest = c.plan.digest;
   if (c.faults.hits("digest", FaultAction::kCorrupt)) digest = "0000000000000000";
   c.faults.apply_fail_or_stall("digest");
-  auto all = c.bootstrap->all_gather(Bytes(digest.begin(), digest.end()), "plan agreement", c.deadline());
+  auto all =
+      c.bootstrap->all_gather(Bytes(digest.begin(), digest.end()), "plan agreement", c.deadline());
   std::map<std::string, std::vector<int>> by_digest;
   for (std::size_t r = 0; r < all.size(); ++r) {
     by_digest[std::string(all[r].begin(), all[r].end())].push_back(static_cast<int>(r));
   }
   if (by_digest.size() == 1) return;
   std::vector<std::string> parts;
-  for (const auto& [d, ranks] : by_digest) parts.push_back(fmt::format("{} computed {}", ranks_text(ranks), d));
-  throw Error(ErrorCode::kMismatch,
-              fmt::format("the ranks disagree on the plan: {}. The same facts gave different plans: "
-                          "do all ranks run the same tpcomm version with the same TPCOMM_TUNING "
-                          "and TPCOMM_DISABLE?",
-                          fmt::join(parts, "; ")));
+  for (const auto& [d, ranks] : by_digest)
+    parts.push_back(fmt::format("{} computed {}", ranks_text(ranks), d));
+  throw Error(
+      ErrorCode::kMismatch,
+      fmt::format("the ranks disagree on the plan: {}. The same facts gave different plans: "
+                  "do all ranks run the same tpcomm version with the same TPCOMM_TUNING "
+                  "and TPCOMM_DISABLE?",
+                  fmt::join(parts, "; ")));
 }
 
 // An AND vote: nullopt when every rank succeeded, else who failed and why.
@@ -170,7 +177,8 @@ std::optional<std::string> vote(Communicator::Impl& c, const std::optional<std::
   std::vector<std::string> failed;
   for (std::size_t r = 0; r < all.size(); ++r) {
     const std::string got(all[r].begin(), all[r].end());
-    if (got != "1") failed.push_back(fmt::format("rank {}: {}", r, got.empty() ? "no vote" : got.substr(1)));
+    if (got != "1")
+      failed.push_back(fmt::format("rank {}: {}", r, got.empty() ? "no vote" : got.substr(1)));
   }
   if (failed.empty()) return std::nullopt;
   return fmt::format("set-up step {} failed on {}", step, fmt::join(failed, "; "));
@@ -223,7 +231,8 @@ void set_up_backends(Communicator::Impl& c, const std::map<Backend, BackendFacto
     for (Backend b : needed) {
       auto factory = factories.find(b);
       if (factory == factories.end()) {
-        throw Error(ErrorCode::kInternal, fmt::format("plan uses {} but this build has no such backend", to_string(b)));
+        throw Error(ErrorCode::kInternal,
+                    fmt::format("plan uses {} but this build has no such backend", to_string(b)));
       }
       auto backend = factory->second(context);
       std::optional<std::string> failed;
@@ -244,10 +253,12 @@ void set_up_backends(Communicator::Impl& c, const std::map<Backend, BackendFacto
         continue;
       }
       if (b == fallback) {
-        throw Error(ErrorCode::kUnavailable,
-                    fmt::format("the fallback engine {} could not be set up: {}", to_string(b), *failed));
+        throw Error(
+            ErrorCode::kUnavailable,
+            fmt::format("the fallback engine {} could not be set up: {}", to_string(b), *failed));
       }
-      TPCOMM_LOG(kWarn, "comm", "rank {}: {} disabled on every rank: {}", context.rank, to_string(b), *failed);
+      TPCOMM_LOG(kWarn, "comm", "rank {}: {} disabled on every rank: {}", context.rank,
+                 to_string(b), *failed);
       c.plan_options.disabled[b] = *failed;
       replan = true;
     }
@@ -275,9 +286,9 @@ std::map<Backend, BackendFactory> builtin_backend_factories() {
   return f;
 }
 
-std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> bootstrap,
-                                                  const CommunicatorOptions& options,
-                                                  const std::map<Backend, BackendFactory>& factories) {
+std::unique_ptr<Communicator> create_communicator(
+    std::shared_ptr<Bootstrap> bootstrap, const CommunicatorOptions& options,
+    const std::map<Backend, BackendFactory>& factories) {
   if (!bootstrap) throw invalid_input("Communicator::create: the bootstrap is null");
   auto c = std::make_unique<Communicator::Impl>();
   c->bootstrap = std::move(bootstrap);
@@ -312,7 +323,8 @@ std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> boo
   context.socket_address = socket_address(records);
   context.facts = &c->facts;
   set_up_backends(*c, factories, context);
-  TPCOMM_LOG(kInfo, "comm", "rank {} of {}: ready, plan {}", context.rank, context.size, c->plan.digest);
+  TPCOMM_LOG(kInfo, "comm", "rank {} of {}: ready, plan {}", context.rank, context.size,
+             c->plan.digest);
   return CommunicatorFactory::wrap(std::move(c));
 }
 
@@ -320,7 +332,8 @@ std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> boo
 
 std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Bootstrap> bootstrap,
                                                    const CommunicatorOptions& options) {
-  return detail::create_communicator(std::move(bootstrap), options, detail::builtin_backend_factories());
+  return detail::create_communicator(std::move(bootstrap), options,
+                                     detail::builtin_backend_factories());
 }
 
 }  // namespace tpcomm

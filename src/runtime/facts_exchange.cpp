@@ -45,17 +45,21 @@ RankRecord decode_record(const Bytes& bytes, int sender) {
   auto corrupt = [&](const std::string& why) {
     return invalid_input(fmt::format("facts record from rank {} is corrupt: {}", sender, why));
   };
-  if (bytes.size() < 12) throw corrupt(fmt::format("{} bytes, shorter than its header", bytes.size()));
+  if (bytes.size() < 12)
+    throw corrupt(fmt::format("{} bytes, shorter than its header", bytes.size()));
   if (get_le(bytes.data(), 4) != kRecordMagic) throw corrupt("bad magic number");
   if (auto v = get_le(bytes.data() + 4, 2); v != kRecordVersion) {
-    throw corrupt(fmt::format("record version {} (this tpcomm speaks {}): are all ranks running "
-                              "the same tpcomm?",
-                              v, kRecordVersion));
+    throw corrupt(
+        fmt::format("record version {} (this tpcomm speaks {}): are all ranks running "
+                    "the same tpcomm?",
+                    v, kRecordVersion));
   }
   const auto length = get_le(bytes.data() + 8, 4);
-  if (length > kMaxRecordBytes) throw corrupt(fmt::format("length {} is above {}", length, kMaxRecordBytes));
+  if (length > kMaxRecordBytes)
+    throw corrupt(fmt::format("length {} is above {}", length, kMaxRecordBytes));
   if (length != bytes.size() - 12) {
-    throw corrupt(fmt::format("header says {} payload bytes, {} arrived", length, bytes.size() - 12));
+    throw corrupt(
+        fmt::format("header says {} payload bytes, {} arrived", length, bytes.size() - 12));
   }
   try {
     auto j = nlohmann::json::parse(bytes.begin() + 12, bytes.end());

@@ -18,8 +18,8 @@ constexpr std::size_t kMaxRecordBytes = 64 * 1024;
 struct RankRecord {
   RankFacts facts;
   std::string boot_id;
-  std::string probe_name;   // shared-memory segment this rank created for the node probe
-  std::string probe_token;  // what the segment holds
+  std::string probe_name;     // shared-memory segment this rank created for the node probe
+  std::string probe_token;    // what the segment holds
   std::uint64_t comm_id = 0;  // rank 0's choice: names this communicator's store keys
 };
 

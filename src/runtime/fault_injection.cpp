@@ -24,9 +24,10 @@ std::vector<Fault> parse_faults(std::string_view text) {
   std::vector<Fault> out;
   for (const auto& item : split_list(text)) {
     auto bad = [&](const char* why) {
-      return invalid_input(fmt::format("TPCOMM_FAULT item \"{}\": {} (expected "
-                                       "STEP:fail|stall|corrupt@RANK[#SEQUENCE])",
-                                       item, why));
+      return invalid_input(
+          fmt::format("TPCOMM_FAULT item \"{}\": {} (expected "
+                      "STEP:fail|stall|corrupt@RANK[#SEQUENCE])",
+                      item, why));
     };
     auto colon = item.find(':');
     auto at = item.find('@');
@@ -46,9 +47,11 @@ std::vector<Fault> parse_faults(std::string_view text) {
     std::string rest = item.substr(at + 1);
     auto hash = rest.find('#');
     std::int64_t rank = 0;
-    if (!parse_int(std::string_view(rest).substr(0, hash), rank)) throw bad("rank is not an integer");
+    if (!parse_int(std::string_view(rest).substr(0, hash), rank))
+      throw bad("rank is not an integer");
     f.rank = static_cast<int>(rank);
-    if (hash != std::string::npos && !parse_int(std::string_view(rest).substr(hash + 1), f.sequence)) {
+    if (hash != std::string::npos &&
+        !parse_int(std::string_view(rest).substr(hash + 1), f.sequence)) {
       throw bad("sequence is not an integer");
     }
     out.push_back(f);

@@ -30,7 +30,8 @@ NodeProbeSegment::NodeProbeSegment() {
                             name_, std::strerror(errno)));
   }
   linked_ = true;
-  const bool written = ::write(fd, token_.data(), token_.size()) == static_cast<ssize_t>(token_.size());
+  const bool written =
+      ::write(fd, token_.data(), token_.size()) == static_cast<ssize_t>(token_.size());
   ::close(fd);
   if (!written) {
     remove();
@@ -38,7 +39,9 @@ NodeProbeSegment::NodeProbeSegment() {
   }
 }
 
-NodeProbeSegment::~NodeProbeSegment() { remove(); }
+NodeProbeSegment::~NodeProbeSegment() {
+  remove();
+}
 
 void NodeProbeSegment::remove() {
   if (linked_) shm_unlink(name_.c_str());
@@ -49,7 +52,8 @@ bool can_see_segment(const std::string& name, const std::string& token) {
   int fd = shm_open(name.c_str(), O_RDONLY | O_CLOEXEC, 0);
   if (fd < 0) return false;
   std::string got(token.size(), '\0');
-  const bool ok = ::read(fd, got.data(), got.size()) == static_cast<ssize_t>(got.size()) && got == token;
+  const bool ok =
+      ::read(fd, got.data(), got.size()) == static_cast<ssize_t>(got.size()) && got == token;
   ::close(fd);
   return ok;
 }

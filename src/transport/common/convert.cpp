@@ -3,7 +3,9 @@
 
 namespace tpcomm {
 
-std::size_t size_of(DataType type) { return type == DataType::kFloat32 ? 4 : 2; }
+std::size_t size_of(DataType type) {
+  return type == DataType::kFloat32 ? 4 : 2;
+}
 
 std::string_view to_string(DataType type) {
   switch (type) {

@@ -19,7 +19,9 @@ std::vector<char> GlooStoreAdapter::get(const std::string& key) {
   return std::vector<char>(v->begin(), v->end());
 }
 
-void GlooStoreAdapter::wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
+void GlooStoreAdapter::wait(const std::vector<std::string>& keys) {
+  wait(keys, timeout_);
+}
 
 void GlooStoreAdapter::wait(const std::vector<std::string>& keys,
                             const std::chrono::milliseconds& timeout) {

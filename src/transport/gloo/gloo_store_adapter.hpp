@@ -23,7 +23,8 @@ class GlooStoreAdapter final : public gloo::rendezvous::Store {
   // Gloo expects get() to wait for the key.
   std::vector<char> get(const std::string& key) override;
   void wait(const std::vector<std::string>& keys) override;
-  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override;
 
   // Deletes the keys this rank wrote (after every rank has read them).
   void remove_own_keys();

@@ -24,6 +24,8 @@ class LocalBackend final : public CollectiveBackend {
 
 }  // namespace
 
-std::unique_ptr<CollectiveBackend> make_local_backend() { return std::make_unique<LocalBackend>(); }
+std::unique_ptr<CollectiveBackend> make_local_backend() {
+  return std::make_unique<LocalBackend>();
+}
 
 }  // namespace tpcomm::transport

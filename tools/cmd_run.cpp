@@ -1,0 +1,62 @@
+// tpcomm run and tpcomm store.
+#include <signal.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "launcher.hpp"
+#include "tpcomm/tcp_store.hpp"
+
+namespace tpcomm::cli {
+
+void add_run_command(CLI::App& app, int& exit_status) {
+  auto opts = std::make_shared<LaunchOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "run",
+      "Start N ranks of a program as one group (with a store), prefix their output with the "
+      "rank, and stop them all when one fails");
+  cmd->add_option("-n,--ranks", opts->ranks, "number of ranks")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--nodes", opts->nodes,
+                  "split the ranks over K simulated nodes (own UTS/IPC/mount namespaces, private "
+                  "/dev/shm, hostname sim-node-<i>; needs root)")
+      ->capture_default_str();
+  cmd->add_option("--timeout", opts->timeout_s, "stop the job after S seconds (exit status 124)");
+  cmd->add_option("--grace", opts->grace_s, "seconds between SIGTERM and SIGKILL when stopping")
+      ->capture_default_str();
+  cmd->add_option("command", opts->command, "-- PROGRAM ARGS...")->required();
+  cmd->callback([opts, &exit_status] { exit_status = launch(*opts); });
+}
+
+void add_store_command(CLI::App& app) {
+  auto port = std::make_shared<int>(29500);
+  auto bind = std::make_shared<std::string>("0.0.0.0");
+  CLI::App* cmd = app.add_subcommand(
+      "store", "Serve a rendezvous store until interrupted (point MASTER_ADDR/MASTER_PORT at it)");
+  cmd->add_option("--port", *port, "TCP port (0: any free port)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--bind", *bind, "IPv4 address to listen on")->capture_default_str();
+  cmd->callback([port, bind] {
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    sigprocmask(SIG_BLOCK, &mask, nullptr);
+    TcpStoreServer server(*bind, static_cast<std::uint16_t>(*port));
+    std::cout << fmt::format("tpcomm store: listening on {}:{} (Ctrl-C to stop)", *bind,
+                             server.port())
+              << std::endl;
+    int sig = 0;
+    sigwait(&mask, &sig);
+    std::cout << fmt::format("tpcomm store: stopping ({} keys held)", server.key_count())
+              << std::endl;
+  });
+}
+
+}  // namespace tpcomm::cli

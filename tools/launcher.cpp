@@ -1,0 +1,315 @@
+// The launcher's process management: fork/exec of the ranks (everything the child needs is
+// prepared before fork, since the parent has threads), one poll loop over the ranks' output
+// pipes and a signalfd for SIGCHLD, SIGINT and SIGTERM, and the stop sequence.
+#include "launcher.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "sim_nodes.hpp"
+#include "tpcomm/error.hpp"
+#include "tpcomm/tcp_store.hpp"
+
+extern char** environ;
+
+namespace tpcomm::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Rank {
+  int index = 0;
+  pid_t pid = -1;
+  int out = -1;
+  int err = -1;
+  std::string out_partial;
+  std::string err_partial;
+  bool running = false;
+  int status = 0;
+};
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    return fmt::format("was killed by signal {} ({})", WTERMSIG(status),
+                       strsignal(WTERMSIG(status)));
+  }
+  return "ended";
+}
+
+int exit_code_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+// The environment of one rank: ours plus the launch variables (DESIGN.md §4).
+std::vector<std::string> rank_environment(int rank, int size, int local_rank, int local_size,
+                                          std::uint16_t port) {
+  static const char* kOurs[] = {
+      "RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT="};
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    bool replaced = false;
+    for (const char* k : kOurs) replaced |= std::strncmp(*e, k, std::strlen(k)) == 0;
+    if (!replaced) env.emplace_back(*e);
+  }
+  env.push_back(fmt::format("RANK={}", rank));
+  env.push_back(fmt::format("WORLD_SIZE={}", size));
+  env.push_back(fmt::format("LOCAL_RANK={}", local_rank));
+  env.push_back(fmt::format("LOCAL_WORLD_SIZE={}", local_size));
+  env.push_back("MASTER_ADDR=127.0.0.1");
+  env.push_back(fmt::format("MASTER_PORT={}", port));
+  return env;
+}
+
+std::vector<char*> pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// Between fork and exec: only async-signal-safe calls on data prepared before fork.
+[[noreturn]] void exec_rank(const Rank& rank, int out_write, int err_write,
+                            const std::vector<std::string>* ns_paths, const std::string& cwd,
+                            char** argv, char** envp, const sigset_t& old_mask) {
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  dup2(out_write, 1);
+  dup2(err_write, 2);
+  auto fail = [](const char* what) {
+    const char* why = strerror(errno);
+    [[maybe_unused]] auto a = write(2, "tpcomm run: ", 12);
+    a = write(2, what, strlen(what));
+    a = write(2, ": ", 2);
+    a = write(2, why, strlen(why));
+    a = write(2, "\n", 1);
+    _exit(127);
+  };
+  if (ns_paths != nullptr) {
+    for (const auto& path : *ns_paths) {
+      int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0 || setns(fd, 0) != 0) fail("cannot join the simulated node's namespaces");
+      close(fd);
+    }
+    if (chdir(cwd.c_str()) != 0) fail("cannot return to the working directory");
+  }
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGCHLD, SIG_DFL);
+  sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  (void)rank;
+  execvpe(argv[0], argv, envp);
+  fail(argv[0]);
+  _exit(127);
+}
+
+class Launcher {
+ public:
+  explicit Launcher(const LaunchOptions& o) : options_(o) {}
+  int run();
+
+ private:
+  void start_ranks(std::uint16_t port, SimulatedNodes* nodes, const sigset_t& old_mask);
+  void pump(Rank& r, int fd, std::string& partial, std::ostream& sink);
+  void reap();
+  void stop_all(int signal_number, const std::string& cause);
+  int running() const;
+
+  LaunchOptions options_;
+  std::vector<Rank> ranks_;
+  std::optional<std::string> cause_;  // why the group is being stopped
+  int exit_code_ = 0;
+  std::optional<Clock::time_point> kill_at_;
+};
+
+void Launcher::start_ranks(std::uint16_t port, SimulatedNodes* nodes, const sigset_t& old_mask) {
+  char cwd_buf[4096];
+  const std::string cwd = getcwd(cwd_buf, sizeof(cwd_buf)) ? cwd_buf : "/";
+  std::vector<std::string> argv_strings = options_.command;
+  std::vector<char*> argv = pointers(argv_strings);
+  const int n = options_.ranks;
+  for (int r = 0; r < n; ++r) {
+    const int node = static_cast<int>(static_cast<long>(r) * options_.nodes / n);
+    int first = 0, count = 0;
+    for (int q = 0; q < n; ++q) {
+      if (static_cast<int>(static_cast<long>(q) * options_.nodes / n) != node) continue;
+      if (count++ == 0) first = q;
+    }
+    auto env_strings = rank_environment(r, n, r - first, count, port);
+    auto envp = pointers(env_strings);
+    int out[2], err[2];
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+      throw Error(ErrorCode::kUnavailable, "pipe(): " + std::string(std::strerror(errno)));
+    }
+    Rank rank;
+    rank.index = r;
+    const std::vector<std::string>* ns = nodes ? &nodes->namespace_paths(node) : nullptr;
+    pid_t pid = fork();
+    if (pid == 0) exec_rank(rank, out[1], err[1], ns, cwd, argv.data(), envp.data(), old_mask);
+    if (pid < 0)
+      throw Error(ErrorCode::kUnavailable, "fork(): " + std::string(std::strerror(errno)));
+    setpgid(pid, pid);
+    close(out[1]);
+    close(err[1]);
+    rank.pid = pid;
+    rank.out = out[0];
+    rank.err = err[0];
+    rank.running = true;
+    ranks_.push_back(rank);
+  }
+}
+
+void Launcher::pump(Rank& r, int fd, std::string& partial, std::ostream& sink) {
+  char buf[65536];
+  ssize_t n = read(fd, buf, sizeof(buf));
+  if (n <= 0) {
+    if (!partial.empty()) sink << "[" << r.index << "] " << partial << "\n" << std::flush;
+    partial.clear();
+    close(fd);
+    (fd == r.out ? r.out : r.err) = -1;
+    return;
+  }
+  partial.append(buf, static_cast<std::size_t>(n));
+  std::size_t start = 0;
+  for (std::size_t nl; (nl = partial.find('\n', start)) != std::string::npos; start = nl + 1) {
+    sink << "[" << r.index << "] " << std::string_view(partial).substr(start, nl - start) << "\n";
+  }
+  sink << std::flush;
+  partial.erase(0, start);
+}
+
+int Launcher::running() const {
+  int count = 0;
+  for (const auto& r : ranks_) count += r.running;
+  return count;
+}
+
+void Launcher::stop_all(int signal_number, const std::string& cause) {
+  if (!cause_) cause_ = cause;
+  for (const auto& r : ranks_) {
+    if (r.running) kill(-r.pid, signal_number);
+  }
+  if (!kill_at_) {
+    kill_at_ = Clock::now() + std::chrono::milliseconds(static_cast<long>(options_.grace_s * 1000));
+  }
+}
+
+void Launcher::reap() {
+  int status = 0;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    for (auto& r : ranks_) {
+      if (r.pid != pid || !r.running) continue;
+      r.running = false;
+      r.status = status;
+      const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+      if (failed && !cause_) {
+        exit_code_ = exit_code_of(status);
+        stop_all(SIGTERM, fmt::format("rank {} {}", r.index, describe_status(status)));
+      }
+    }
+  }
+}
+
+int Launcher::run() {
+  // SIGCHLD, SIGINT and SIGTERM arrive through a signalfd in the poll loop.
+  sigset_t mask, old_mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGCHLD);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGTERM);
+  sigprocmask(SIG_BLOCK, &mask, &old_mask);
+  int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+
+  std::unique_ptr<SimulatedNodes> nodes;
+  if (options_.nodes > 1) nodes = std::make_unique<SimulatedNodes>(options_.nodes);
+  TcpStoreServer store("127.0.0.1", 0);
+  start_ranks(store.port(), nodes.get(), old_mask);
+  const auto started = Clock::now();
+
+  while (true) {
+    std::vector<pollfd> fds{{sfd, POLLIN, 0}};
+    for (const auto& r : ranks_) {
+      if (r.out >= 0) fds.push_back({r.out, POLLIN, 0});
+      if (r.err >= 0) fds.push_back({r.err, POLLIN, 0});
+    }
+    if (fds.size() == 1 && running() == 0) break;
+    poll(fds.data(), fds.size(), 100);
+    for (std::size_t i = 1; i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      for (auto& r : ranks_) {
+        if (fds[i].fd == r.out) {
+          pump(r, r.out, r.out_partial, std::cout);
+        } else if (fds[i].fd == r.err) {
+          pump(r, r.err, r.err_partial, std::cerr);
+        }
+      }
+    }
+    signalfd_siginfo info;
+    while (read(sfd, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+      if (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM) {
+        if (!cause_) exit_code_ = 128 + static_cast<int>(info.ssi_signo);
+        stop_all(static_cast<int>(info.ssi_signo),
+                 fmt::format("interrupted by {}", strsignal(static_cast<int>(info.ssi_signo))));
+      }
+    }
+    reap();
+    const auto now = Clock::now();
+    if (options_.timeout_s && !cause_ &&
+        now - started > std::chrono::milliseconds(static_cast<long>(*options_.timeout_s * 1000))) {
+      exit_code_ = 124;
+      stop_all(SIGTERM, fmt::format("the job ran past --timeout {} s", *options_.timeout_s));
+    }
+    if (kill_at_ && now >= *kill_at_) {
+      for (const auto& r : ranks_) {
+        if (r.running) kill(-r.pid, SIGKILL);
+      }
+    }
+  }
+  nodes.reset();
+  close(sfd);
+  sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  if (cause_) {
+    std::vector<std::string> others;
+    for (const auto& r : ranks_) {
+      if (!(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0)) {
+        others.push_back(fmt::format("rank {} {}", r.index, describe_status(r.status)));
+      }
+    }
+    std::cerr << fmt::format("tpcomm run: {}; stopped the group ({})\n", *cause_,
+                             fmt::join(others, ", "));
+  }
+  return exit_code_;
+}
+
+}  // namespace
+
+int launch(const LaunchOptions& options) {
+  if (options.command.empty())
+    throw invalid_input("tpcomm run: no program given (tpcomm run -n N -- PROGRAM ARGS...)");
+  if (options.ranks < 1)
+    throw invalid_input(fmt::format("-n {}: expected at least one rank", options.ranks));
+  if (options.nodes < 1 || options.nodes > options.ranks) {
+    throw invalid_input(fmt::format("--nodes {}: expected 1 to the number of ranks ({})",
+                                    options.nodes, options.ranks));
+  }
+  return Launcher(options).run();
+}
+
+}  // namespace tpcomm::cli

@@ -1,0 +1,25 @@
+// `tpcomm run`: starts a store and N ranks, prefixes their output with the rank, stops the
+// group when one rank fails, forwards Ctrl-C, and can put ranks on K simulated nodes (each
+// with its own UTS, IPC and mount namespace, private /dev/shm and hostname sim-node-<i>).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tpcomm::cli {
+
+struct LaunchOptions {
+  int ranks = 2;
+  int nodes = 1;
+  std::optional<double> timeout_s;  // the whole job; then the ranks are stopped
+  double grace_s = 3.0;             // between SIGTERM and SIGKILL
+  std::vector<std::string> command;
+};
+
+// Returns the exit status for `tpcomm run`: 0 when every rank exited 0; the failing rank's exit
+// status (128 + N for signal N) when one failed; 124 on --timeout; 130 on Ctrl-C; 2 for usage
+// errors, such as --nodes without the right to create namespaces.
+int launch(const LaunchOptions& options);
+
+}  // namespace tpcomm::cli
