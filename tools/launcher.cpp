@@ -134,6 +134,7 @@ class Launcher {
   LaunchOptions options_;
   std::vector<Rank> ranks_;
   std::optional<std::string> cause_;  // why the group is being stopped
+  std::optional<std::string> first_failure_;
   int exit_code_ = 0;
   std::optional<Clock::time_point> kill_at_;
 };
@@ -219,9 +220,10 @@ void Launcher::reap() {
       r.running = false;
       r.status = status;
       const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-      if (failed && !cause_) {
+      if (failed && !cause_ && !first_failure_) {
         exit_code_ = exit_code_of(status);
-        stop_all(SIGTERM, fmt::format("rank {} {}", r.index, describe_status(status)));
+        first_failure_ = fmt::format("rank {} {}", r.index, describe_status(status));
+        if (!options_.keep_going) stop_all(SIGTERM, *first_failure_);
       }
     }
   }
@@ -285,6 +287,7 @@ int Launcher::run() {
   nodes.reset();
   close(sfd);
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  if (!cause_ && first_failure_) cause_ = *first_failure_ + " (--keep-going: the others ran on)";
   if (cause_) {
     std::vector<std::string> others;
     for (const auto& r : ranks_) {

@@ -14,6 +14,7 @@ struct LaunchOptions {
   int nodes = 1;
   std::optional<double> timeout_s;  // the whole job; then the ranks are stopped
   double grace_s = 3.0;             // between SIGTERM and SIGKILL
+  bool keep_going = false;          // a failing rank does not stop the others
   std::vector<std::string> command;
 };
 

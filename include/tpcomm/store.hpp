@@ -35,6 +35,9 @@ class Store {
   virtual bool remove(const std::string& key) = 0;
   // Number of keys held (for diagnostics and leak tests).
   virtual std::size_t size() = 0;
+  // A key that the TCP store deletes when this client's connection closes, so peers can tell
+  // that a process is gone (kill -9 included). Other stores keep it as an ordinary key.
+  virtual void set_ephemeral(const std::string& key, const Bytes& value) { set(key, value); }
 
   // wait_for that throws kTimeout naming the missing keys.
   void wait(const std::vector<std::string>& keys, const Deadline& deadline);

@@ -25,6 +25,7 @@ enum class Type : std::uint16_t {
   kCompareSet = 5,
   kDelete = 6,
   kSize = 7,
+  kSetEphemeral = 8,  // like kSet, but deleted when the connection closes
   kOk = 100,
   kValue = 101,
   kNotFound = 102,

@@ -26,6 +26,10 @@ class TcpStoreClient final : public Store {
   void set(const std::string& key, const Bytes& value) override {
     expect(call(store_wire::Writer(Type::kSet).string(key).bytes(value)), Type::kOk, "set");
   }
+  void set_ephemeral(const std::string& key, const Bytes& value) override {
+    expect(call(store_wire::Writer(Type::kSetEphemeral).string(key).bytes(value)), Type::kOk,
+           "set");
+  }
   std::optional<Bytes> get(const std::string& key) override {
     Reply r = call(store_wire::Writer(Type::kGet).string(key));
     if (r.type == Type::kNotFound) return std::nullopt;

@@ -31,7 +31,8 @@ struct TcpStoreServer::Impl {
     std::string peer;
     Bytes in;
     Bytes out;
-    bool closing = false;  // drop once `out` is flushed... or at once for protocol errors
+    bool closing = false;
+    std::vector<std::string> ephemeral;  // keys deleted when this client goes
   };
   struct Waiter {
     int fd;
@@ -137,10 +138,12 @@ void TcpStoreServer::Impl::handle_frame(Client& c, Type type, const std::uint8_t
   store_wire::Reader r(payload, size);
   std::lock_guard<std::mutex> lock(mutex);
   switch (type) {
-    case Type::kSet: {
+    case Type::kSet:
+    case Type::kSetEphemeral: {
       std::string key = r.string();
       Bytes value = r.bytes();
       r.expect_end();
+      if (type == Type::kSetEphemeral) c.ephemeral.push_back(key);
       data[key] = std::move(value);
       reply(c, store_wire::Writer(Type::kOk));
       return;
@@ -210,6 +213,7 @@ void TcpStoreServer::Impl::handle_frame(Client& c, Type type, const std::uint8_t
     case Type::kDelete: {
       std::string key = r.string();
       r.expect_end();
+      std::erase(c.ephemeral, key);
       reply(c, store_wire::Writer(Type::kBool).u8(data.erase(key) > 0 ? 1 : 0));
       return;
     }
@@ -289,6 +293,8 @@ void TcpStoreServer::Impl::run() {
         c.out.erase(c.out.begin(), c.out.begin() + n);
       }
       if (c.closing) {
+        std::lock_guard<std::mutex> lock(mutex);
+        for (const auto& key : c.ephemeral) data.erase(key);
         it = clients.erase(it);
       } else {
         ++it;

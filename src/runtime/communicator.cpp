@@ -1,6 +1,7 @@
 // Communicator calls: argument checks, the optional cross-rank signature check
 // (TPCOMM_CHECK=1), dispatch by the plan's size table, and abort on any failure.
 #include <map>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -22,6 +23,49 @@ std::uint64_t call_bytes(const transport::Call& c, int size) {
 }
 
 }  // namespace
+
+std::string Communicator::Impl::presence_key(int r) const {
+  return fmt::format("tpcomm/c{:016x}/alive/{}", comm_id, r);
+}
+
+std::string Communicator::Impl::abort_key() const {
+  return fmt::format("tpcomm/c{:016x}/abort", comm_id);
+}
+
+Communicator::Impl::~Impl() {
+  try {
+    backends.clear();
+    bootstrap->store()->remove(presence_key(bootstrap->rank()));
+  } catch (const std::exception&) {
+    // The store is gone: nothing left to clean.
+  }
+}
+
+std::string Communicator::Impl::peer_report() {
+  try {
+    auto store = bootstrap->store();
+    // A dead process's store connection closes a moment after its sockets do: look twice.
+    std::vector<int> gone;
+    for (int attempt = 0; attempt < 5 && gone.empty(); ++attempt) {
+      if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      for (int r = 0; r < bootstrap->size(); ++r) {
+        if (r != bootstrap->rank() && !store->get(presence_key(r))) gone.push_back(r);
+      }
+    }
+    std::string report;
+    if (!gone.empty()) {
+      report += fmt::format("; {} {} gone (the process ended: its store connection closed)",
+                            gone.size() == 1 ? "rank" : "ranks", fmt::join(gone, ", "));
+    }
+    if (auto cause = store->get(abort_key())) {
+      report +=
+          fmt::format("; a peer aborted first: {}", std::string(cause->begin(), cause->end()));
+    }
+    return report;
+  } catch (const std::exception&) {
+    return "; the store is unreachable too";
+  }
+}
 
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Communicator::~Communicator() = default;
@@ -110,8 +154,15 @@ void Communicator::Impl::run_call(transport::Call call) {
     faults.apply_fail_or_stall("call", static_cast<std::int64_t>(call.sequence));
     backends.at(row.backend)->run(call);
   } catch (const Error& e) {
-    Error full(e.code(), fmt::format("rank {}: {} via {} failed: {}", rank, what,
-                                     to_string(row.backend), e.what()));
+    const std::string peers = e.code() == ErrorCode::kMismatch ? std::string() : peer_report();
+    Error full(e.code(), fmt::format("rank {}: {} via {} failed: {}{}", rank, what,
+                                     to_string(row.backend), e.what(), peers));
+    try {
+      const std::string text = full.what();
+      bootstrap->store()->compare_set(abort_key(), std::nullopt, Bytes(text.begin(), text.end()));
+    } catch (const std::exception&) {
+      // Best effort: peers still fail on their own deadlines.
+    }
     TPCOMM_LOG(kError, "comm", "{}", full.what());
     abort_with(full);
     throw full;

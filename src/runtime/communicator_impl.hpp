@@ -39,6 +39,9 @@ struct Communicator::Impl {
   Plan plan;
   std::map<Backend, std::unique_ptr<transport::CollectiveBackend>> backends;
   std::uint64_t sequence = 0;
+  std::uint64_t comm_id = 0;
+
+  ~Impl();
 
   mutable std::mutex abort_mutex;
   std::optional<Error> abort_cause;
@@ -46,6 +49,12 @@ struct Communicator::Impl {
   Deadline deadline() const { return Deadline::after(timeout); }
   void run_call(transport::Call call);
   void abort_with(const Error& cause);
+  // Store keys of this communicator: presence of each rank (deleted by the store when the
+  // rank's process dies) and the first abort's cause.
+  std::string presence_key(int rank) const;
+  std::string abort_key() const;
+  // After a failed call: which peers are gone or aborted, for the error message.
+  std::string peer_report();
 };
 
 namespace detail {

@@ -314,6 +314,9 @@ std::unique_ptr<Communicator> create_communicator(
   c->plan = make_plan(c->facts, c->plan_options);
   agree_on_digest(*c);
 
+  c->comm_id = records[0].comm_id;
+  c->bootstrap->store()->set_ephemeral(c->presence_key(c->bootstrap->rank()), Bytes{1});
+
   BackendContext context;
   context.rank = c->bootstrap->rank();
   context.size = c->bootstrap->size();
