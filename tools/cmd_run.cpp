@@ -29,8 +29,10 @@ void add_run_command(CLI::App& app, int& exit_status) {
   cmd->add_option("--timeout", opts->timeout_s, "stop the job after S seconds (exit status 124)");
   cmd->add_option("--grace", opts->grace_s, "seconds between SIGTERM and SIGKILL when stopping")
       ->capture_default_str();
-  cmd->add_flag("--keep-going", opts->keep_going,
-                "when a rank fails, let the others end on their own (every wait has a deadline)");
+  cmd->add_flag(
+      "--keep-going", opts->keep_going,
+      "when a rank fails, let the others end on their own (within TPCOMM_TIMEOUT_MS + 2 s, "
+      "then they are stopped)");
   cmd->add_option("command", opts->command, "-- PROGRAM ARGS...")->required();
   cmd->callback([opts, &exit_status] { exit_status = launch(*opts); });
 }

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "sim_nodes.hpp"
+#include "tpcomm/deadline.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/tcp_store.hpp"
 
@@ -137,6 +138,7 @@ class Launcher {
   std::optional<std::string> first_failure_;
   int exit_code_ = 0;
   std::optional<Clock::time_point> kill_at_;
+  std::optional<Clock::time_point> keep_going_until_;
 };
 
 void Launcher::start_ranks(std::uint16_t port, SimulatedNodes* nodes, const sigset_t& old_mask) {
@@ -223,7 +225,13 @@ void Launcher::reap() {
       if (failed && !cause_ && !first_failure_) {
         exit_code_ = exit_code_of(status);
         first_failure_ = fmt::format("rank {} {}", r.index, describe_status(status));
-        if (!options_.keep_going) stop_all(SIGTERM, *first_failure_);
+        if (!options_.keep_going) {
+          stop_all(SIGTERM, *first_failure_);
+        } else {
+          // The others end on their own within their deadline; a rank that cannot (stopped,
+          // hung outside tpcomm) is stopped after it, so --keep-going never hangs.
+          keep_going_until_ = Clock::now() + default_timeout() + std::chrono::seconds(2);
+        }
       }
     }
   }
@@ -277,6 +285,10 @@ int Launcher::run() {
         now - started > std::chrono::milliseconds(static_cast<long>(*options_.timeout_s * 1000))) {
       exit_code_ = 124;
       stop_all(SIGTERM, fmt::format("the job ran past --timeout {} s", *options_.timeout_s));
+    }
+    if (keep_going_until_ && now >= *keep_going_until_ && !cause_) {
+      stop_all(SIGTERM,
+               *first_failure_ + "; the others did not end within TPCOMM_TIMEOUT_MS + 2 s");
     }
     if (kill_at_ && now >= *kill_at_) {
       for (const auto& r : ranks_) {

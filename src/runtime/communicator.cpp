@@ -46,8 +46,8 @@ std::string Communicator::Impl::peer_report() {
     auto store = bootstrap->store();
     // A dead process's store connection closes a moment after its sockets do: look twice.
     std::vector<int> gone;
-    for (int attempt = 0; attempt < 5 && gone.empty(); ++attempt) {
-      if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (int attempt = 0; attempt < 4 && gone.empty(); ++attempt) {
+      if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
       for (int r = 0; r < bootstrap->size(); ++r) {
         if (r != bootstrap->rank() && !store->get(presence_key(r))) gone.push_back(r);
       }
@@ -111,6 +111,13 @@ void Communicator::Impl::abort_with(const Error& cause) {
   std::lock_guard<std::mutex> lock(abort_mutex);
   if (abort_cause) return;
   abort_cause = cause;
+  try {
+    // The first cause, for peers' error messages (peer_report).
+    const std::string text = cause.what();
+    bootstrap->store()->compare_set(abort_key(), std::nullopt, Bytes(text.begin(), text.end()));
+  } catch (const std::exception&) {
+    // Best effort: peers still fail on their own deadlines.
+  }
   for (auto& [kind, backend] : backends) backend->abort();
 }
 
@@ -157,12 +164,6 @@ void Communicator::Impl::run_call(transport::Call call) {
     const std::string peers = e.code() == ErrorCode::kMismatch ? std::string() : peer_report();
     Error full(e.code(), fmt::format("rank {}: {} via {} failed: {}{}", rank, what,
                                      to_string(row.backend), e.what(), peers));
-    try {
-      const std::string text = full.what();
-      bootstrap->store()->compare_set(abort_key(), std::nullopt, Bytes(text.begin(), text.end()));
-    } catch (const std::exception&) {
-      // Best effort: peers still fail on their own deadlines.
-    }
     TPCOMM_LOG(kError, "comm", "{}", full.what());
     abort_with(full);
     throw full;

@@ -240,8 +240,9 @@ void set_up_backends(Communicator::Impl& c, const std::map<Backend, BackendFacto
         const std::string name = backend->setup_step_name(step);
         std::optional<std::string> mine;
         try {
-          c.faults.apply_fail_or_stall(name);
           backend->run_setup_step(step, c.deadline());
+          // Injected after the step so that the rank still took part in any rendezvous in it.
+          c.faults.apply_fail_or_stall(name);
         } catch (const std::exception& e) {
           mine = e.what();
         }

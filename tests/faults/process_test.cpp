@@ -1,0 +1,363 @@
+// Real processes through `tpcomm run`: correctness at several world sizes and on simulated
+// nodes, and every fault of the communicator issue — a rank that never starts, kill -9, SIGSTOP,
+// mismatched calls, a corrupt facts record, a plan digest difference, a garbage store client,
+// Ctrl-C — each ending in a clear error on every rank, with no process or segment left behind.
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "support/test_support.hpp"
+#include "tpcomm/tcp_store.hpp"
+
+namespace tpcomm {
+namespace {
+
+using test::ProcessResult;
+
+const std::string kWorker = TPCOMM_WORKER;
+
+std::string marker() {
+  static int n = 0;
+  return "tpcomm-test-marker-" + std::to_string(getpid()) + "-" + std::to_string(++n);
+}
+
+// Runs `tpcomm run ARGS -- worker WORKER_ARGS... MARKER` and returns its result.
+ProcessResult run_group(std::vector<std::string> run_args, std::vector<std::string> worker_args,
+                        std::map<std::string, std::string> env, const std::string& mark) {
+  std::vector<std::string> argv = {TPCOMM_BIN, "run"};
+  argv.insert(argv.end(), run_args.begin(), run_args.end());
+  argv.push_back("--");
+  argv.push_back(kWorker);
+  argv.insert(argv.end(), worker_args.begin(), worker_args.end());
+  argv.push_back(mark);
+  for (const char* k : {"TPCOMM_FAULT", "TPCOMM_CHECK", "TPCOMM_LOG", "TEST_SKIP_RANK",
+                        "TEST_KILL_RANK", "TEST_STOP_RANK", "TEST_AFTER", "TPCOMM_DUMP_FACTS"}) {
+    env.emplace(k, "");
+  }
+  return test::run_process(argv, env);
+}
+
+// Processes whose command line contains `mark`.
+int processes_with(const std::string& mark) {
+  int found = 0;
+  if (DIR* d = opendir("/proc")) {
+    while (dirent* e = readdir(d)) {
+      if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+      std::ifstream f(std::string("/proc/") + e->d_name + "/cmdline");
+      std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      if (cmd.find(mark) != std::string::npos) ++found;
+    }
+    closedir(d);
+  }
+  return found;
+}
+
+int tpcomm_segments() {
+  int n = 0;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) n += std::string(e->d_name).rfind("tpcomm", 0) == 0;
+    closedir(d);
+  }
+  return n;
+}
+
+std::vector<std::string> lines_with(const std::string& text, const std::string& part) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(part) != std::string::npos) out.push_back(line);
+  }
+  return out;
+}
+
+// The wall-clock ms a worker printed after "at ".
+long long time_in(const std::string& line) {
+  std::smatch m;
+  if (std::regex_search(line, m, std::regex(" at (\\d{10,})"))) return std::stoll(m[1]);
+  return -1;
+}
+
+bool root() {
+  return geteuid() == 0;
+}
+
+class Correctness : public ::testing::TestWithParam<int> {};
+
+TEST_P(Correctness, EveryCollectiveDtypeOpAndSizeOnWRanks) {
+  const int w = GetParam();
+  const std::string mark = marker();
+  auto r = run_group({"-n", std::to_string(w)}, {"correctness"}, {}, mark);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto done = lines_with(r.out, "324 checks, 0 failed; nodes=1");
+  EXPECT_EQ(done.size(), static_cast<std::size_t>(w)) << r.out;
+  std::set<std::string> digests;
+  for (const auto& l : done) digests.insert(l.substr(l.find("digest=")));
+  EXPECT_EQ(digests.size(), 1u) << "every rank agreed on one plan";
+  EXPECT_EQ(processes_with(mark), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, Correctness, ::testing::Values(1, 2, 3, 4, 8));
+
+TEST(SimulatedNodes, TwoNodesPlanTwoNodesAndComputeTheSameResults) {
+  if (!root()) GTEST_SKIP() << "tpcomm run --nodes needs root to create namespaces; not root here";
+  char dump[] = "/tmp/tpcomm_dump_XXXXXX";
+  int fd = mkstemp(dump);
+  close(fd);
+  auto r = run_group({"-n", "4", "--nodes", "2"}, {"correctness"}, {{"TPCOMM_DUMP_FACTS", dump}},
+                     marker());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(lines_with(r.out, "324 checks, 0 failed; nodes=2 host=sim-node-0").size(), 2u) << r.out;
+  EXPECT_EQ(lines_with(r.out, "324 checks, 0 failed; nodes=2 host=sim-node-1").size(), 2u) << r.out;
+  // The dumped facts replay with tpcomm plan: two nodes, hier eligible, shm refused.
+  auto plan = test::run_process({TPCOMM_BIN, "plan", dump, "--json"});
+  unlink(dump);
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  EXPECT_NE(plan.out.find("\"nodes\": 2"), std::string::npos) << plan.out;
+  EXPECT_NE(plan.out.find("(sim-node-0: ranks 0-1; sim-node-1: ranks 2-3)"), std::string::npos);
+}
+
+TEST(Faults, ARankThatNeverStartsIsNamedByEveryOtherRank) {
+  const auto start = std::chrono::steady_clock::now();
+  auto r = run_group({"-n", "3", "--keep-going"}, {"create"},
+                     {{"TPCOMM_TIMEOUT_MS", "2000"}, {"TEST_SKIP_RANK", "2"}}, marker());
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_NE(r.exit_code, 0);
+  auto errors = lines_with(r.out, "rank 2 did not join within 2000 ms (facts exchange)");
+  EXPECT_EQ(errors.size(), 2u) << r.out;
+  EXPECT_LT(elapsed, std::chrono::milliseconds(2000 + 2000)) << "timeout + 2 s";
+  std::cout << "[ info ] never-started rank detected after "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()
+            << " ms (TPCOMM_TIMEOUT_MS=2000)\n";
+}
+
+TEST(Faults, KillNineInALongLoopIsNamedBySurvivorsAndLeavesNothing) {
+  const std::string mark = marker();
+  const int segments = tpcomm_segments();
+  auto r = run_group(
+      {"-n", "3", "--keep-going"}, {"loop", "100000", "262144"},
+      {{"TPCOMM_TIMEOUT_MS", "10000"}, {"TEST_KILL_RANK", "1"}, {"TEST_AFTER", "30"}}, mark);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("rank 1 was killed by signal 9"), std::string::npos) << r.err;
+  auto killed = lines_with(r.out, "killing itself at");
+  ASSERT_EQ(killed.size(), 1u) << r.out;
+  auto errors = lines_with(r.out, "ERROR");
+  ASSERT_EQ(errors.size(), 2u) << r.out;
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("all_reduce(float32 x 262144, avg) #31 via gloo failed"), std::string::npos)
+        << e;
+    EXPECT_NE(e.find("rank 1 gone (the process ended"), std::string::npos) << e;
+    const long long detected = time_in(e) - time_in(killed[0]);
+    EXPECT_LT(detected, 10000) << "within the timeout";
+    std::cout << "[ info ] kill -9 detected after " << detected << " ms: " << e << "\n";
+  }
+  EXPECT_EQ(processes_with(mark), 0) << "no process left";
+  EXPECT_EQ(tpcomm_segments(), segments) << "no /dev/shm segment left";
+  // Without --keep-going the launcher stops the survivors itself and names the rank.
+  const std::string mark2 = marker();
+  auto stop = run_group({"-n", "3"}, {"loop", "100000", "262144"},
+                        {{"TEST_KILL_RANK", "2"}, {"TEST_AFTER", "5"}}, mark2);
+  EXPECT_EQ(stop.exit_code, 128 + 9);
+  EXPECT_NE(stop.err.find("tpcomm run: rank 2 was killed by signal 9 (Killed); stopped the group"),
+            std::string::npos)
+      << stop.err;
+  EXPECT_EQ(processes_with(mark2), 0);
+}
+
+TEST(Faults, SigstopOfOneRankTimesOutTheOthers) {
+  const std::string mark = marker();
+  auto r = run_group({"-n", "3", "--keep-going", "--grace", "1"}, {"loop", "100000", "262144"},
+                     {{"TPCOMM_TIMEOUT_MS", "2000"}, {"TEST_STOP_RANK", "1"}, {"TEST_AFTER", "30"}},
+                     mark);
+  auto stopped = lines_with(r.out, "stopping itself at");
+  ASSERT_EQ(stopped.size(), 1u) << r.out;
+  auto errors = lines_with(r.out, "ERROR");
+  // The survivors time out; the stopped rank is then killed by the launcher's --timeout-free
+  // stop sequence once both have failed.
+  EXPECT_GE(errors.size(), 1u) << r.out;
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("#31 via gloo failed"), std::string::npos) << e;
+    EXPECT_NE(e.find("Timed out"), std::string::npos) << e;
+    const long long detected = time_in(e) - time_in(stopped[0]);
+    EXPECT_LT(detected, 2000 + 2000);
+    std::cout << "[ info ] SIGSTOP detected after " << detected << " ms (TPCOMM_TIMEOUT_MS=2000)\n";
+  }
+  EXPECT_EQ(processes_with(mark), 0);
+}
+
+class Mismatch : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
+
+TEST_P(Mismatch, CheckNamesBothSidesOnEveryRank) {
+  const auto& [kind, odd] = GetParam();
+  auto r =
+      run_group({"-n", "3", "--keep-going"}, {"mismatch", kind}, {{"TPCOMM_CHECK", "1"}}, marker());
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  auto errors = lines_with(r.out, "does not match across ranks (TPCOMM_CHECK=1)");
+  EXPECT_EQ(errors.size(), 3u) << r.out;
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("ranks 0, 2 called all_reduce(float32 x 1024, sum)"), std::string::npos) << e;
+    EXPECT_NE(e.find("rank 1 called " + odd), std::string::npos) << e;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Kinds, Mismatch,
+    ::testing::Values(
+        std::make_pair(std::string("count"), std::string("all_reduce(float32 x 2048, sum)")),
+        std::make_pair(std::string("dtype"), std::string("all_reduce(bfloat16 x 1024, sum)")),
+        std::make_pair(std::string("op"), std::string("all_reduce(float32 x 1024, max)"))));
+
+TEST(Faults, CorruptFactsRecordIsAnErrorNamingTheSender) {
+  auto r = run_group({"-n", "3", "--keep-going"}, {"create"}, {{"TPCOMM_FAULT", "facts:corrupt@1"}},
+                     marker());
+  EXPECT_NE(r.exit_code, 0);
+  auto errors = lines_with(r.out, "facts record from rank 1 is corrupt: header says");
+  EXPECT_EQ(errors.size(), 3u) << r.out;
+}
+
+TEST(Faults, PlanDigestDifferenceIsAnErrorNamingTheRanks) {
+  auto r = run_group({"-n", "3", "--keep-going"}, {"create"},
+                     {{"TPCOMM_FAULT", "digest:corrupt@2"}}, marker());
+  EXPECT_EQ(r.exit_code, 3);
+  auto errors = lines_with(r.out, "the ranks disagree on the plan: ");
+  EXPECT_EQ(errors.size(), 3u) << r.out;
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("rank 2 computed 0000000000000000"), std::string::npos) << e;
+    EXPECT_NE(e.find("ranks 0-1 computed "), std::string::npos) << e;
+  }
+}
+
+TEST(Faults, StallAtSetUpIsATimeoutNamingTheRank) {
+  auto r = run_group({"-n", "2", "--keep-going", "--grace", "0.5"}, {"create"},
+                     {{"TPCOMM_TIMEOUT_MS", "1500"}, {"TPCOMM_FAULT", "gloo.connect:stall@1"}},
+                     marker());
+  EXPECT_NE(r.exit_code, 0);
+  auto errors =
+      lines_with(r.out, "rank 1 did not arrive within 1500 ms (set-up vote on gloo.connect)");
+  EXPECT_EQ(errors.size(), 1u) << r.out;
+}
+
+// Launches a program in the background; returns its pid.
+pid_t spawn(const std::vector<std::string>& argv,
+            const std::map<std::string, std::string>& env = {}) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+TEST(Launcher, CtrlCReachesEveryRankAndNothingIsLeft) {
+  const std::string mark = marker();
+  pid_t launcher =
+      spawn({TPCOMM_BIN, "run", "-n", "3", "--", kWorker, "loop", "100000000", "1024", mark});
+  for (int i = 0; i < 100 && processes_with(mark) < 4; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kill(launcher, SIGINT);
+  int status = 0;
+  waitpid(launcher, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  EXPECT_EQ(processes_with(mark), 0);
+}
+
+TEST(Launcher, ReportsTheFailingRankAndProgramsThatCannotStart) {
+  auto r = test::run_process(
+      {TPCOMM_BIN, "run", "-n", "3", "--", "sh", "-c", "exit $((RANK == 1 ? 7 : 0))"});
+  EXPECT_EQ(r.exit_code, 7);
+  EXPECT_NE(r.err.find("rank 1 exited with status 7"), std::string::npos) << r.err;
+  auto missing = test::run_process({TPCOMM_BIN, "run", "-n", "2", "--", "/nonexistent/program"});
+  EXPECT_EQ(missing.exit_code, 127);
+  EXPECT_NE(missing.err.find("tpcomm run: /nonexistent/program: No such file or directory"),
+            std::string::npos)
+      << missing.err;
+  auto prefixed = test::run_process(
+      {TPCOMM_BIN, "run", "-n", "2", "--", "sh", "-c", "echo hi $RANK/$WORLD_SIZE"});
+  EXPECT_NE(prefixed.out.find("[0] hi 0/2"), std::string::npos) << prefixed.out;
+  EXPECT_NE(prefixed.out.find("[1] hi 1/2"), std::string::npos) << prefixed.out;
+  auto timeout =
+      test::run_process({TPCOMM_BIN, "run", "-n", "2", "--timeout", "0.5", "--", "sleep", "30"});
+  EXPECT_EQ(timeout.exit_code, 124);
+  EXPECT_NE(timeout.err.find("the job ran past --timeout 0.5 s"), std::string::npos) << timeout.err;
+}
+
+TEST(Launcher, SimulatedNodesWithoutPrivilegesExitTwo) {
+  if (!root() || access("/usr/bin/setpriv", X_OK) != 0) {
+    GTEST_SKIP()
+        << "needs root and setpriv to run the launcher as an unprivileged user; not available here";
+  }
+  auto r =
+      test::run_process({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                         TPCOMM_BIN, "run", "-n", "2", "--nodes", "2", "--", "true"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--nodes needs new UTS, IPC and mount namespaces"), std::string::npos)
+      << r.err;
+}
+
+TEST(StandaloneStore, GarbageClientIsDroppedAndAGroupStillRendezvousThroughIt) {
+  char log_path[] = "/tmp/tpcomm_store_log_XXXXXX";
+  int log_fd = mkstemp(log_path);
+  // A free port: let a server pick one, then hand it to tpcomm store.
+  std::uint16_t port;
+  {
+    TcpStoreServer probe("127.0.0.1", 0);
+    port = probe.port();
+  }
+  pid_t store = fork();
+  if (store == 0) {
+    dup2(log_fd, 2);
+    dup2(log_fd, 1);
+    execl(TPCOMM_BIN, TPCOMM_BIN, "store", "--bind", "127.0.0.1", "--port",
+          std::to_string(port).c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(log_fd);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  {  // A garbage client, through bash's /dev/tcp.
+    auto c = test::run_process({"/bin/bash", "-c",
+                                "exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(port) +
+                                    "; printf 'garbage!garbage!' >&3; sleep 0.2"});
+    EXPECT_EQ(c.exit_code, 0) << c.err;
+  }
+  // A two-rank group uses the standalone store (rank 0 finds the port taken and connects).
+  std::vector<pid_t> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.push_back(spawn({kWorker, "create"}, {{"RANK", std::to_string(r)},
+                                                {"WORLD_SIZE", "2"},
+                                                {"MASTER_ADDR", "127.0.0.1"},
+                                                {"MASTER_PORT", std::to_string(port)}}));
+  }
+  for (pid_t p : ranks) {
+    int status = 0;
+    waitpid(p, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  kill(store, SIGINT);
+  int status = 0;
+  waitpid(store, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  std::string log = test::read_file(log_path);
+  unlink(log_path);
+  EXPECT_NE(log.find("bad magic"), std::string::npos) << log;
+  EXPECT_NE(log.find("the store keeps serving the others"), std::string::npos) << log;
+  EXPECT_NE(log.find("tpcomm store: stopping"), std::string::npos) << log;
+}
+
+}  // namespace
+}  // namespace tpcomm

@@ -1,0 +1,206 @@
+// The communicator in one process, one thread per rank: agreement, voted set-up with a failing
+// step, abort semantics, and 200 create/destroy cycles without leaks.
+#include <dirent.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "integration/reference_backend.hpp"
+#include "tpcomm/error.hpp"
+#include "tpcomm/tcp_store.hpp"
+
+namespace tpcomm {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Sets an environment variable for one test.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+template <typename Fn>
+void on_ranks(const std::vector<std::shared_ptr<Bootstrap>>& group, Fn fn) {
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(group.size());
+  for (std::size_t r = 0; r < group.size(); ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        fn(static_cast<int>(r), group[r]);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (std::size_t r = 0; r < group.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+std::size_t count_entries(const char* dir) {
+  std::size_t n = 0;
+  if (DIR* d = opendir(dir)) {
+    while (readdir(d) != nullptr) ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+TEST(Communicator, ThreadsAgreeAndAllReduceBitwiseIdentically) {
+  auto group = make_thread_group(3);
+  std::vector<std::vector<std::uint16_t>> results(3);
+  std::vector<std::string> digests(3);
+  on_ranks(group, [&](int r, std::shared_ptr<Bootstrap> bs) {
+    auto comm = Communicator::create(bs);
+    EXPECT_EQ(comm->size(), 3);
+    EXPECT_EQ(comm->plan().nodes, 1);
+    std::vector<float> in(1000);
+    for (std::size_t i = 0; i < in.size(); ++i)
+      in[i] = 0.001f * static_cast<float>(i) + static_cast<float>(r);
+    std::vector<std::uint16_t> bf(in.size());
+    transport::from_float(in.data(), DataType::kBFloat16, in.size(), bf.data());
+    comm->all_reduce(bf.data(), bf.data(), bf.size(), DataType::kBFloat16, ReduceOp::kSum);
+    results[static_cast<std::size_t>(r)] = bf;
+    digests[static_cast<std::size_t>(r)] = comm->plan().digest;
+  });
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[2]);
+  EXPECT_EQ(digests[0], digests[2]);
+  float v;
+  transport::to_float(&results[0][10], DataType::kBFloat16, 1, &v);
+  EXPECT_NEAR(v, 3 * 0.01f + 3.0f, 0.05f);
+}
+
+TEST(Communicator, StandInBackendServesTheCallsItsPlanRowsName) {
+  auto group = make_thread_group(2);
+  on_ranks(group, [&](int, std::shared_ptr<Bootstrap> bs) {
+    auto comm = detail::create_communicator(bs, {}, test::factories_with_reference_shm());
+    const auto& ar = comm->plan().ops.at(Op::kAllReduce);
+    EXPECT_TRUE(ar.is_eligible(Backend::kShm));
+    EXPECT_EQ(ar.table.front().backend, Backend::kShm);
+    std::vector<float> data(64, static_cast<float>(comm->rank() + 1));
+    comm->all_reduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
+    EXPECT_EQ(data[5], 3.0f);
+  });
+}
+
+TEST(Communicator, SetUpStepFailingOnOneRankDisablesTheBackendEverywhere) {
+  ScopedEnv fault("TPCOMM_FAULT", "shm.setup:fail@1");
+  auto group = make_thread_group(3);
+  on_ranks(group, [&](int, std::shared_ptr<Bootstrap> bs) {
+    auto comm = detail::create_communicator(bs, {}, test::factories_with_reference_shm());
+    for (const auto& [op, p] : comm->plan().ops) {
+      EXPECT_FALSE(p.is_eligible(Backend::kShm));
+      const std::string& why = p.rejected.at(Backend::kShm);
+      EXPECT_NE(why.find("set-up step shm.setup failed on rank 1: injected fault"),
+                std::string::npos)
+          << why;
+      for (const auto& row : p.table) EXPECT_EQ(row.backend, Backend::kGloo);
+    }
+    std::vector<float> data(1000, 2.0f);
+    comm->all_reduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kAvg);
+    EXPECT_EQ(data[999], 2.0f);
+  });
+}
+
+TEST(Communicator, FallbackEngineFailingAtSetUpIsAnErrorOnEveryRank) {
+  ScopedEnv fault("TPCOMM_FAULT", "gloo.connect:fail@1");
+  auto group = make_thread_group(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        Communicator::create(group[static_cast<std::size_t>(r)]);
+      } catch (const Error& e) {
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("the fallback engine gloo could not be set up: set-up step gloo.connect "
+                     "failed on rank 1"),
+              std::string::npos)
+        << e;
+  }
+}
+
+TEST(Communicator, AbortFailsLaterCallsWithTheOriginalCauseAndReleasesPeers) {
+  auto group = make_thread_group(2);
+  on_ranks(group, [&](int r, std::shared_ptr<Bootstrap> bs) {
+    CommunicatorOptions o;
+    o.timeout = 5s;
+    auto comm = Communicator::create(bs, o);
+    std::vector<float> data(100000, 1.0f);
+    comm->all_reduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
+    bs->barrier("before abort", Deadline::after(5s));
+    if (r == 0) {
+      comm->abort("testing abort");
+      EXPECT_TRUE(comm->aborted());
+    }
+    const auto start = Deadline::Clock::now();
+    try {
+      comm->all_reduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
+      ADD_FAILURE() << "rank " << r << ": a call must fail after an abort";
+    } catch (const Error& e) {
+      if (r == 0) {
+        EXPECT_EQ(e.code(), ErrorCode::kAborted);
+        EXPECT_NE(std::string(e.what()).find("aborted by the caller: testing abort"),
+                  std::string::npos)
+            << e.what();
+      } else {
+        EXPECT_LT(Deadline::Clock::now() - start, 4s) << "the peer must not wait for its deadline";
+        EXPECT_NE(std::string(e.what()).find("a peer aborted first: rank 0: aborted by the caller"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+    try {
+      comm->all_gather(data.data(), data.data(), 1, DataType::kFloat32);
+      ADD_FAILURE() << "later calls fail at once";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kAborted);
+      EXPECT_NE(std::string(e.what()).find("was aborted earlier"), std::string::npos);
+    }
+  });
+}
+
+TEST(Communicator, TwoHundredCreateDestroyCyclesLeakNothing) {
+  TcpStoreServer server("127.0.0.1", 0);
+  std::vector<std::shared_ptr<Bootstrap>> group;
+  for (int r = 0; r < 2; ++r) {
+    group.push_back(make_store_bootstrap(
+        connect_tcp_store("127.0.0.1", server.port(), Deadline::after(5s)), r, 2));
+  }
+  auto cycle = [&](int cycles) {
+    on_ranks(group, [&](int, std::shared_ptr<Bootstrap> bs) {
+      for (int i = 0; i < cycles; ++i) {
+        auto comm = Communicator::create(bs);
+        float x = 1.0f;
+        comm->all_reduce(&x, &x, 1, DataType::kFloat32, ReduceOp::kSum);
+        if (x != 2.0f) throw std::runtime_error("wrong sum");
+      }
+    });
+  };
+  cycle(5);  // warm up: thread pools, first-use allocations
+  const std::size_t fds = count_entries("/proc/self/fd");
+  const std::size_t threads = count_entries("/proc/self/task");
+  const std::size_t keys = server.key_count();
+  const std::size_t shm = count_entries("/dev/shm");
+  cycle(200);
+  EXPECT_EQ(count_entries("/proc/self/fd"), fds);
+  EXPECT_EQ(count_entries("/proc/self/task"), threads);
+  EXPECT_EQ(server.key_count(), keys);
+  EXPECT_EQ(count_entries("/dev/shm"), shm);
+  std::cout << "[ info ] after 200 cycles: " << fds << " fds, " << threads << " threads, " << keys
+            << " store keys, unchanged\n";
+}
+
+}  // namespace
+}  // namespace tpcomm
