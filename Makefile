@@ -13,16 +13,22 @@ build:
 test: build
 	ctest --preset $(PRESET)
 
-# For now: this machine's facts, then the plans of the shipped example topologies.
+# This machine's facts, the plans of the shipped example topologies, then a live group: the
+# example all-reduce on 2 ranks, and on 2 ranks over 2 simulated nodes (needs root).
 run: build
 	@echo "== tpcomm topo (this machine)"
 	@$(BIN) topo
 	@for f in examples/topologies/*.json; do \
 	  echo; echo "== tpcomm plan $$f"; $(BIN) plan $$f || exit $$?; \
 	done
+	@echo; echo "== tpcomm run -n 2 -- build/bin/allreduce"
+	@$(BIN) run -n 2 -- build/bin/allreduce
+	@echo; echo "== tpcomm run -n 2 --nodes 2 -- build/bin/allreduce"
+	@$(BIN) run -n 2 --nodes 2 -- build/bin/allreduce
 
 bench: build
 	build/bench/plan_bench
+	build/bench/communicator_bench
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.c')

@@ -297,9 +297,16 @@ std::unique_ptr<Communicator> create_communicator(
   c->faults = runtime::FaultPlan::from_env(c->bootstrap->rank());
   c->check_calls = env_flag("TPCOMM_CHECK");
 
+  const auto started = Deadline::Clock::now();
+  auto phase = [&](const char* what) {
+    TPCOMM_LOG(kDebug, "comm", "rank {}: {} done after {:.1f} ms", c->bootstrap->rank(), what,
+               std::chrono::duration<double, std::milli>(Deadline::Clock::now() - started).count());
+  };
   runtime::NodeProbeSegment segment;
   auto records = exchange_facts(*c, segment);
+  phase("facts exchange");
   auto node_of = identify_nodes(*c, records, segment);
+  phase("node identity");
   c->facts = group_facts(records, node_of);
   if (c->bootstrap->rank() == 0) dump_facts(c->facts);
 
@@ -314,6 +321,7 @@ std::unique_ptr<Communicator> create_communicator(
   }
   c->plan = make_plan(c->facts, c->plan_options);
   agree_on_digest(*c);
+  phase("plan agreement");
 
   c->comm_id = records[0].comm_id;
   c->bootstrap->store()->set_ephemeral(c->presence_key(c->bootstrap->rank()), Bytes{1});
@@ -327,6 +335,7 @@ std::unique_ptr<Communicator> create_communicator(
   context.socket_address = socket_address(records);
   context.facts = &c->facts;
   set_up_backends(*c, factories, context);
+  phase("backend set-up");
   TPCOMM_LOG(kInfo, "comm", "rank {} of {}: ready, plan {}", context.rank, context.size,
              c->plan.digest);
   return CommunicatorFactory::wrap(std::move(c));
