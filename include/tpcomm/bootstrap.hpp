@@ -38,9 +38,15 @@ std::shared_ptr<Bootstrap> make_store_bootstrap(std::shared_ptr<Store> store, in
 // For threads of one process (tests): make_thread_group(n)[r] is rank r's bootstrap.
 std::vector<std::shared_ptr<Bootstrap>> make_thread_group(int size);
 
+// Over MPI (Open MPI at build time): for processes started by mpirun. Initialises MPI when the
+// program has not; a store for backends' rendezvous is served by rank 0. Throws kUnavailable in a
+// build without MPI.
+std::shared_ptr<Bootstrap> make_mpi_bootstrap(const Deadline& deadline);
+
 // From the launch environment (tpcomm run, torchrun: RANK, WORLD_SIZE, MASTER_ADDR,
 // MASTER_PORT; Open MPI's OMPI_COMM_WORLD_RANK / _SIZE for rank and size). Rank 0 serves the
-// store on MASTER_PORT unless one already listens there (tpcomm run, tpcomm store).
+// store on MASTER_PORT unless one already listens there (tpcomm run, tpcomm store). Under
+// mpirun without MASTER_ADDR, the MPI bootstrap.
 std::shared_ptr<Bootstrap> bootstrap_from_environment(const Deadline& deadline);
 
 }  // namespace tpcomm

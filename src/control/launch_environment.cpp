@@ -46,6 +46,9 @@ std::shared_ptr<Bootstrap> bootstrap_from_environment(const Deadline& deadline) 
   }
   auto addr = env_raw("MASTER_ADDR");
   auto port = env_raw("MASTER_PORT");
+  if (!addr && !port && env_raw("OMPI_COMM_WORLD_RANK") && !env_raw("RANK")) {
+    return make_mpi_bootstrap(deadline);
+  }
   if (!addr || !port) {
     throw invalid_input(fmt::format(
         "rank {} of {}: MASTER_ADDR and MASTER_PORT must name the rendezvous store (tpcomm run "

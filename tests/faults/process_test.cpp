@@ -359,5 +359,50 @@ TEST(StandaloneStore, GarbageClientIsDroppedAndAGroupStillRendezvousThroughIt) {
   EXPECT_NE(log.find("tpcomm store: stopping"), std::string::npos) << log;
 }
 
+// Under mpirun without MASTER_ADDR the MPI bootstrap carries the rendezvous.
+ProcessResult mpirun(int n, std::vector<std::string> args,
+                     std::map<std::string, std::string> env = {}) {
+  std::vector<std::string> argv = {"/usr/bin/mpirun", "--oversubscribe", "-np", std::to_string(n)};
+  for (const auto& [k, v] : env) {
+    argv.push_back("-x");
+    argv.push_back(k + "=" + v);
+  }
+  argv.push_back(kWorker);
+  argv.insert(argv.end(), args.begin(), args.end());
+  return test::run_process(argv, {{"OMPI_ALLOW_RUN_AS_ROOT", "1"},
+                                  {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
+                                  {"MASTER_ADDR", ""},
+                                  {"MASTER_PORT", ""},
+                                  {"RANK", ""},
+                                  {"WORLD_SIZE", ""}});
+}
+
+bool mpi_available() {
+  return TPCOMM_HAVE_MPI && access("/usr/bin/mpirun", X_OK) == 0;
+}
+
+TEST(MpiBootstrap, GroupUnderMpirunIsCorrect) {
+  if (!mpi_available())
+    GTEST_SKIP() << "this build has no MPI bootstrap or mpirun is missing: not run";
+  auto r = mpirun(3, {"correctness"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(lines_with(r.out, "324 checks, 0 failed; nodes=1").size(), 3u) << r.out;
+}
+
+TEST(MpiBootstrap, LateRankIsNamedWithinTheDeadline) {
+  if (!mpi_available())
+    GTEST_SKIP() << "this build has no MPI bootstrap or mpirun is missing: not run";
+  const auto start = std::chrono::steady_clock::now();
+  auto r =
+      mpirun(3, {"create"},
+             {{"TEST_LATE_RANK", "2"}, {"TEST_LATE_SECONDS", "4"}, {"TPCOMM_TIMEOUT_MS", "1500"}});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_GE(
+      lines_with(r.out, "rank 2 did not arrive within 1500 ms (facts exchange, over MPI)").size(),
+      1u)
+      << r.out << r.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
 }  // namespace
 }  // namespace tpcomm

@@ -5,8 +5,9 @@
 //                 TEST_AFTER make one rank SIGKILL / SIGSTOP itself after that many calls
 //   mismatch KIND rank 1 calls with another count, dtype or op (run with TPCOMM_CHECK=1)
 //   create        create the communicator, print the plan, exit
-// TEST_SKIP_RANK=r: rank r exits at once, never joining. Errors print "rank R: ERROR ..." with
-// the wall-clock time in ms and exit 1 (3 for a mismatch).
+// TEST_SKIP_RANK=r: rank r exits at once, never joining. TEST_LATE_RANK=r: rank r joins the
+// bootstrap, then sleeps TEST_LATE_SECONDS (30) instead of creating the communicator. Errors print
+// "rank R: ERROR ..." with the wall-clock time in ms and exit 1 (3 for a mismatch).
 #include <signal.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tpcomm/tpcomm.hpp"
@@ -227,13 +229,21 @@ int run_mismatch(tpcomm::Communicator& comm, const std::string& kind) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "create";
-  const int rank = env_int("RANK", 0);
+  const int rank = env_int("RANK", env_int("OMPI_COMM_WORLD_RANK", 0));
   if (env_int("TEST_SKIP_RANK", -1) == rank) {
     std::printf("rank %d: not starting (TEST_SKIP_RANK)\n", rank);
     return 0;
   }
   try {
     auto bs = tpcomm::bootstrap_from_environment(tpcomm::Deadline::from_env());
+    if (env_int("TEST_LATE_RANK", -1) == rank) {
+      // Joined the bootstrap (under mpirun: MPI_Init, which waits for every process) but never
+      // creates the communicator.
+      std::printf("rank %d: late (TEST_LATE_RANK)\n", rank);
+      std::fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::seconds(env_int("TEST_LATE_SECONDS", 30)));
+      return 0;
+    }
     auto comm = tpcomm::Communicator::create(bs);
     if (mode == "correctness") return run_correctness(*comm, *bs);
     if (mode == "loop") {

@@ -1,0 +1,160 @@
+// Bootstrap over MPI (Open MPI, when present at build time): point-to-point messages polled
+// against the deadline, so a rank that never arrives is named instead of hanging in a blocking
+// collective. Backends' rendezvous (Gloo) still needs a store: rank 0 serves one and tells the
+// others where, over MPI.
+// The C API only: Open MPI's deprecated C++ bindings would need libmpi_cxx.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "rank_wording.hpp"
+#include "tpcomm/bootstrap.hpp"
+#include "tpcomm/env.hpp"
+#include "tpcomm/error.hpp"
+#include "tpcomm/tcp_store.hpp"
+
+namespace tpcomm {
+namespace {
+
+class MpiBootstrap final : public Bootstrap {
+ public:
+  explicit MpiBootstrap(const Deadline& deadline) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+      initialized_here_ = true;
+    }
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    set_up_store(deadline);
+  }
+
+  ~MpiBootstrap() override {
+    store_.reset();
+    server_.reset();
+    MPI_Comm_free(&comm_);
+    if (initialized_here_) MPI_Finalize();
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::shared_ptr<Store> store() const override { return store_; }
+
+  std::vector<Bytes> all_gather(const Bytes& mine, std::string_view what,
+                                const Deadline& deadline) override {
+    if (broken_)
+      throw Error(ErrorCode::kAborted, "the MPI bootstrap timed out earlier and cannot be reused");
+    const long round = round_++;
+    const int tag = static_cast<int>(round % 32000) + 1;
+    std::vector<Bytes> out(static_cast<std::size_t>(size_));
+    out[static_cast<std::size_t>(rank_)] = mine;
+    std::vector<MPI_Request> sends;
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      sends.emplace_back();
+      MPI_Isend(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, r, tag, comm_, &sends.back());
+    }
+    std::vector<bool> have(static_cast<std::size_t>(size_), false);
+    have[static_cast<std::size_t>(rank_)] = true;
+    int pending = size_ - 1;
+    while (pending > 0) {
+      bool progress = false;
+      for (int r = 0; r < size_; ++r) {
+        if (have[static_cast<std::size_t>(r)]) continue;
+        int flag = 0;
+        MPI_Status status;
+        MPI_Iprobe(r, tag, comm_, &flag, &status);
+        if (!flag) continue;
+        int count = 0;
+        MPI_Get_count(&status, MPI_BYTE, &count);
+        out[static_cast<std::size_t>(r)].resize(static_cast<std::size_t>(count));
+        MPI_Recv(out[static_cast<std::size_t>(r)].data(), count, MPI_BYTE, r, tag, comm_,
+                 MPI_STATUS_IGNORE);
+        have[static_cast<std::size_t>(r)] = true;
+        --pending;
+        progress = true;
+      }
+      if (pending == 0) break;
+      if (deadline.expired()) {
+        std::vector<int> missing;
+        for (int r = 0; r < size_; ++r) {
+          if (!have[static_cast<std::size_t>(r)]) missing.push_back(r);
+        }
+        broken_ = true;
+        throw Error(ErrorCode::kTimeout,
+                    fmt::format("{} did not {} within {} ms ({}, over MPI)",
+                                detail::rank_list_text(missing), round == 0 ? "join" : "arrive",
+                                deadline.budget().count(), what));
+      }
+      if (!progress) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    // Every peer sent to us, so every peer is here and will take our message.
+    for (auto& req : sends) {
+      int done = 0;
+      while (!done) {
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (!done) {
+          if (deadline.expired()) {
+            broken_ = true;
+            throw Error(
+                ErrorCode::kTimeout,
+                fmt::format("a peer did not take this rank's message within {} ms ({}, over MPI)",
+                            deadline.budget().count(), what));
+          }
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+      }
+    }
+    return out;
+  }
+
+ private:
+  // Rank 0 serves a store; everyone learns its address from rank 0 over MPI.
+  void set_up_store(const Deadline& deadline) {
+    std::string address;
+    if (rank_ == 0) {
+      server_ = std::make_unique<TcpStoreServer>("0.0.0.0", 0);
+      std::string host = "127.0.0.1";
+      if (auto a = env_raw("TPCOMM_SOCKET_ADDRESS")) {
+        host = *a;
+      } else if (auto local = env_raw("OMPI_COMM_WORLD_LOCAL_SIZE");
+                 !local || std::stoi(*local) != size_) {
+        char name[256] = {};
+        gethostname(name, sizeof(name) - 1);
+        host = name;
+      }
+      address = fmt::format("{}:{}", host, server_->port());
+    }
+    Bytes where = broadcast(Bytes(address.begin(), address.end()), 0, "store address", deadline);
+    address.assign(where.begin(), where.end());
+    const auto colon = address.rfind(':');
+    store_ = connect_tcp_store(address.substr(0, colon),
+                               static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))),
+                               deadline);
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  bool initialized_here_ = false;
+  bool broken_ = false;
+  long round_ = 0;
+  std::unique_ptr<TcpStoreServer> server_;
+  std::shared_ptr<Store> store_;
+};
+
+}  // namespace
+
+std::shared_ptr<Bootstrap> make_mpi_bootstrap(const Deadline& deadline) {
+  return std::make_shared<MpiBootstrap>(deadline);
+}
+
+}  // namespace tpcomm
