@@ -117,6 +117,15 @@ TEST(SimulatedNodes, TwoNodesPlanTwoNodesAndComputeTheSameResults) {
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(lines_with(r.out, "324 checks, 0 failed; nodes=2 host=sim-node-0").size(), 2u) << r.out;
   EXPECT_EQ(lines_with(r.out, "324 checks, 0 failed; nodes=2 host=sim-node-1").size(), 2u) << r.out;
+  // The same results, bit for bit, as four ranks on one node.
+  auto one_node = run_group({"-n", "4"}, {"correctness"}, {}, marker());
+  auto results_of = [](const std::string& out) {
+    std::set<std::string> found;
+    for (const auto& l : lines_with(out, "results=")) found.insert(l.substr(l.find("results=")));
+    return found;
+  };
+  EXPECT_EQ(results_of(r.out).size(), 1u) << r.out;
+  EXPECT_EQ(results_of(r.out), results_of(one_node.out)) << r.out << one_node.out;
   // The dumped facts replay with tpcomm plan: two nodes, hier eligible, shm refused.
   auto plan = test::run_process({TPCOMM_BIN, "plan", dump, "--json"});
   unlink(dump);

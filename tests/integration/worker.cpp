@@ -187,10 +187,11 @@ int run_correctness(tpcomm::Communicator& comm, tpcomm::Bootstrap& bs) {
     if (all[static_cast<std::size_t>(r)] != mine)
       k.fail("results differ bitwise from rank " + std::to_string(r));
   }
-  std::printf("rank %d: %d checks, %d failed; nodes=%d host=%s digest=%s\n", rank, k.checks,
-              k.failures, comm.plan().nodes,
+  const std::uint64_t results = fnv(mine.data(), mine.size());
+  std::printf("rank %d: %d checks, %d failed; nodes=%d host=%s digest=%s results=%016llx\n", rank,
+              k.checks, k.failures, comm.plan().nodes,
               comm.facts().ranks[static_cast<std::size_t>(rank)].host.c_str(),
-              comm.plan().digest.c_str());
+              comm.plan().digest.c_str(), static_cast<unsigned long long>(results));
   return k.failures == 0 ? 0 : 1;
 }
 

@@ -112,8 +112,8 @@ TEST(LaunchEnvironment, MissingVariablesAreExplained) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidInput);
     EXPECT_NE(std::string(e.what()).find("set RANK and WORLD_SIZE"), std::string::npos);
   }
-  setenv("OMPI_COMM_WORLD_RANK", "1", 1);
-  setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+  setenv("RANK", "1", 1);  // torchrun-style launch without the store's address
+  setenv("WORLD_SIZE", "2", 1);
   unsetenv("MASTER_ADDR");
   try {
     bootstrap_from_environment(Deadline::after(1s));
@@ -123,8 +123,8 @@ TEST(LaunchEnvironment, MissingVariablesAreExplained) {
               std::string::npos)
         << e.what();
   }
-  unsetenv("OMPI_COMM_WORLD_RANK");
-  unsetenv("OMPI_COMM_WORLD_SIZE");
+  unsetenv("RANK");
+  unsetenv("WORLD_SIZE");
 }
 
 }  // namespace
