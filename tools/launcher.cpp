@@ -3,10 +3,12 @@
 // pipes and a signalfd for SIGCHLD, SIGINT and SIGTERM, and the stop sequence.
 #include "launcher.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -131,6 +133,7 @@ class Launcher {
   void reap();
   void stop_all(int signal_number, const std::string& cause);
   int running() const;
+  void remove_segments_of_ranks() const;
 
   LaunchOptions options_;
   std::vector<Rank> ranks_;
@@ -237,6 +240,29 @@ void Launcher::reap() {
   }
 }
 
+// tpcomm names its /dev/shm segments tpcomm-<kind>-<pid>-...; a rank killed before it could
+// unlink its own leaves them: remove them once every rank has ended. (Simulated nodes' private
+// /dev/shm ended with their namespaces.)
+void Launcher::remove_segments_of_ranks() const {
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return;
+  while (dirent* e = readdir(dir)) {
+    const std::string name = e->d_name;
+    if (name.rfind("tpcomm-", 0) != 0) continue;
+    for (const auto& r : ranks_) {
+      const std::string pid_part = fmt::format("-{}-", r.pid);
+      const auto kind_end = name.find('-', 7);
+      if (kind_end != std::string::npos && name.compare(kind_end, pid_part.size(), pid_part) == 0) {
+        if (shm_unlink(("/" + name).c_str()) == 0) {
+          std::cerr << fmt::format("tpcomm run: removed /dev/shm/{} left by rank {} ({})\n", name,
+                                   r.index, describe_status(r.status));
+        }
+      }
+    }
+  }
+  closedir(dir);
+}
+
 int Launcher::run() {
   // SIGCHLD, SIGINT and SIGTERM arrive through a signalfd in the poll loop.
   sigset_t mask, old_mask;
@@ -298,6 +324,7 @@ int Launcher::run() {
   }
   nodes.reset();
   close(sfd);
+  remove_segments_of_ranks();
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
   if (!cause_ && first_failure_) cause_ = *first_failure_ + " (--keep-going: the others ran on)";
   if (cause_) {

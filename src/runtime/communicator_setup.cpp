@@ -49,7 +49,7 @@ std::string ranks_text(const std::vector<int>& ranks) {
   return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", fmt::join(parts, ", "));
 }
 
-runtime::RankRecord my_record(int rank, const runtime::NodeProbeSegment& segment) {
+runtime::RankRecord my_record(int rank) {
   LocalFacts local = probe_local();
   runtime::RankRecord r;
   r.facts.host = local.host.hostname;
@@ -57,8 +57,6 @@ runtime::RankRecord my_record(int rank, const runtime::NodeProbeSegment& segment
   r.facts.device.numa = local.numa;
   r.facts.device.isa = local.cpu_isa;
   r.boot_id = local.host.boot_id;
-  r.probe_name = segment.name();
-  r.probe_token = segment.token();
   if (rank == 0) {
     std::random_device rd;
     r.comm_id = (static_cast<std::uint64_t>(rd()) << 32) | rd();
@@ -66,10 +64,9 @@ runtime::RankRecord my_record(int rank, const runtime::NodeProbeSegment& segment
   return r;
 }
 
-std::vector<runtime::RankRecord> exchange_facts(Communicator::Impl& c,
-                                                const runtime::NodeProbeSegment& segment) {
+std::vector<runtime::RankRecord> exchange_facts(Communicator::Impl& c) {
   const int rank = c.bootstrap->rank();
-  Bytes mine = runtime::encode_record(my_record(rank, segment));
+  Bytes mine = runtime::encode_record(my_record(rank));
   if (c.faults.hits("facts", FaultAction::kCorrupt)) mine.resize(mine.size() - 7);  // truncated
   c.faults.apply_fail_or_stall("facts");
   auto all = c.bootstrap->all_gather(mine, "facts exchange", c.deadline());
@@ -80,19 +77,26 @@ std::vector<runtime::RankRecord> exchange_facts(Communicator::Impl& c,
   return records;
 }
 
-// Which ranks share a node: same boot id and each sees the other's shared-memory segment.
+// Which ranks share a node: same boot id and each sees the other's shared-memory segment. The
+// segment exists only between two back-to-back rounds that every rank has already reached, so
+// a rank killed at any moment is very unlikely to leave it behind (and tpcomm run removes what a
+// killed rank left, see docs/errors.md).
 std::vector<int> identify_nodes(Communicator::Impl& c,
-                                const std::vector<runtime::RankRecord>& records,
-                                runtime::NodeProbeSegment& segment) {
+                                const std::vector<runtime::RankRecord>& records) {
   const int rank = c.bootstrap->rank();
   const auto n = records.size();
   c.faults.apply_fail_or_stall("node_probe");
+  runtime::NodeProbeSegment segment;
+  const std::string mine = segment.name() + "\n" + segment.token();
+  auto names = c.bootstrap->all_gather(Bytes(mine.begin(), mine.end()), "node probe", c.deadline());
   Bytes row(n, 0);
   for (std::size_t j = 0; j < n; ++j) {
-    const auto& me = records[static_cast<std::size_t>(rank)];
+    const std::string entry(names[j].begin(), names[j].end());
+    const auto newline = entry.find('\n');
     row[j] = static_cast<int>(j) == rank ||
-             (records[j].boot_id == me.boot_id &&
-              runtime::can_see_segment(records[j].probe_name, records[j].probe_token));
+             (records[j].boot_id == records[static_cast<std::size_t>(rank)].boot_id &&
+              newline != std::string::npos &&
+              runtime::can_see_segment(entry.substr(0, newline), entry.substr(newline + 1)));
   }
   auto rows = c.bootstrap->all_gather(row, "node identity", c.deadline());
   segment.remove();  // every rank has probed: nobody needs it any more
@@ -302,10 +306,9 @@ std::unique_ptr<Communicator> create_communicator(
     TPCOMM_LOG(kDebug, "comm", "rank {}: {} done after {:.1f} ms", c->bootstrap->rank(), what,
                std::chrono::duration<double, std::milli>(Deadline::Clock::now() - started).count());
   };
-  runtime::NodeProbeSegment segment;
-  auto records = exchange_facts(*c, segment);
+  auto records = exchange_facts(*c);
   phase("facts exchange");
-  auto node_of = identify_nodes(*c, records, segment);
+  auto node_of = identify_nodes(*c, records);
   phase("node identity");
   c->facts = group_facts(records, node_of);
   if (c->bootstrap->rank() == 0) dump_facts(c->facts);

@@ -28,8 +28,6 @@ Bytes encode_record(const RankRecord& r) {
   nlohmann::json j;
   j["facts"] = nlohmann::json::parse(encode_facts(one, -1));
   j["boot_id"] = r.boot_id;
-  j["probe_name"] = r.probe_name;
-  j["probe_token"] = r.probe_token;
   j["comm_id"] = fmt::format("{:016x}", r.comm_id);
   const std::string payload = j.dump();
   Bytes out;
@@ -68,8 +66,6 @@ RankRecord decode_record(const Bytes& bytes, int sender) {
     if (t.ranks.size() != 1) throw corrupt(fmt::format("{} ranks in one record", t.ranks.size()));
     r.facts = t.ranks.front();
     r.boot_id = j.at("boot_id").get<std::string>();
-    r.probe_name = j.at("probe_name").get<std::string>();
-    r.probe_token = j.at("probe_token").get<std::string>();
     r.comm_id = std::stoull(j.at("comm_id").get<std::string>(), nullptr, 16);
     return r;
   } catch (const Error& e) {

@@ -1,5 +1,5 @@
-// What each rank sends in the facts exchange: its facts plus what node identity needs, in a
-// versioned, length-prefixed, size-checked record. A record that does not decode is an error
+// What each rank sends in the facts exchange: its facts and boot id, in a versioned,
+// length-prefixed, size-checked record. A record that does not decode is an error
 // naming the sender.
 #pragma once
 

@@ -1,11 +1,16 @@
 // The shared-memory node probe.
 #include "node_identity.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -13,10 +18,37 @@
 #include <fmt/format.h>
 
 #include "tpcomm/error.hpp"
+#include "tpcomm/log.hpp"
 
 namespace tpcomm::runtime {
 
+namespace {
+
+// Probe segments of processes that died long ago (killed before they could unlink).
+void remove_stale_segments() {
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return;
+  const auto now = std::chrono::system_clock::now();
+  while (dirent* e = readdir(dir)) {
+    int pid = 0;
+    if (std::sscanf(e->d_name, "tpcomm-node-%d-", &pid) != 1 || pid <= 0) continue;
+    if (kill(pid, 0) == 0 || errno != ESRCH) continue;  // its creator may still need it
+    struct stat st {};
+    const std::string path = std::string("/dev/shm/") + e->d_name;
+    if (stat(path.c_str(), &st) != 0) continue;
+    const auto age = now - std::chrono::system_clock::from_time_t(st.st_mtime);
+    if (age < std::chrono::minutes(10)) continue;  // another PID namespace's, perhaps: leave it
+    if (shm_unlink((std::string("/") + e->d_name).c_str()) == 0) {
+      TPCOMM_LOG(kInfo, "comm", "removed /dev/shm/{} left by dead process {}", e->d_name, pid);
+    }
+  }
+  closedir(dir);
+}
+
+}  // namespace
+
 NodeProbeSegment::NodeProbeSegment() {
+  remove_stale_segments();
   std::random_device rd;
   const std::uint64_t a = (static_cast<std::uint64_t>(rd()) << 32) | rd();
   const std::uint64_t b = (static_cast<std::uint64_t>(rd()) << 32) | rd();

@@ -306,6 +306,13 @@ TEST(Launcher, ReportsTheFailingRankAndProgramsThatCannotStart) {
   EXPECT_NE(timeout.err.find("the job ran past --timeout 0.5 s"), std::string::npos) << timeout.err;
 }
 
+TEST(Launcher, RemovesSegmentsLeftByKilledRanks) {
+  auto r = test::run_process({TPCOMM_BIN, "run", "-n", "2", "--", kWorker, "leak_and_die"});
+  EXPECT_EQ(r.exit_code, 128 + 9);
+  EXPECT_GE(lines_with(r.err, "tpcomm run: removed /dev/shm/tpcomm-test-").size(), 1u) << r.err;
+  EXPECT_EQ(tpcomm_segments(), 0) << "nothing left in /dev/shm";
+}
+
 TEST(Launcher, SimulatedNodesWithoutPrivilegesExitTwo) {
   if (!root() || access("/usr/bin/setpriv", X_OK) != 0) {
     GTEST_SKIP()

@@ -5,10 +5,14 @@
 //                 TEST_AFTER make one rank SIGKILL / SIGSTOP itself after that many calls
 //   mismatch KIND rank 1 calls with another count, dtype or op (run with TPCOMM_CHECK=1)
 //   create        create the communicator, print the plan, exit
+//   leak_and_die  create a /dev/shm segment named like tpcomm's, then SIGKILL itself
 // TEST_SKIP_RANK=r: rank r exits at once, never joining. TEST_LATE_RANK=r: rank r joins the
 // bootstrap, then sleeps TEST_LATE_SECONDS (30) instead of creating the communicator. Errors print
 // "rank R: ERROR ..." with the wall-clock time in ms and exit 1 (3 for a mismatch).
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -230,6 +234,15 @@ int run_mismatch(tpcomm::Communicator& comm, const std::string& kind) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "create";
+  if (mode == "leak_and_die") {
+    // A segment named the way tpcomm names its own, then death before unlinking it.
+    const std::string name = "/tpcomm-test-" + std::to_string(getpid()) + "-leak";
+    int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
+    std::printf("rank %s: created %s\n", std::getenv("RANK"), name.c_str());
+    std::fflush(stdout);
+    if (fd >= 0) raise(SIGKILL);
+    return 1;
+  }
   const int rank = env_int("RANK", env_int("OMPI_COMM_WORLD_RANK", 0));
   if (env_int("TEST_SKIP_RANK", -1) == rank) {
     std::printf("rank %d: not starting (TEST_SKIP_RANK)\n", rank);

@@ -43,8 +43,6 @@ runtime::RankRecord sample_record() {
   r.facts.host = "node-a";
   r.facts.device.type = DeviceType::kCpu;
   r.boot_id = "boot";
-  r.probe_name = "/tpcomm-node-1-2";
-  r.probe_token = "token";
   r.comm_id = 0x1234;
   return r;
 }
