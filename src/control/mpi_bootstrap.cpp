@@ -12,8 +12,8 @@
 
 #include <fmt/format.h>
 
-#include "rank_wording.hpp"
 #include "tpcomm/bootstrap.hpp"
+#include "tpcomm/detail/rank_list.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/tcp_store.hpp"
@@ -89,10 +89,10 @@ class MpiBootstrap final : public Bootstrap {
           if (!have[static_cast<std::size_t>(r)]) missing.push_back(r);
         }
         broken_ = true;
-        throw Error(ErrorCode::kTimeout,
-                    fmt::format("{} did not {} within {} ms ({}, over MPI)",
-                                detail::rank_list_text(missing), round == 0 ? "join" : "arrive",
-                                deadline.budget().count(), what));
+        throw Error(
+            ErrorCode::kTimeout,
+            fmt::format("{} did not {} within {} ms ({}, over MPI)", detail::rank_set_text(missing),
+                        round == 0 ? "join" : "arrive", deadline.budget().count(), what));
       }
       if (!progress) std::this_thread::sleep_for(std::chrono::microseconds(200));
     }

@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "rank_wording.hpp"
 #include "tpcomm/bootstrap.hpp"
+#include "tpcomm/detail/rank_list.hpp"
 #include "tpcomm/error.hpp"
 
 namespace tpcomm {
@@ -37,7 +37,7 @@ class StoreBootstrap final : public Bootstrap {
         }
       }
       throw Error(ErrorCode::kTimeout,
-                  fmt::format("{} did not {} within {} ms ({})", detail::rank_list_text(ranks),
+                  fmt::format("{} did not {} within {} ms ({})", detail::rank_set_text(ranks),
                               round == 0 ? "join" : "arrive", deadline.budget().count(), what));
     }
     std::vector<Bytes> out;

@@ -5,19 +5,15 @@
 
 #include <fmt/format.h>
 
+#include "tpcomm/detail/little_endian.hpp"
+
 #include "tpcomm/error.hpp"
 
 namespace tpcomm::store_wire {
 namespace {
 
-void put_le(Bytes& out, std::uint64_t v, int n) {
-  for (int i = 0; i < n; ++i) out.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
-}
-std::uint64_t get_le(const std::uint8_t* p, int n) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < n; ++i) v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
-  return v;
-}
+using detail::get_le;
+using detail::put_le;
 
 }  // namespace
 

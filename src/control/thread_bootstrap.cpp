@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "rank_wording.hpp"
 #include "tpcomm/bootstrap.hpp"
+#include "tpcomm/detail/rank_list.hpp"
 #include "tpcomm/error.hpp"
 
 namespace tpcomm {
@@ -49,7 +49,7 @@ class ThreadBootstrap final : public Bootstrap {
     state_->changed.wait_until(lock, deadline.at(), [&] { return missing().empty(); });
     if (auto m = missing(); !m.empty()) {
       throw Error(ErrorCode::kTimeout,
-                  fmt::format("{} did not {} within {} ms ({})", detail::rank_list_text(m),
+                  fmt::format("{} did not {} within {} ms ({})", detail::rank_set_text(m),
                               round == 0 ? "join" : "arrive", deadline.budget().count(), what));
     }
     std::vector<Bytes> out;

@@ -5,20 +5,13 @@
 
 #include <fmt/format.h>
 
+#include "tpcomm/detail/rank_list.hpp"
 #include "tpcomm/error.hpp"
 
 namespace tpcomm::plan_detail {
 
 std::string format_rank_list(const std::vector<int>& ranks) {
-  std::vector<std::string> parts;
-  for (std::size_t i = 0; i < ranks.size();) {
-    std::size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    parts.push_back(j == i ? fmt::format("{}", ranks[i])
-                           : fmt::format("{}-{}", ranks[i], ranks[j]));
-    i = j + 1;
-  }
-  return fmt::format("{}", fmt::join(parts, ", "));
+  return detail::rank_ranges(ranks);
 }
 
 GroupView::GroupView(const FactsTable& facts) : facts_(facts) {

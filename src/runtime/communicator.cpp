@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "communicator_impl.hpp"
+#include "tpcomm/detail/rank_list.hpp"
 #include "tpcomm/log.hpp"
 
 namespace tpcomm {
@@ -54,8 +55,8 @@ std::string Communicator::Impl::peer_report() {
     }
     std::string report;
     if (!gone.empty()) {
-      report += fmt::format("; {} {} gone (the process ended: its store connection closed)",
-                            gone.size() == 1 ? "rank" : "ranks", fmt::join(gone, ", "));
+      report += fmt::format("; {} gone (the process ended: its store connection closed)",
+                            detail::rank_set_text(gone));
     }
     if (auto cause = store->get(abort_key())) {
       report +=
@@ -150,8 +151,7 @@ void Communicator::Impl::run_call(transport::Call call) {
       if (by_signature.size() > 1) {
         std::vector<std::string> sides;
         for (const auto& [sig, ranks] : by_signature) {
-          sides.push_back(fmt::format("{} {} called {}", ranks.size() == 1 ? "rank" : "ranks",
-                                      fmt::join(ranks, ", "), sig));
+          sides.push_back(fmt::format("{} called {}", detail::rank_set_text(ranks), sig));
         }
         throw Error(ErrorCode::kMismatch,
                     fmt::format("call #{} does not match across ranks (TPCOMM_CHECK=1): {}",

@@ -17,6 +17,7 @@
 #include "communicator_impl.hpp"
 #include "facts_exchange.hpp"
 #include "node_identity.hpp"
+#include "tpcomm/detail/rank_list.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/facts_json.hpp"
 #include "tpcomm/log.hpp"
@@ -36,18 +37,6 @@ struct CommunicatorFactory {
 namespace {
 
 using runtime::FaultAction;
-
-std::string ranks_text(const std::vector<int>& ranks) {
-  std::vector<std::string> parts;
-  for (std::size_t i = 0; i < ranks.size();) {
-    std::size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    parts.push_back(j == i ? fmt::format("{}", ranks[i])
-                           : fmt::format("{}-{}", ranks[i], ranks[j]));
-    i = j + 1;
-  }
-  return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", fmt::join(parts, ", "));
-}
 
 runtime::RankRecord my_record(int rank) {
   LocalFacts local = probe_local();
@@ -162,7 +151,7 @@ void agree_on_digest(Communicator::Impl& c) {
   if (by_digest.size() == 1) return;
   std::vector<std::string> parts;
   for (const auto& [d, ranks] : by_digest)
-    parts.push_back(fmt::format("{} computed {}", ranks_text(ranks), d));
+    parts.push_back(fmt::format("{} computed {}", detail::rank_set_text(ranks), d));
   throw Error(
       ErrorCode::kMismatch,
       fmt::format("the ranks disagree on the plan: {}. The same facts gave different plans: "

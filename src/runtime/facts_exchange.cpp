@@ -3,7 +3,9 @@
 #include "facts_exchange.hpp"
 
 #include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
+#include "tpcomm/detail/little_endian.hpp"
 
 #include "tpcomm/error.hpp"
 #include "tpcomm/facts_json.hpp"
@@ -11,14 +13,8 @@
 namespace tpcomm::runtime {
 namespace {
 
-void put_le(Bytes& out, std::uint64_t v, int n) {
-  for (int i = 0; i < n; ++i) out.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
-}
-std::uint64_t get_le(const std::uint8_t* p, int n) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < n; ++i) v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
-  return v;
-}
+using detail::get_le;
+using detail::put_le;
 
 }  // namespace
 
