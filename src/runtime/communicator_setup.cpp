@@ -25,6 +25,7 @@
 #include "tpcomm/version.hpp"
 #include "transport/gloo/gloo_backend.hpp"
 #include "transport/local/local_backend.hpp"
+#include "transport/shm/shm_backend.hpp"
 
 namespace tpcomm {
 
@@ -276,6 +277,16 @@ std::map<Backend, BackendFactory> builtin_backend_factories() {
     config.timeout = ctx.timeout;
     config.hostname = ctx.socket_address;
     return transport::make_gloo_backend(config);
+  };
+  f[Backend::kShm] = [](const BackendContext& ctx) {
+    transport::ShmConfig config;
+    config.rank = ctx.rank;
+    config.size = ctx.size;
+    config.bootstrap = ctx.bootstrap;
+    config.comm_id = ctx.comm_id;
+    config.timeout = ctx.timeout;
+    config.slot_bytes = static_cast<std::size_t>(env_integer("TPCOMM_SHM_WORKSPACE"));
+    return transport::make_shm_backend(config);
   };
   return f;
 }

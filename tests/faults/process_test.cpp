@@ -39,8 +39,9 @@ ProcessResult run_group(std::vector<std::string> run_args, std::vector<std::stri
   argv.push_back(kWorker);
   argv.insert(argv.end(), worker_args.begin(), worker_args.end());
   argv.push_back(mark);
-  for (const char* k : {"TPCOMM_FAULT", "TPCOMM_CHECK", "TPCOMM_LOG", "TEST_SKIP_RANK",
-                        "TEST_KILL_RANK", "TEST_STOP_RANK", "TEST_AFTER", "TPCOMM_DUMP_FACTS"}) {
+  for (const char* k :
+       {"TPCOMM_FAULT", "TPCOMM_CHECK", "TPCOMM_LOG", "TPCOMM_DISABLE", "TPCOMM_SHM_WORKSPACE",
+        "TEST_SKIP_RANK", "TEST_KILL_RANK", "TEST_STOP_RANK", "TEST_AFTER", "TPCOMM_DUMP_FACTS"}) {
     env.emplace(k, "");
   }
   return test::run_process(argv, env);
@@ -107,6 +108,35 @@ TEST_P(Correctness, EveryCollectiveDtypeOpAndSizeOnWRanks) {
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, Correctness, ::testing::Values(1, 2, 3, 4, 8));
 
+// The same matrix through each path the plan can take on one node, forced.
+TEST(CorrectnessPaths, GlooWhenShmIsDisabledAndShmWithATinyWorkspace) {
+  auto gloo = run_group({"-n", "3"}, {"correctness"}, {{"TPCOMM_DISABLE", "shm"}}, marker());
+  EXPECT_EQ(gloo.exit_code, 0) << gloo.out << gloo.err;
+  EXPECT_EQ(lines_with(gloo.out, "324 checks, 0 failed").size(), 3u) << gloo.out;
+  // 4 KiB per rank: every larger message goes in chunks, across every chunk boundary.
+  auto chunked =
+      run_group({"-n", "3"}, {"correctness"}, {{"TPCOMM_SHM_WORKSPACE", "4096"}}, marker());
+  EXPECT_EQ(chunked.exit_code, 0) << chunked.out << chunked.err;
+  EXPECT_EQ(lines_with(chunked.out, "324 checks, 0 failed").size(), 3u) << chunked.out;
+  auto plain = run_group({"-n", "3"}, {"correctness"}, {}, marker());
+  auto results = [](const std::string& out) {
+    std::set<std::string> found;
+    for (const auto& l : lines_with(out, "results=")) found.insert(l.substr(l.find("results=")));
+    return found;
+  };
+  EXPECT_EQ(results(chunked.out), results(plain.out)) << "chunking must not change a bit";
+}
+
+TEST(Faults, MismatchedCountThroughShmIsAnErrorNotGarbage) {
+  auto r = run_group({"-n", "2", "--keep-going"}, {"mismatch", "count"}, {}, marker());
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  const std::string a = "all_reduce(float32 x 1024, sum) #2 (shm one_shot)";
+  const std::string b = "all_reduce(float32 x 2048, sum) #2 (shm one_shot)";
+  auto one_way = lines_with(r.out, "rank 1 called " + b + " but rank 0 called " + a);
+  auto other_way = lines_with(r.out, "rank 0 called " + a + " but rank 1 called " + b);
+  EXPECT_EQ(one_way.size() + other_way.size(), 2u) << r.out;
+}
+
 TEST(SimulatedNodes, TwoNodesPlanTwoNodesAndComputeTheSameResults) {
   if (!root()) GTEST_SKIP() << "tpcomm run --nodes needs root to create namespaces; not root here";
   char dump[] = "/tmp/tpcomm_dump_XXXXXX";
@@ -118,7 +148,8 @@ TEST(SimulatedNodes, TwoNodesPlanTwoNodesAndComputeTheSameResults) {
   EXPECT_EQ(lines_with(r.out, "324 checks, 0 failed; nodes=2 host=sim-node-0").size(), 2u) << r.out;
   EXPECT_EQ(lines_with(r.out, "324 checks, 0 failed; nodes=2 host=sim-node-1").size(), 2u) << r.out;
   // The same results, bit for bit, as four ranks on one node.
-  auto one_node = run_group({"-n", "4"}, {"correctness"}, {}, marker());
+  // (gloo there too: shm would sum in another order.)
+  auto one_node = run_group({"-n", "4"}, {"correctness"}, {{"TPCOMM_DISABLE", "shm"}}, marker());
   auto results_of = [](const std::string& out) {
     std::set<std::string> found;
     for (const auto& l : lines_with(out, "results=")) found.insert(l.substr(l.find("results=")));
@@ -161,7 +192,7 @@ TEST(Faults, KillNineInALongLoopIsNamedBySurvivorsAndLeavesNothing) {
   auto errors = lines_with(r.out, "ERROR");
   ASSERT_EQ(errors.size(), 2u) << r.out;
   for (const auto& e : errors) {
-    EXPECT_NE(e.find("all_reduce(float32 x 262144, avg) #31 via gloo failed"), std::string::npos)
+    EXPECT_NE(e.find("all_reduce(float32 x 262144, avg) #31 via shm failed"), std::string::npos)
         << e;
     EXPECT_NE(e.find("rank 1 gone (the process ended"), std::string::npos) << e;
     const long long detected = time_in(e) - time_in(killed[0]);
@@ -193,8 +224,8 @@ TEST(Faults, SigstopOfOneRankTimesOutTheOthers) {
   // stop sequence once both have failed.
   EXPECT_GE(errors.size(), 1u) << r.out;
   for (const auto& e : errors) {
-    EXPECT_NE(e.find("#31 via gloo failed"), std::string::npos) << e;
-    EXPECT_NE(e.find("Timed out"), std::string::npos) << e;
+    EXPECT_NE(e.find("#31 via shm failed: rank 1 did not arrive within 2000 ms"), std::string::npos)
+        << e;
     const long long detected = time_in(e) - time_in(stopped[0]);
     EXPECT_LT(detected, 2000 + 2000);
     std::cout << "[ info ] SIGSTOP detected after " << detected << " ms (TPCOMM_TIMEOUT_MS=2000)\n";
@@ -245,12 +276,11 @@ TEST(Faults, PlanDigestDifferenceIsAnErrorNamingTheRanks) {
 }
 
 TEST(Faults, StallAtSetUpIsATimeoutNamingTheRank) {
-  auto r = run_group({"-n", "2", "--keep-going", "--grace", "0.5"}, {"create"},
-                     {{"TPCOMM_TIMEOUT_MS", "1500"}, {"TPCOMM_FAULT", "gloo.connect:stall@1"}},
-                     marker());
+  auto r =
+      run_group({"-n", "2", "--keep-going", "--grace", "0.5"}, {"create"},
+                {{"TPCOMM_TIMEOUT_MS", "1500"}, {"TPCOMM_FAULT", "shm.map:stall@1"}}, marker());
   EXPECT_NE(r.exit_code, 0);
-  auto errors =
-      lines_with(r.out, "rank 1 did not arrive within 1500 ms (set-up vote on gloo.connect)");
+  auto errors = lines_with(r.out, "rank 1 did not arrive within 1500 ms (set-up vote on shm.map)");
   EXPECT_EQ(errors.size(), 1u) << r.out;
 }
 

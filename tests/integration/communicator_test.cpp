@@ -6,9 +6,10 @@
 #include <cstdlib>
 #include <thread>
 
-#include "integration/reference_backend.hpp"
+#include "tpcomm/communicator.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/tcp_store.hpp"
+#include "transport/common/convert.hpp"
 
 namespace tpcomm {
 namespace {
@@ -76,10 +77,10 @@ TEST(Communicator, ThreadsAgreeAndAllReduceBitwiseIdentically) {
   EXPECT_NEAR(v, 3 * 0.01f + 3.0f, 0.05f);
 }
 
-TEST(Communicator, StandInBackendServesTheCallsItsPlanRowsName) {
+TEST(Communicator, OneNodeGroupsUseShm) {
   auto group = make_thread_group(2);
   on_ranks(group, [&](int, std::shared_ptr<Bootstrap> bs) {
-    auto comm = detail::create_communicator(bs, {}, test::factories_with_reference_shm());
+    auto comm = Communicator::create(bs);
     const auto& ar = comm->plan().ops.at(Op::kAllReduce);
     EXPECT_TRUE(ar.is_eligible(Backend::kShm));
     EXPECT_EQ(ar.table.front().backend, Backend::kShm);
@@ -90,15 +91,14 @@ TEST(Communicator, StandInBackendServesTheCallsItsPlanRowsName) {
 }
 
 TEST(Communicator, SetUpStepFailingOnOneRankDisablesTheBackendEverywhere) {
-  ScopedEnv fault("TPCOMM_FAULT", "shm.setup:fail@1");
+  ScopedEnv fault("TPCOMM_FAULT", "shm.map:fail@1");
   auto group = make_thread_group(3);
   on_ranks(group, [&](int, std::shared_ptr<Bootstrap> bs) {
-    auto comm = detail::create_communicator(bs, {}, test::factories_with_reference_shm());
+    auto comm = Communicator::create(bs);
     for (const auto& [op, p] : comm->plan().ops) {
       EXPECT_FALSE(p.is_eligible(Backend::kShm));
       const std::string& why = p.rejected.at(Backend::kShm);
-      EXPECT_NE(why.find("set-up step shm.setup failed on rank 1: injected fault"),
-                std::string::npos)
+      EXPECT_NE(why.find("set-up step shm.map failed on rank 1: injected fault"), std::string::npos)
           << why;
       for (const auto& row : p.table) EXPECT_EQ(row.backend, Backend::kGloo);
     }
@@ -110,6 +110,7 @@ TEST(Communicator, SetUpStepFailingOnOneRankDisablesTheBackendEverywhere) {
 
 TEST(Communicator, FallbackEngineFailingAtSetUpIsAnErrorOnEveryRank) {
   ScopedEnv fault("TPCOMM_FAULT", "gloo.connect:fail@1");
+  ScopedEnv no_shm("TPCOMM_DISABLE", "shm");  // so that gloo carries the calls
   auto group = make_thread_group(2);
   std::vector<std::string> errors(2);
   std::vector<std::thread> threads;

@@ -1,0 +1,290 @@
+// The shm backend: segment set-up in two voted steps, and one-shot / two-shot all-reduce,
+// all-gather and reduce-scatter, chunked through the per-rank slots.
+#include "shm_backend.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "shm_layout.hpp"
+#include "shm_reduce.hpp"
+#include "shm_segment.hpp"
+#include "shm_wait.hpp"
+#include "tpcomm/error.hpp"
+
+namespace tpcomm::transport {
+namespace {
+
+using shm::RankControl;
+using shm::SegmentHeader;
+
+std::string describe(const Call& c, const std::string& algorithm) {
+  std::string text = fmt::format("{}({} x {}", to_string(c.op), to_string(c.type), c.count);
+  if (c.op != Op::kAllGather) text += fmt::format(", {}", to_string(c.reduce));
+  return text + fmt::format(") #{} (shm {})", c.sequence, algorithm);
+}
+
+std::string describe(const shm::CallHeader& h) {
+  Call c;
+  c.op = static_cast<Op>(h.op);
+  c.type = static_cast<DataType>(h.type);
+  c.count = h.count;
+  c.reduce = static_cast<ReduceOp>(h.reduce);
+  c.sequence = h.call_sequence;
+  return describe(c, h.algorithm == 1 ? "two_shot" : "one_shot");
+}
+
+class ShmBackend final : public CollectiveBackend {
+ public:
+  explicit ShmBackend(ShmConfig config) : config_(std::move(config)) {}
+
+  Backend kind() const override { return Backend::kShm; }
+  int setup_steps() const override { return 2; }
+  std::string setup_step_name(int step) const override {
+    return step == 0 ? "shm.create" : "shm.map";
+  }
+
+  void run_setup_step(int step, const Deadline& deadline) override {
+    const std::size_t bytes =
+        shm::segment_bytes(static_cast<std::size_t>(config_.size), config_.slot_bytes);
+    if (step == 0) {
+      if (config_.rank != 0) return;
+      std::random_device rd;
+      const std::string name =
+          fmt::format("/tpcomm-shm-{}-{:016x}{:08x}", getpid(), config_.comm_id, rd());
+      segment_.create(
+          name, bytes,
+          fmt::format("TPCOMM_SHM_WORKSPACE (now {} bytes per rank)", config_.slot_bytes));
+      auto* h = new (segment_.base()) SegmentHeader();
+      h->magic = shm::kMagic;
+      h->world_size = static_cast<std::uint32_t>(config_.size);
+      h->slot_bytes = config_.slot_bytes;
+      for (int r = 0; r < config_.size; ++r) new (control(r)) RankControl();
+      return;
+    }
+    // Step 1: everyone learns the name from rank 0 and maps the segment.
+    const std::string mine = config_.rank == 0 ? segment_.name() : std::string();
+    Bytes name = config_.bootstrap->broadcast(Bytes(mine.begin(), mine.end()), 0,
+                                              "shm segment name", deadline);
+    if (config_.rank != 0) segment_.open(std::string(name.begin(), name.end()), bytes);
+    if (header().magic != shm::kMagic ||
+        header().world_size != static_cast<std::uint32_t>(config_.size) ||
+        header().slot_bytes != config_.slot_bytes) {
+      throw Error(ErrorCode::kMismatch,
+                  "shm: the segment's header does not match this group "
+                  "(ranks with different TPCOMM_SHM_WORKSPACE?)");
+    }
+    control(config_.rank)->pid.store(getpid(), std::memory_order_release);
+    control(config_.rank)->mapped.store(1, std::memory_order_release);
+  }
+
+  // Every rank has mapped it (the vote said so): the name can go, so no crash can leak it.
+  void setup_complete() override { segment_.unlink(); }
+
+  void abort() override {
+    if (segment_.base() == nullptr) return;
+    std::int32_t expected = 0;
+    header().aborted_by.compare_exchange_strong(expected, config_.rank + 1);
+    shm::wake_all(header());
+  }
+
+  void run(const Call& c) override {
+    switch (c.op) {
+      case Op::kAllReduce:
+        if (c.algorithm == "two_shot") {
+          two_shot(c);
+        } else {
+          one_shot(c);
+        }
+        return;
+      case Op::kAllGather:
+        all_gather(c);
+        return;
+      case Op::kReduceScatter:
+        reduce_scatter(c);
+        return;
+    }
+  }
+
+ private:
+  SegmentHeader& header() const { return *static_cast<SegmentHeader*>(segment_.base()); }
+  RankControl* control(int r) const {
+    return reinterpret_cast<RankControl*>(static_cast<char*>(segment_.base()) +
+                                          shm::control_offset()) +
+           r;
+  }
+  std::uint8_t* slot(int r) const {
+    return static_cast<std::uint8_t*>(segment_.base()) +
+           shm::slots_offset(static_cast<std::size_t>(config_.size)) +
+           static_cast<std::size_t>(r) * config_.slot_bytes;
+  }
+
+  void wait(const std::function<bool(const RankControl&)>& ready, const std::string& what) {
+    shm::wait_for_peers(header(), control(0), config_.size, config_.rank, ready,
+                        Deadline::after(config_.timeout), what);
+  }
+
+  // Starts step `seq`: waits until every peer finished reading this rank's slot of step seq-1.
+  void begin_step(std::uint64_t seq, const std::string& what) {
+    wait([seq](const RankControl& p) { return p.done.load(std::memory_order_acquire) + 1 >= seq; },
+         what);
+  }
+
+  // Publishes this rank's slot for step `seq` and waits for every peer's, checking that they
+  // are the same call.
+  void exchange(std::uint64_t seq, const Call& c, std::uint32_t algorithm,
+                const std::string& what) {
+    RankControl& me = *control(config_.rank);
+    me.call = shm::CallHeader{seq,
+                              c.sequence,
+                              static_cast<std::uint32_t>(c.op),
+                              static_cast<std::uint32_t>(c.type),
+                              c.count,
+                              static_cast<std::uint32_t>(c.reduce),
+                              algorithm};
+    me.arrived.store(seq, std::memory_order_release);
+    shm::wake_all(header());
+    wait([seq](const RankControl& p) { return p.arrived.load(std::memory_order_acquire) >= seq; },
+         what);
+    for (int p = 0; p < config_.size; ++p) {
+      const shm::CallHeader& h = control(p)->call;
+      if (h.op != me.call.op || h.type != me.call.type || h.count != me.call.count ||
+          h.reduce != me.call.reduce || h.algorithm != me.call.algorithm || h.sequence != seq) {
+        throw Error(ErrorCode::kMismatch,
+                    fmt::format("rank {} called {} but rank {} called {}", p, describe(h),
+                                config_.rank, describe(me.call)));
+      }
+    }
+  }
+
+  void finish_step(std::uint64_t seq) {
+    control(config_.rank)->done.store(seq, std::memory_order_release);
+    shm::wake_all(header());
+  }
+
+  std::vector<const void*> slots_at(std::size_t byte_offset) const {
+    std::vector<const void*> out;
+    for (int r = 0; r < config_.size; ++r) out.push_back(slot(r) + byte_offset);
+    return out;
+  }
+
+  // Every rank copies its chunk in, then reduces all slots in rank order into its output.
+  void one_shot(const Call& c) {
+    const std::size_t es = size_of(c.type);
+    const std::size_t per_chunk = config_.slot_bytes / es;
+    const std::string what = describe(c, "one_shot");
+    for (std::size_t base = 0; base < c.count || (c.count == 0 && base == 0); base += per_chunk) {
+      const std::size_t n = std::min(per_chunk, c.count - base);
+      const std::uint64_t seq = ++seq_;
+      begin_step(seq, what);
+      std::memcpy(slot(config_.rank), static_cast<const std::uint8_t*>(c.input) + base * es,
+                  n * es);
+      exchange(seq, c, 0, what);
+      auto srcs = slots_at(0);
+      shm::reduce_slots(srcs.data(), config_.size, n, c.type, c.reduce,
+                        static_cast<std::uint8_t*>(c.output) + base * es);
+      finish_step(seq);
+      if (c.count == 0) break;
+    }
+  }
+
+  // Reduce-scatter of slices into each owner's slot, then everyone gathers the reduced slices.
+  void two_shot(const Call& c) {
+    const std::size_t es = size_of(c.type);
+    const std::size_t per_chunk = config_.slot_bytes / es;
+    const std::string what = describe(c, "two_shot");
+    const auto w = static_cast<std::size_t>(config_.size);
+    for (std::size_t base = 0; base < c.count || (c.count == 0 && base == 0); base += per_chunk) {
+      const std::size_t n = std::min(per_chunk, c.count - base);
+      const std::uint64_t seq = ++seq_;
+      begin_step(seq, what);
+      std::memcpy(slot(config_.rank), static_cast<const std::uint8_t*>(c.input) + base * es,
+                  n * es);
+      exchange(seq, c, 1, what);
+      auto slice = [&](std::size_t r) {
+        const std::size_t lo = n * r / w;
+        return std::make_pair(lo, n * (r + 1) / w - lo);
+      };
+      const auto [lo, len] = slice(static_cast<std::size_t>(config_.rank));
+      auto srcs = slots_at(lo * es);
+      shm::reduce_slots(srcs.data(), config_.size, len, c.type, c.reduce,
+                        slot(config_.rank) + lo * es);
+      control(config_.rank)->reduced.store(seq, std::memory_order_release);
+      shm::wake_all(header());
+      wait([seq](const RankControl& p) { return p.reduced.load(std::memory_order_acquire) >= seq; },
+           what);
+      for (std::size_t r = 0; r < w; ++r) {
+        const auto [rlo, rlen] = slice(r);
+        std::memcpy(static_cast<std::uint8_t*>(c.output) + (base + rlo) * es,
+                    slot(static_cast<int>(r)) + rlo * es, rlen * es);
+      }
+      finish_step(seq);
+      if (c.count == 0) break;
+    }
+  }
+
+  void all_gather(const Call& c) {
+    const std::size_t es = size_of(c.type);
+    const std::size_t per_chunk = config_.slot_bytes / es;
+    const std::string what = describe(c, "one_shot");
+    auto* out = static_cast<std::uint8_t*>(c.output);
+    for (std::size_t base = 0; base < c.count || (c.count == 0 && base == 0); base += per_chunk) {
+      const std::size_t n = std::min(per_chunk, c.count - base);
+      const std::uint64_t seq = ++seq_;
+      begin_step(seq, what);
+      std::memcpy(slot(config_.rank), static_cast<const std::uint8_t*>(c.input) + base * es,
+                  n * es);
+      exchange(seq, c, 0, what);
+      for (int r = 0; r < config_.size; ++r) {
+        std::memcpy(out + (static_cast<std::size_t>(r) * c.count + base) * es, slot(r), n * es);
+      }
+      finish_step(seq);
+      if (c.count == 0) break;
+    }
+  }
+
+  // Each slot holds W blocks of the chunk; rank r reduces block r of every slot.
+  void reduce_scatter(const Call& c) {
+    const std::size_t es = size_of(c.type);
+    const auto w = static_cast<std::size_t>(config_.size);
+    const std::size_t per_chunk = std::max<std::size_t>(1, config_.slot_bytes / (es * w));
+    const std::string what = describe(c, "one_shot");
+    const auto* in = static_cast<const std::uint8_t*>(c.input);
+    for (std::size_t base = 0; base < c.count || (c.count == 0 && base == 0); base += per_chunk) {
+      const std::size_t n = std::min(per_chunk, c.count - base);
+      const std::uint64_t seq = ++seq_;
+      begin_step(seq, what);
+      for (std::size_t b = 0; b < w; ++b) {
+        std::memcpy(slot(config_.rank) + b * n * es, in + (b * c.count + base) * es, n * es);
+      }
+      exchange(seq, c, 0, what);
+      auto srcs = slots_at(static_cast<std::size_t>(config_.rank) * n * es);
+      shm::reduce_slots(srcs.data(), config_.size, n, c.type, c.reduce,
+                        static_cast<std::uint8_t*>(c.output) + base * es);
+      finish_step(seq);
+      if (c.count == 0) break;
+    }
+  }
+
+  ShmConfig config_;
+  shm::Segment segment_;
+  std::uint64_t seq_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<CollectiveBackend> make_shm_backend(const ShmConfig& config) {
+  if (config.slot_bytes < 4096 || config.slot_bytes % 64 != 0) {
+    throw invalid_input(
+        fmt::format("TPCOMM_SHM_WORKSPACE={}: expected a multiple of 64 bytes, at least 4096",
+                    config.slot_bytes));
+  }
+  return std::make_unique<ShmBackend>(config);
+}
+
+}  // namespace tpcomm::transport

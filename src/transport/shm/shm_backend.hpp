@@ -1,0 +1,25 @@
+// The shm backend: collectives among the ranks of one node through one POSIX shared-memory
+// segment per communicator (DESIGN §3). See shm_layout.hpp for the synchronisation protocol.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include "../common/backend.hpp"
+#include "tpcomm/bootstrap.hpp"
+
+namespace tpcomm::transport {
+
+struct ShmConfig {
+  int rank = 0;
+  int size = 1;
+  std::shared_ptr<Bootstrap> bootstrap;  // to share the segment's name
+  std::uint64_t comm_id = 0;
+  std::chrono::milliseconds timeout{60000};
+  std::size_t slot_bytes = 8u << 20;  // workspace per rank (TPCOMM_SHM_WORKSPACE)
+};
+
+std::unique_ptr<CollectiveBackend> make_shm_backend(const ShmConfig& config);
+
+}  // namespace tpcomm::transport

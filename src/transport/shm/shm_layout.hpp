@@ -1,0 +1,60 @@
+// The shared-memory segment of one communicator's `shm` backend: a header, one control block per
+// rank (its own cache lines), then one data slot per rank. Synchronisation uses 64-bit sequence
+// numbers that only grow: a rank publishes `arrived = seq` once its slot holds the input of call
+// `seq`, `reduced = seq` once it reduced its slice (two-shot), and `done = seq` once it finished
+// reading the others' slots; nothing is ever reset, so a stale or slow peer can never be mistaken
+// for a current one.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace tpcomm::transport::shm {
+
+constexpr std::uint64_t kMagic = 0x31534d4d4f435054ULL;  // "TPCOMMS1"
+constexpr std::size_t kLine = 64;
+
+struct alignas(kLine) SegmentHeader {
+  std::uint64_t magic;
+  std::uint32_t world_size;
+  std::uint32_t reserved;
+  std::uint64_t slot_bytes;
+  std::atomic<std::uint32_t> wake;       // bumped on every publish; futex word for sleepers
+  std::atomic<std::uint32_t> sleepers;   // ranks inside futex_wait (publishers skip the wake if 0)
+  std::atomic<std::int32_t> aborted_by;  // rank + 1 of the first rank that aborted, else 0
+};
+
+// What a rank posted with its input: checked by every peer before reading, so a mismatched call
+// is an error, never garbage.
+struct CallHeader {
+  std::uint64_t sequence;       // the protocol step (one per chunk)
+  std::uint64_t call_sequence;  // the communicator's call number, for messages
+  std::uint32_t op;
+  std::uint32_t type;
+  std::uint64_t count;
+  std::uint32_t reduce;
+  std::uint32_t algorithm;  // 0 one-shot, 1 two-shot
+};
+
+struct alignas(kLine) RankControl {
+  std::atomic<std::uint64_t> arrived;
+  std::atomic<std::uint64_t> reduced;
+  std::atomic<std::uint64_t> done;
+  std::atomic<std::int32_t> pid;
+  std::atomic<std::uint32_t> mapped;  // 1 once this rank mapped the segment
+  CallHeader call;
+};
+
+inline std::size_t control_offset() {
+  return sizeof(SegmentHeader);
+}
+inline std::size_t slots_offset(std::size_t world) {
+  std::size_t end = control_offset() + world * sizeof(RankControl);
+  return (end + 4095) / 4096 * 4096;
+}
+inline std::size_t segment_bytes(std::size_t world, std::size_t slot_bytes) {
+  return slots_offset(world) + world * slot_bytes;
+}
+
+}  // namespace tpcomm::transport::shm
