@@ -175,7 +175,7 @@ std::optional<std::string> vote(Communicator::Impl& c, const std::optional<std::
       failed.push_back(fmt::format("rank {}: {}", r, got.empty() ? "no vote" : got.substr(1)));
   }
   if (failed.empty()) return std::nullopt;
-  return fmt::format("set-up step {} failed on {}", step, fmt::join(failed, "; "));
+  return fmt::format("step {} failed on {}", step, fmt::join(failed, "; "));
 }
 
 std::string socket_address(const std::vector<runtime::RankRecord>& records) {
@@ -254,7 +254,7 @@ void set_up_backends(Communicator::Impl& c, const std::map<Backend, BackendFacto
       }
       TPCOMM_LOG(kWarn, "comm", "rank {}: {} disabled on every rank: {}", context.rank,
                  to_string(b), *failed);
-      c.plan_options.disabled[b] = *failed;
+      c.plan_options.disabled[b] = "its set-up: " + *failed;
       replan = true;
     }
     if (replan) c.plan = make_plan(c.facts, c.plan_options);

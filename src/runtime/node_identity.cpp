@@ -24,14 +24,16 @@ namespace tpcomm::runtime {
 
 namespace {
 
-// Probe segments of processes that died long ago (killed before they could unlink).
+// tpcomm segments (tpcomm-<kind>-<pid>-...) of processes that died long ago, killed before they
+// could unlink them.
 void remove_stale_segments() {
   DIR* dir = opendir("/dev/shm");
   if (dir == nullptr) return;
   const auto now = std::chrono::system_clock::now();
   while (dirent* e = readdir(dir)) {
     int pid = 0;
-    if (std::sscanf(e->d_name, "tpcomm-node-%d-", &pid) != 1 || pid <= 0) continue;
+    char kind[16] = {};
+    if (std::sscanf(e->d_name, "tpcomm-%15[a-z]-%d-", kind, &pid) != 2 || pid <= 0) continue;
     if (kill(pid, 0) == 0 || errno != ESRCH) continue;  // its creator may still need it
     struct stat st {};
     const std::string path = std::string("/dev/shm/") + e->d_name;

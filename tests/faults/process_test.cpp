@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -195,6 +196,7 @@ TEST(Faults, KillNineInALongLoopIsNamedBySurvivorsAndLeavesNothing) {
     EXPECT_NE(e.find("all_reduce(float32 x 262144, avg) #31 via shm failed"), std::string::npos)
         << e;
     EXPECT_NE(e.find("rank 1 gone (the process ended"), std::string::npos) << e;
+    EXPECT_NE(e.find("(shm two_shot) cannot complete"), std::string::npos) << e;
     const long long detected = time_in(e) - time_in(killed[0]);
     EXPECT_LT(detected, 10000) << "within the timeout";
     std::cout << "[ info ] kill -9 detected after " << detected << " ms: " << e << "\n";
@@ -210,6 +212,64 @@ TEST(Faults, KillNineInALongLoopIsNamedBySurvivorsAndLeavesNothing) {
             std::string::npos)
       << stop.err;
   EXPECT_EQ(processes_with(mark2), 0);
+}
+
+TEST(Faults, KillNineInsideAOneShotCall) {
+  const std::string mark = marker();
+  const int segments = tpcomm_segments();
+  auto r = run_group(
+      {"-n", "3", "--keep-going"}, {"loop", "100000", "1024"},
+      {{"TPCOMM_TIMEOUT_MS", "10000"}, {"TEST_KILL_RANK", "2"}, {"TEST_AFTER", "50"}}, mark);
+  auto killed = lines_with(r.out, "killing itself at");
+  ASSERT_EQ(killed.size(), 1u) << r.out;
+  auto errors = lines_with(r.out, "(shm one_shot) cannot complete");
+  ASSERT_EQ(errors.size(), 2u) << r.out;
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("rank 2 ("), std::string::npos) << e;
+    std::cout << "[ info ] kill -9 in a one-shot call detected after "
+              << time_in(e) - time_in(killed[0]) << " ms\n";
+  }
+  EXPECT_EQ(processes_with(mark), 0);
+  EXPECT_EQ(tpcomm_segments(), segments) << "no /dev/shm segment left";
+}
+
+TEST(Faults, AThousandRandomSmallCallsStayCorrect) {
+  auto r = run_group({"-n", "3"}, {"random", "1000"}, {}, marker());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(lines_with(r.out, "1000 random calls, 0 failed").size(), 3u) << r.out;
+}
+
+TEST(Faults, StaleSegmentsOfDeadProcessesDoNotBreakANewGroup) {
+  // Segments named like tpcomm's, of a process that no longer exists, twenty minutes old.
+  const int dead_pid = 4'000'000 - 7;  // above pid_max's default: never a live process
+  std::vector<std::string> stale = {"/dev/shm/tpcomm-node-" + std::to_string(dead_pid) + "-0",
+                                    "/dev/shm/tpcomm-shm-" + std::to_string(dead_pid) + "-0"};
+  for (const auto& path : stale) {
+    std::ofstream(path) << "stale";
+    timespec old[2] = {{time(nullptr) - 1200, 0}, {time(nullptr) - 1200, 0}};
+    utimensat(AT_FDCWD, path.c_str(), old, 0);
+  }
+  auto r = run_group({"-n", "2"}, {"create"}, {}, marker());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const auto& path : stale) EXPECT_NE(access(path.c_str(), F_OK), 0) << path << " was swept";
+}
+
+TEST(Faults, FullDevShmIsAClearRefusalAndGlooCarriesTheGroup) {
+  if (!root())
+    GTEST_SKIP() << "needs root to mount a small tmpfs in a private mount namespace; not root here";
+  const std::string cmd =
+      "mount --make-rprivate / && mount -t tmpfs -o size=256k tmpfs /dev/shm && exec " +
+      std::string(TPCOMM_BIN) + " run -n 2 -- " + kWorker + " create";
+  auto r = test::run_process({"/usr/bin/unshare", "-m", "/bin/sh", "-c", cmd});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto refused = lines_with(r.out,
+                            "shm refused: disabled by its set-up: step shm.create failed on rank "
+                            "0: shm: the segment needs");
+  EXPECT_EQ(refused.size(), 2u) << r.out << r.err;
+  for (const auto& l : refused) {
+    EXPECT_NE(l.find("in /dev/shm but only"), std::string::npos) << l;
+    EXPECT_NE(l.find("TPCOMM_SHM_WORKSPACE"), std::string::npos) << l;
+  }
 }
 
 TEST(Faults, SigstopOfOneRankTimesOutTheOthers) {

@@ -98,7 +98,8 @@ TEST(Communicator, SetUpStepFailingOnOneRankDisablesTheBackendEverywhere) {
     for (const auto& [op, p] : comm->plan().ops) {
       EXPECT_FALSE(p.is_eligible(Backend::kShm));
       const std::string& why = p.rejected.at(Backend::kShm);
-      EXPECT_NE(why.find("set-up step shm.map failed on rank 1: injected fault"), std::string::npos)
+      EXPECT_NE(why.find("disabled by its set-up: step shm.map failed on rank 1: injected fault"),
+                std::string::npos)
           << why;
       for (const auto& row : p.table) EXPECT_EQ(row.backend, Backend::kGloo);
     }
@@ -125,7 +126,7 @@ TEST(Communicator, FallbackEngineFailingAtSetUpIsAnErrorOnEveryRank) {
   }
   for (auto& t : threads) t.join();
   for (const auto& e : errors) {
-    EXPECT_NE(e.find("the fallback engine gloo could not be set up: set-up step gloo.connect "
+    EXPECT_NE(e.find("the fallback engine gloo could not be set up: step gloo.connect "
                      "failed on rank 1"),
               std::string::npos)
         << e;

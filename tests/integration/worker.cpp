@@ -4,6 +4,7 @@
 //   loop N COUNT  N all-reduces of COUNT floats; TEST_KILL_RANK / TEST_STOP_RANK with
 //                 TEST_AFTER make one rank SIGKILL / SIGSTOP itself after that many calls
 //   mismatch KIND rank 1 calls with another count, dtype or op (run with TPCOMM_CHECK=1)
+//   random N      N all-reduces of random small sizes, types and ops, each checked
 //   create        create the communicator, print the plan, exit
 //   leak_and_die  create a /dev/shm segment named like tpcomm's, then SIGKILL itself
 // TEST_SKIP_RANK=r: rank r exits at once, never joining. TEST_LATE_RANK=r: rank r joins the
@@ -218,6 +219,25 @@ int run_loop(tpcomm::Communicator& comm, int iterations, std::size_t count) {
   return 0;
 }
 
+// `iterations` back-to-back calls of random small sizes, types and ops (the same sequence on
+// every rank), each checked against the double reference.
+int run_random(tpcomm::Communicator& comm, int iterations) {
+  const int w = comm.size();
+  Checker k{comm.rank()};
+  for (int i = 0; i < iterations; ++i) {
+    const std::uint64_t h = mix(static_cast<std::uint64_t>(i) * 7919);
+    const std::size_t n = h % 5000;
+    const DataType t = static_cast<DataType>((h >> 20) % 3);
+    const ReduceOp op = static_cast<ReduceOp>((h >> 24) % 4);
+    const int c = 100000 + i;
+    auto in = make_buffer(c, comm.rank(), n, t);
+    comm.all_reduce(in.data(), in.data(), n, t, op);
+    check_reduced(k, "random call " + std::to_string(i), c, w, op, t, in.data(), n, 0);
+  }
+  std::printf("rank %d: %d random calls, %d failed\n", comm.rank(), iterations, k.failures);
+  return k.failures == 0 ? 0 : 1;
+}
+
 int run_mismatch(tpcomm::Communicator& comm, const std::string& kind) {
   std::vector<float> data(2048, 1.0f);
   comm.all_reduce(data.data(), data.data(), 1024, DataType::kFloat32, ReduceOp::kSum);
@@ -265,6 +285,11 @@ int main(int argc, char** argv) {
                       argc > 3 ? static_cast<std::size_t>(std::atol(argv[3])) : 262144);
     }
     if (mode == "mismatch") return run_mismatch(*comm, argc > 2 ? argv[2] : "count");
+    if (mode == "random") return run_random(*comm, argc > 2 ? std::atoi(argv[2]) : 1000);
+    const auto& rejected = comm->plan().ops.at(Op::kAllReduce).rejected;
+    if (auto it = rejected.find(tpcomm::Backend::kShm); it != rejected.end()) {
+      std::printf("rank %d: shm refused: %s\n", rank, it->second.c_str());
+    }
     std::printf("rank %d: created, nodes=%d digest=%s\n", rank, comm->plan().nodes,
                 comm->plan().digest.c_str());
     return 0;
