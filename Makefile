@@ -14,7 +14,8 @@ test: build
 	ctest --preset $(PRESET)
 
 # This machine's facts, the plans of the shipped example topologies, then a live group: the
-# example all-reduce on 2 ranks, and on 2 ranks over 2 simulated nodes (needs root).
+# example all-reduce on 2 ranks, and on 2 ranks over 2 simulated nodes (needs root); then the
+# benchmark against Open MPI and Gloo.
 run: build
 	@echo "== tpcomm topo (this machine)"
 	@$(BIN) topo
@@ -25,6 +26,9 @@ run: build
 	@$(BIN) run -n 2 -- build/bin/allreduce
 	@echo; echo "== tpcomm run -n 2 --nodes 2 -- build/bin/allreduce"
 	@$(BIN) run -n 2 --nodes 2 -- build/bin/allreduce
+	@echo; echo "== tpcomm bench -n 2 --check --compare mpi,gloo (float32, then bfloat16)"
+	@$(BIN) bench -n 2 -b 4096 -e 16777216 --check --compare mpi,gloo
+	@$(BIN) bench -n 2 -b 4096 -e 16777216 --check --compare mpi,gloo --dtype bfloat16
 
 bench: build
 	build/bench/plan_bench

@@ -11,5 +11,6 @@ void add_topo_command(CLI::App& app);
 void add_env_command(CLI::App& app, int& exit_status);
 void add_run_command(CLI::App& app, int& exit_status);
 void add_store_command(CLI::App& app);
+void add_bench_command(CLI::App& app, int& exit_status);
 
 }  // namespace tpcomm::cli

@@ -130,6 +130,9 @@ class Launcher {
  private:
   void start_ranks(std::uint16_t port, SimulatedNodes* nodes, const sigset_t& old_mask);
   void pump(Rank& r, int fd, std::string& partial, std::ostream& sink);
+  std::string prefix(const Rank& r) const {
+    return options_.prefix_output ? fmt::format("[{}] ", r.index) : std::string();
+  }
   void reap();
   void stop_all(int signal_number, const std::string& cause);
   int running() const;
@@ -185,7 +188,7 @@ void Launcher::pump(Rank& r, int fd, std::string& partial, std::ostream& sink) {
   char buf[65536];
   ssize_t n = read(fd, buf, sizeof(buf));
   if (n <= 0) {
-    if (!partial.empty()) sink << "[" << r.index << "] " << partial << "\n" << std::flush;
+    if (!partial.empty()) sink << prefix(r) << partial << "\n" << std::flush;
     partial.clear();
     close(fd);
     (fd == r.out ? r.out : r.err) = -1;
@@ -194,7 +197,7 @@ void Launcher::pump(Rank& r, int fd, std::string& partial, std::ostream& sink) {
   partial.append(buf, static_cast<std::size_t>(n));
   std::size_t start = 0;
   for (std::size_t nl; (nl = partial.find('\n', start)) != std::string::npos; start = nl + 1) {
-    sink << "[" << r.index << "] " << std::string_view(partial).substr(start, nl - start) << "\n";
+    sink << prefix(r) << std::string_view(partial).substr(start, nl - start) << "\n";
   }
   sink << std::flush;
   partial.erase(0, start);

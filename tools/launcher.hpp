@@ -15,6 +15,7 @@ struct LaunchOptions {
   std::optional<double> timeout_s;  // the whole job; then the ranks are stopped
   double grace_s = 3.0;             // between SIGTERM and SIGKILL
   bool keep_going = false;          // a failing rank does not stop the others
+  bool prefix_output = true;        // "[rank] " before each line (tpcomm bench prints raw)
   std::vector<std::string> command;
 };
 

@@ -92,6 +92,10 @@ bool root() {
   return geteuid() == 0;
 }
 
+bool mpi_available() {
+  return TPCOMM_HAVE_MPI && access("/usr/bin/mpirun", X_OK) == 0;
+}
+
 class Correctness : public ::testing::TestWithParam<int> {};
 
 TEST_P(Correctness, EveryCollectiveDtypeOpAndSizeOnWRanks) {
@@ -416,6 +420,43 @@ TEST(Launcher, SimulatedNodesWithoutPrivilegesExitTwo) {
       << r.err;
 }
 
+TEST(Bench, NcclTestsTableWithChecksAndGlooComparison) {
+  char json_path[] = "/tmp/tpcomm_bench_XXXXXX";
+  close(mkstemp(json_path));
+  auto r = test::run_process({TPCOMM_BIN, "bench", "-n", "3", "-b", "1024", "-e", "1048576", "-f",
+                              "16", "--iters", "3", "--warmup", "1", "--check", "--compare", "gloo",
+                              "--json", json_path});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const char* part : {"#wrong", "backend/algorithm", "shm/one_shot", "shm/two_shot",
+                           "# Out of bounds values : 0 OK", "# Avg bus bandwidth", "speed-up"}) {
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << " missing in\n" << r.out;
+  }
+  const std::string json = test::read_file(json_path);
+  unlink(json_path);
+  EXPECT_NE(json.find("\"gloo_time_us\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"bytes\": 262144"), std::string::npos) << json;
+  // Every op and type checks out, through the backend forced too.
+  for (const char* op : {"all_gather", "reduce_scatter"}) {
+    auto o = test::run_process({TPCOMM_BIN, "bench", "-n", "2", "--op", op, "--dtype", "bfloat16",
+                                "-b", "4096", "-e", "65536", "-f", "4", "--iters", "2", "--check",
+                                "--backend", "gloo"});
+    EXPECT_EQ(o.exit_code, 0) << o.out << o.err;
+    EXPECT_NE(o.out.find("# Out of bounds values : 0 OK"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("gloo/gloo"), std::string::npos) << o.out;
+  }
+}
+
+TEST(Bench, ComparesWithOpenMpiUnderMpirun) {
+  if (!mpi_available()) GTEST_SKIP() << "this build has no MPI or mpirun is missing: not run";
+  auto r = test::run_process(
+      {TPCOMM_BIN, "bench", "-n", "2", "-b", "4096", "-e", "65536", "-f", "4", "--iters", "3",
+       "--check", "--compare", "mpi"},
+      {{"RANK", ""}, {"WORLD_SIZE", ""}, {"MASTER_ADDR", ""}, {"MASTER_PORT", ""}});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mpi"), std::string::npos) << r.out;
+}
+
 TEST(StandaloneStore, GarbageClientIsDroppedAndAGroupStillRendezvousThroughIt) {
   char log_path[] = "/tmp/tpcomm_store_log_XXXXXX";
   int log_fd = mkstemp(log_path);
@@ -481,10 +522,6 @@ ProcessResult mpirun(int n, std::vector<std::string> args,
                                   {"MASTER_PORT", ""},
                                   {"RANK", ""},
                                   {"WORLD_SIZE", ""}});
-}
-
-bool mpi_available() {
-  return TPCOMM_HAVE_MPI && access("/usr/bin/mpirun", X_OK) == 0;
 }
 
 TEST(MpiBootstrap, GroupUnderMpirunIsCorrect) {

@@ -1,0 +1,34 @@
+// tpcomm bench: the nccl-tests table for tpcomm's collectives (DESIGN §5), optionally side by
+// side with Open MPI and Gloo on the same data in the same run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tpcomm::cli {
+
+struct BenchArgs {
+  int ranks = 2;
+  int nodes = 1;
+  std::string op = "all_reduce";
+  std::string dtype = "float32";
+  std::string redop = "sum";
+  std::uint64_t min_bytes = 4096;
+  std::uint64_t max_bytes = 16u << 20;
+  std::uint64_t factor = 2;
+  int iters = 20;
+  int warmup = 5;
+  bool check = false;
+  std::string backend;  // force one backend (others disabled)
+  std::string compare;  // "mpi", "gloo" or "mpi,gloo"
+  std::string json;     // write every row here
+};
+
+// Inside a group (tpcomm run, mpirun, torchrun): run the sweep; rank 0 prints the table.
+int run_bench_in_group(const BenchArgs& args);
+
+// The argv that re-runs this bench inside a group.
+std::vector<std::string> bench_argv(const BenchArgs& args, const std::string& self);
+
+}  // namespace tpcomm::cli

@@ -1,0 +1,101 @@
+// tpcomm bench: inside a group it runs the sweep; outside one it starts the group itself —
+// under tpcomm run, or under mpirun when MPI is compared.
+#include <unistd.h>
+
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "bench.hpp"
+#include "commands.hpp"
+#include "launcher.hpp"
+#include "tpcomm/env.hpp"
+#include "tpcomm/error.hpp"
+
+namespace tpcomm::cli {
+namespace {
+
+std::string self_path() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("tpcomm");
+}
+
+bool in_group() {
+  return env_raw("RANK").has_value() || env_raw("OMPI_COMM_WORLD_RANK").has_value();
+}
+
+int run_bench(const BenchArgs& a) {
+  if (a.min_bytes == 0 || a.max_bytes < a.min_bytes || a.factor < 2) {
+    throw invalid_input("-b, -e, -f: expected 0 < MIN <= MAX and FACTOR >= 2");
+  }
+  if (in_group()) return run_bench_in_group(a);
+  auto argv = bench_argv(a, self_path());
+  if (a.compare.find("mpi") != std::string::npos) {
+    if (a.nodes > 1)
+      throw invalid_input("--compare mpi runs under mpirun, which cannot make simulated nodes");
+    // Open MPI refuses root unless told; these are our own local ranks.
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    unsetenv("MASTER_ADDR");
+    unsetenv("MASTER_PORT");
+    std::vector<std::string> mpi = {"mpirun", "--oversubscribe",      "--bind-to", "none",
+                                    "-np",    std::to_string(a.ranks)};
+    argv.insert(argv.begin(), mpi.begin(), mpi.end());
+    std::vector<char*> args;
+    for (auto& s : argv) args.push_back(s.data());
+    args.push_back(nullptr);
+    execvp("mpirun", args.data());
+    throw Error(ErrorCode::kUnavailable, "--compare mpi: cannot run mpirun (install openmpi-bin)");
+  }
+  LaunchOptions l;
+  l.ranks = a.ranks;
+  l.nodes = a.nodes;
+  l.command = argv;
+  l.prefix_output = false;
+  return launch(l);
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, int& exit_status) {
+  auto a = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench",
+      "Time collectives over a sweep of sizes: the nccl-tests table, optionally against "
+      "Open MPI and Gloo in the same run");
+  cmd->add_option("-n,--ranks", a->ranks, "ranks to start when not already in a group")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--nodes", a->nodes, "simulated nodes (as tpcomm run --nodes)")
+      ->capture_default_str();
+  cmd->add_option("--op", a->op)
+      ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter"}))
+      ->capture_default_str();
+  cmd->add_option("--dtype", a->dtype)
+      ->check(CLI::IsMember({"float32", "float16", "bfloat16"}))
+      ->capture_default_str();
+  cmd->add_option("--redop", a->redop)
+      ->check(CLI::IsMember({"sum", "max", "min", "avg"}))
+      ->capture_default_str();
+  cmd->add_option("-b,--minbytes", a->min_bytes, "smallest size in bytes")->capture_default_str();
+  cmd->add_option("-e,--maxbytes", a->max_bytes, "largest size in bytes")->capture_default_str();
+  cmd->add_option("-f,--stepfactor", a->factor, "size multiplier between rows")
+      ->capture_default_str();
+  cmd->add_option("--iters", a->iters, "timed calls per size")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  cmd->add_option("--warmup", a->warmup, "untimed calls first")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
+  cmd->add_flag("--check", a->check, "check every result on real data (the #wrong columns)");
+  cmd->add_option("--backend", a->backend, "force this backend (the others are disabled)")
+      ->check(CLI::IsMember({"shm", "gloo", "local", "hier"}));
+  cmd->add_option("--compare", a->compare,
+                  "also time these engines on the same data: mpi, gloo or mpi,gloo")
+      ->check(CLI::IsMember({"mpi", "gloo", "mpi,gloo", "gloo,mpi"}));
+  cmd->add_option("--json", a->json, "write every row to this file");
+  cmd->callback([a, &exit_status] { exit_status = run_bench(*a); });
+}
+
+}  // namespace tpcomm::cli
