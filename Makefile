@@ -33,6 +33,7 @@ run: build
 bench: build
 	build/bench/plan_bench
 	build/bench/communicator_bench
+	build/bench/reduce_bench
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.c')

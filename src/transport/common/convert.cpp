@@ -1,6 +1,10 @@
 // Conversions to and from fp32, and the names of element types and reductions.
 #include "convert.hpp"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace tpcomm {
 
 std::size_t size_of(DataType type) {
@@ -34,6 +38,58 @@ std::string_view to_string(ReduceOp op) {
 }
 
 namespace transport {
+namespace {
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// F16C converts eight halves per instruction, rounding to nearest even; without it _Float16
+// conversions are a library call per element (tens of MB/s).
+__attribute__((target("avx,f16c"))) void fp16_to_float_f16c(const std::uint16_t* s, float* d,
+                                                            std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(d + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
+  }
+  for (; i < n; ++i) d[i] = _cvtsh_ss(s[i]);
+}
+
+__attribute__((target("avx,f16c"))) void float_to_fp16_f16c(const float* s, std::uint16_t* d,
+                                                            std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) d[i] = _cvtss_sh(s[i], _MM_FROUND_TO_NEAREST_INT);
+}
+
+bool have_f16c() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  }();
+  return yes;
+}
+#else
+bool have_f16c() {
+  return false;
+}
+void fp16_to_float_f16c(const std::uint16_t*, float*, std::size_t) {}
+void float_to_fp16_f16c(const float*, std::uint16_t*, std::size_t) {}
+#endif
+
+// Branchless so that it vectorises: round to nearest even, NaN stays a (quiet) NaN.
+void float_to_bf16_block(const float* s, std::uint16_t* d, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &s[i], sizeof(bits));
+    const std::uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+    const std::uint32_t quiet_nan = (bits >> 16) | 0x40u;
+    d[i] = static_cast<std::uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+  }
+}
+
+}  // namespace
 
 void to_float(const void* src, DataType type, std::size_t count, float* dst) {
   if (type == DataType::kFloat32) {
@@ -43,6 +99,8 @@ void to_float(const void* src, DataType type, std::size_t count, float* dst) {
   const auto* s = static_cast<const std::uint16_t*>(src);
   if (type == DataType::kBFloat16) {
     for (std::size_t i = 0; i < count; ++i) dst[i] = bf16_to_float(s[i]);
+  } else if (have_f16c()) {
+    fp16_to_float_f16c(s, dst, count);
   } else {
     for (std::size_t i = 0; i < count; ++i) dst[i] = fp16_to_float(s[i]);
   }
@@ -55,7 +113,9 @@ void from_float(const float* src, DataType type, std::size_t count, void* dst) {
   }
   auto* d = static_cast<std::uint16_t*>(dst);
   if (type == DataType::kBFloat16) {
-    for (std::size_t i = 0; i < count; ++i) d[i] = float_to_bf16(src[i]);
+    float_to_bf16_block(src, d, count);
+  } else if (have_f16c()) {
+    float_to_fp16_f16c(src, d, count);
   } else {
     for (std::size_t i = 0; i < count; ++i) d[i] = float_to_fp16(src[i]);
   }

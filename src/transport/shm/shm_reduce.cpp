@@ -44,11 +44,6 @@ void widen_bf16(const std::uint16_t* src, float* dst, std::size_t n) {
   }
 }
 
-TPCOMM_MULTIVERSION
-void narrow_bf16(const float* src, std::uint16_t* dst, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) dst[i] = float_to_bf16(src[i]);
-}
-
 int op_code(ReduceOp op) {
   return op == ReduceOp::kMax ? 1 : op == ReduceOp::kMin ? 2 : 0;
 }
@@ -105,11 +100,7 @@ void reduce_slots(const void* const* srcs, int ranks, std::size_t count, DataTyp
     }
     if (op == ReduceOp::kAvg) scale(acc, n, w);
     auto* o = static_cast<std::uint16_t*>(out) + base;
-    if (type == DataType::kBFloat16) {
-      narrow_bf16(acc, o, n);
-    } else {
-      from_float(acc, type, n, o);
-    }
+    from_float(acc, type, n, o);
   }
 }
 
