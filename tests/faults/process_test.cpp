@@ -63,13 +63,25 @@ int processes_with(const std::string& mark) {
   return found;
 }
 
-int tpcomm_segments() {
+// tpcomm segments in /dev/shm created by the process `pid` (tpcomm-<kind>-<pid>-...). Other
+// tests run in parallel, so only the processes a test killed are looked at.
+int segments_of(const std::string& pid) {
   int n = 0;
   if (DIR* d = opendir("/dev/shm")) {
-    while (dirent* e = readdir(d)) n += std::string(e->d_name).rfind("tpcomm", 0) == 0;
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      n += name.rfind("tpcomm-", 0) == 0 && name.find("-" + pid + "-") != std::string::npos;
+    }
     closedir(d);
   }
   return n;
+}
+
+// The pid a worker printed as "(pid N)".
+std::string pid_in(const std::string& line) {
+  std::smatch m;
+  return std::regex_search(line, m, std::regex("\\(pid (\\d+)\\)")) ? std::string(m[1])
+                                                                    : std::string("none");
 }
 
 std::vector<std::string> lines_with(const std::string& text, const std::string& part) {
@@ -186,13 +198,12 @@ TEST(Faults, ARankThatNeverStartsIsNamedByEveryOtherRank) {
 
 TEST(Faults, KillNineInALongLoopIsNamedBySurvivorsAndLeavesNothing) {
   const std::string mark = marker();
-  const int segments = tpcomm_segments();
   auto r = run_group(
       {"-n", "3", "--keep-going"}, {"loop", "100000", "262144"},
       {{"TPCOMM_TIMEOUT_MS", "10000"}, {"TEST_KILL_RANK", "1"}, {"TEST_AFTER", "30"}}, mark);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("rank 1 was killed by signal 9"), std::string::npos) << r.err;
-  auto killed = lines_with(r.out, "killing itself at");
+  auto killed = lines_with(r.out, "killing itself (pid ");
   ASSERT_EQ(killed.size(), 1u) << r.out;
   auto errors = lines_with(r.out, "ERROR");
   ASSERT_EQ(errors.size(), 2u) << r.out;
@@ -206,7 +217,7 @@ TEST(Faults, KillNineInALongLoopIsNamedBySurvivorsAndLeavesNothing) {
     std::cout << "[ info ] kill -9 detected after " << detected << " ms: " << e << "\n";
   }
   EXPECT_EQ(processes_with(mark), 0) << "no process left";
-  EXPECT_EQ(tpcomm_segments(), segments) << "no /dev/shm segment left";
+  EXPECT_EQ(segments_of(pid_in(killed[0])), 0) << "no /dev/shm segment left by the killed rank";
   // Without --keep-going the launcher stops the survivors itself and names the rank.
   const std::string mark2 = marker();
   auto stop = run_group({"-n", "3"}, {"loop", "100000", "262144"},
@@ -220,11 +231,10 @@ TEST(Faults, KillNineInALongLoopIsNamedBySurvivorsAndLeavesNothing) {
 
 TEST(Faults, KillNineInsideAOneShotCall) {
   const std::string mark = marker();
-  const int segments = tpcomm_segments();
   auto r = run_group(
       {"-n", "3", "--keep-going"}, {"loop", "100000", "1024"},
       {{"TPCOMM_TIMEOUT_MS", "10000"}, {"TEST_KILL_RANK", "2"}, {"TEST_AFTER", "50"}}, mark);
-  auto killed = lines_with(r.out, "killing itself at");
+  auto killed = lines_with(r.out, "killing itself (pid ");
   ASSERT_EQ(killed.size(), 1u) << r.out;
   auto errors = lines_with(r.out, "(shm one_shot) cannot complete");
   ASSERT_EQ(errors.size(), 2u) << r.out;
@@ -234,7 +244,7 @@ TEST(Faults, KillNineInsideAOneShotCall) {
               << time_in(e) - time_in(killed[0]) << " ms\n";
   }
   EXPECT_EQ(processes_with(mark), 0);
-  EXPECT_EQ(tpcomm_segments(), segments) << "no /dev/shm segment left";
+  EXPECT_EQ(segments_of(pid_in(killed[0])), 0) << "no /dev/shm segment left by the killed rank";
 }
 
 TEST(Faults, AThousandRandomSmallCallsStayCorrect) {
@@ -281,7 +291,7 @@ TEST(Faults, SigstopOfOneRankTimesOutTheOthers) {
   auto r = run_group({"-n", "3", "--keep-going", "--grace", "1"}, {"loop", "100000", "262144"},
                      {{"TPCOMM_TIMEOUT_MS", "2000"}, {"TEST_STOP_RANK", "1"}, {"TEST_AFTER", "30"}},
                      mark);
-  auto stopped = lines_with(r.out, "stopping itself at");
+  auto stopped = lines_with(r.out, "stopping itself (pid ");
   ASSERT_EQ(stopped.size(), 1u) << r.out;
   auto errors = lines_with(r.out, "ERROR");
   // The survivors time out; the stopped rank is then killed by the launcher's --timeout-free
@@ -404,7 +414,10 @@ TEST(Launcher, RemovesSegmentsLeftByKilledRanks) {
   auto r = test::run_process({TPCOMM_BIN, "run", "-n", "2", "--", kWorker, "leak_and_die"});
   EXPECT_EQ(r.exit_code, 128 + 9);
   EXPECT_GE(lines_with(r.err, "tpcomm run: removed /dev/shm/tpcomm-test-").size(), 1u) << r.err;
-  EXPECT_EQ(tpcomm_segments(), 0) << "nothing left in /dev/shm";
+  for (const auto& line : lines_with(r.out, "created /tpcomm-test-")) {
+    const std::string name = line.substr(line.find("/tpcomm-test-"));
+    EXPECT_NE(access(("/dev/shm" + name).c_str(), F_OK), 0) << name << " was removed";
+  }
 }
 
 TEST(Launcher, SimulatedNodesWithoutPrivilegesExitTwo) {

@@ -208,8 +208,9 @@ int run_loop(tpcomm::Communicator& comm, int iterations, std::size_t count) {
   std::vector<float> data(count, 1.0f);
   for (int i = 0; i < iterations; ++i) {
     if (i == after && (rank == victim_kill || rank == victim_stop)) {
-      std::printf("rank %d: %s itself at %lld\n", rank,
-                  rank == victim_kill ? "killing" : "stopping", wall_ms());
+      std::printf("rank %d: %s itself (pid %d) at %lld\n", rank,
+                  rank == victim_kill ? "killing" : "stopping", static_cast<int>(getpid()),
+                  wall_ms());
       std::fflush(stdout);
       raise(rank == victim_kill ? SIGKILL : SIGSTOP);
     }
