@@ -23,6 +23,7 @@ struct BenchArgs {
   std::string backend;  // force one backend (others disabled)
   std::string compare;  // "mpi", "gloo" or "mpi,gloo"
   std::string json;     // write every row here
+  std::string plot;     // draw latency and bus bandwidth per engine into this PNG
 };
 
 // Inside a group (tpcomm run, mpirun, torchrun): run the sweep; rank 0 prints the table.

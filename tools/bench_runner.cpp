@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench.hpp"
+#include "bench_plot.hpp"
 #include "tpcomm/tpcomm.hpp"
 
 #ifdef TPCOMM_HAVE_MPI
@@ -224,6 +225,7 @@ std::vector<std::string> bench_argv(const BenchArgs& a, const std::string& self)
   if (!a.backend.empty()) v.insert(v.end(), {"--backend", a.backend});
   if (!a.compare.empty()) v.insert(v.end(), {"--compare", a.compare});
   if (!a.json.empty()) v.insert(v.end(), {"--json", a.json});
+  if (!a.plot.empty()) v.insert(v.end(), {"--plot", a.plot});
   return v;
 }
 
@@ -395,6 +397,26 @@ int run_bench_in_group(const BenchArgs& a) {
       std::cout << fmt::format("  {:>10}   {:>9.2f} {:>7.2f}   {}   {}\n", r.bytes, r.time_oop,
                                bw(r.time_oop), col(r.mpi), col(r.gloo));
     }
+  }
+  if (!a.plot.empty()) {
+    std::vector<PlotSeries> series(1);
+    series[0].engine = "tpcomm";
+    if (with_mpi) series.push_back({"Open MPI", {}, {}, {}});
+    if (with_gloo) series.push_back({"Gloo", {}, {}, {}});
+    for (const auto& r : rows) {
+      auto add = [&](PlotSeries& s, double us) {
+        s.bytes.push_back(static_cast<double>(r.bytes));
+        s.time_us.push_back(us);
+        s.busbw.push_back(static_cast<double>(r.bytes) / us / 1e3 * bus_factor(op, w));
+      };
+      add(series[0], r.time_oop);
+      std::size_t next = 1;
+      if (with_mpi && r.mpi) add(series[next], *r.mpi);
+      if (with_mpi) ++next;
+      if (with_gloo && r.gloo) add(series[next], *r.gloo);
+    }
+    write_plot(a.plot, fmt::format("{} {} on {} ranks", a.op, a.dtype, w), series);
+    std::cout << fmt::format("# plot written to {}\n", a.plot);
   }
   if (!a.json.empty()) {
     nlohmann::json j = nlohmann::json::array();

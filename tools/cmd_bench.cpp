@@ -95,6 +95,8 @@ void add_bench_command(CLI::App& app, int& exit_status) {
                   "also time these engines on the same data: mpi, gloo or mpi,gloo")
       ->check(CLI::IsMember({"mpi", "gloo", "mpi,gloo", "gloo,mpi"}));
   cmd->add_option("--json", a->json, "write every row to this file");
+  cmd->add_option("--plot", a->plot,
+                  "draw latency and bus bandwidth per engine into this PNG (gnuplot)");
   cmd->callback([a, &exit_status] { exit_status = run_bench(*a); });
 }
 

@@ -459,6 +459,18 @@ TEST(Bench, NcclTestsTableWithChecksAndGlooComparison) {
   }
 }
 
+TEST(Bench, PlotIsAPicture) {
+  char png[] = "/tmp/tpcomm_plot_XXXXXX.png";
+  close(mkstemps(png, 4));
+  auto r = test::run_process({TPCOMM_BIN, "bench", "-n", "2", "-b", "4096", "-e", "65536", "-f",
+                              "4", "--iters", "2", "--compare", "gloo", "--plot", png});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string data = test::read_file(png);
+  unlink(png);
+  ASSERT_GT(data.size(), 1000u) << r.out << r.err;
+  EXPECT_EQ(data.substr(1, 3), "PNG");
+}
+
 TEST(Bench, ComparesWithOpenMpiUnderMpirun) {
   if (!mpi_available()) GTEST_SKIP() << "this build has no MPI or mpirun is missing: not run";
   auto r = test::run_process(
