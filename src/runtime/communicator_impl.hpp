@@ -59,7 +59,7 @@ struct Communicator::Impl {
 
 namespace detail {
 
-// The built-in backends: local, shm and gloo (hier and the CUDA backends arrive later).
+// The built-in backends: local, shm, hier and gloo (the CUDA backends arrive later).
 std::map<Backend, BackendFactory> builtin_backend_factories();
 
 // Creates a communicator with the given backend factories (tests add stand-ins).

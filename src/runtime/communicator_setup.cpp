@@ -24,6 +24,7 @@
 #include "tpcomm/probe.hpp"
 #include "tpcomm/version.hpp"
 #include "transport/gloo/gloo_backend.hpp"
+#include "transport/hier/hier_backend.hpp"
 #include "transport/local/local_backend.hpp"
 #include "transport/shm/shm_backend.hpp"
 
@@ -287,6 +288,22 @@ std::map<Backend, BackendFactory> builtin_backend_factories() {
     config.timeout = ctx.timeout;
     config.slot_bytes = static_cast<std::size_t>(env_integer("TPCOMM_SHM_WORKSPACE"));
     return transport::make_shm_backend(config);
+  };
+  f[Backend::kHier] = [](const BackendContext& ctx) {
+    transport::HierConfig config;
+    config.rank = ctx.rank;
+    std::vector<std::string> hosts;
+    for (const auto& r : ctx.facts->ranks) {
+      auto it = std::find(hosts.begin(), hosts.end(), r.host);
+      config.node_of_rank.push_back(static_cast<int>(it - hosts.begin()));
+      if (it == hosts.end()) hosts.push_back(r.host);
+    }
+    config.bootstrap = ctx.bootstrap;
+    config.comm_id = ctx.comm_id;
+    config.timeout = ctx.timeout;
+    config.shm_slot_bytes = static_cast<std::size_t>(env_integer("TPCOMM_SHM_WORKSPACE"));
+    config.socket_address = ctx.socket_address;
+    return transport::make_hier_backend(config);
   };
   return f;
 }

@@ -288,8 +288,11 @@ int main(int argc, char** argv) {
     if (mode == "mismatch") return run_mismatch(*comm, argc > 2 ? argv[2] : "count");
     if (mode == "random") return run_random(*comm, argc > 2 ? std::atoi(argv[2]) : 1000);
     const auto& rejected = comm->plan().ops.at(Op::kAllReduce).rejected;
-    if (auto it = rejected.find(tpcomm::Backend::kShm); it != rejected.end()) {
-      std::printf("rank %d: shm refused: %s\n", rank, it->second.c_str());
+    for (auto b : {tpcomm::Backend::kShm, tpcomm::Backend::kHier}) {
+      if (auto it = rejected.find(b); it != rejected.end()) {
+        std::printf("rank %d: %s refused: %s\n", rank, std::string(tpcomm::to_string(b)).c_str(),
+                    it->second.c_str());
+      }
     }
     std::printf("rank %d: created, nodes=%d digest=%s\n", rank, comm->plan().nodes,
                 comm->plan().digest.c_str());

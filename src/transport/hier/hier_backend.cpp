@@ -1,0 +1,141 @@
+// hier: sub-groups over the same store (node groups for shm, lanes for Gloo), four voted set-up
+// steps (the shm pair, then the Gloo pair), and the three-stage all-reduce.
+#include "hier_backend.hpp"
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "../common/convert.hpp"
+#include "../gloo/gloo_backend.hpp"
+#include "../shm/shm_backend.hpp"
+#include "tpcomm/error.hpp"
+
+namespace tpcomm::transport {
+namespace {
+
+class HierBackend final : public CollectiveBackend {
+ public:
+  explicit HierBackend(HierConfig config) : config_(std::move(config)) {}
+
+  Backend kind() const override { return Backend::kHier; }
+  int setup_steps() const override { return 4; }
+  std::string setup_step_name(int step) const override {
+    static const char* names[] = {"hier.shm.create", "hier.shm.map", "hier.gloo.device",
+                                  "hier.gloo.connect"};
+    return names[step];
+  }
+
+  void run_setup_step(int step, const Deadline& deadline) override {
+    if (step == 0) make_groups();
+    if (step < 2) {
+      shm_->run_setup_step(step, deadline);
+    } else {
+      gloo_->run_setup_step(step - 2, deadline);
+    }
+  }
+
+  void setup_complete() override {
+    shm_->setup_complete();
+    gloo_->setup_complete();
+  }
+
+  void abort() override {
+    if (shm_) shm_->abort();
+    if (gloo_) gloo_->abort();
+  }
+
+  void run(const Call& c) override {
+    if (c.op != Op::kAllReduce) {
+      throw Error(ErrorCode::kInternal,
+                  "hier serves all_reduce only (the plan never routes other ops to it)");
+    }
+    const std::size_t l = static_cast<std::size_t>(local_size_);
+    const std::size_t per = (c.count + l - 1) / l;
+    const ReduceOp stage_op = c.reduce == ReduceOp::kAvg ? ReduceOp::kSum : c.reduce;
+    std::vector<float> full(per * l, 0.0f);
+    std::vector<float> mine(per);
+    to_float(c.input, c.type, c.count, full.data());
+    Call rs{Op::kReduceScatter, full.data(), mine.data(), per,
+            DataType::kFloat32, stage_op,    "one_shot",  c.sequence};
+    shm_->run(rs);
+    Call ar{Op::kAllReduce,     mine.data(), mine.data(), per,
+            DataType::kFloat32, stage_op,    "gloo",      c.sequence};
+    gloo_->run(ar);
+    Call ag{Op::kAllGather,     mine.data(),    full.data(), per,
+            DataType::kFloat32, ReduceOp::kSum, "one_shot",  c.sequence};
+    shm_->run(ag);
+    if (c.reduce == ReduceOp::kAvg) {
+      const float w = static_cast<float>(config_.node_of_rank.size());
+      for (std::size_t i = 0; i < c.count; ++i) full[i] /= w;
+    }
+    from_float(full.data(), c.type, c.count, c.output);
+  }
+
+ private:
+  // Node group: the ranks of this node, in rank order. Lane: the ranks with this local index on
+  // every node, in node order. Both rendezvous over the parent's store under their own prefix.
+  void make_groups() {
+    std::map<int, std::vector<int>> nodes;
+    for (std::size_t r = 0; r < config_.node_of_rank.size(); ++r) {
+      nodes[config_.node_of_rank[r]].push_back(static_cast<int>(r));
+    }
+    std::vector<std::string> sizes;
+    for (const auto& [node, ranks] : nodes)
+      sizes.push_back(fmt::format("node {}: {}", node, ranks.size()));
+    for (const auto& [node, ranks] : nodes) {
+      if (ranks.size() != nodes.begin()->second.size()) {
+        throw Error(ErrorCode::kUnavailable,
+                    fmt::format("hier needs the same number of ranks on every node ({})",
+                                fmt::join(sizes, ", ")));
+      }
+    }
+    const int my_node = config_.node_of_rank[static_cast<std::size_t>(config_.rank)];
+    const auto& local = nodes[my_node];
+    local_size_ = static_cast<int>(local.size());
+    const int local_index =
+        static_cast<int>(std::find(local.begin(), local.end(), config_.rank) - local.begin());
+    int node_index = 0;
+    for (const auto& [node, ranks] : nodes) {
+      if (node == my_node) break;
+      ++node_index;
+    }
+    const std::string prefix = fmt::format("tpcomm/c{:016x}/hier", config_.comm_id);
+    auto store = config_.bootstrap->store();
+    auto node_bs = make_store_bootstrap(store, local_index, local_size_,
+                                        fmt::format("{}/node{}", prefix, my_node));
+    auto lane_bs = make_store_bootstrap(store, node_index, static_cast<int>(nodes.size()),
+                                        fmt::format("{}/lane{}", prefix, local_index));
+    ShmConfig shm;
+    shm.rank = local_index;
+    shm.size = local_size_;
+    shm.bootstrap = node_bs;
+    shm.comm_id = config_.comm_id ^ static_cast<std::uint64_t>(my_node + 1);
+    shm.timeout = config_.timeout;
+    shm.slot_bytes = config_.shm_slot_bytes;
+    shm_ = make_shm_backend(shm);
+    GlooConfig gloo;
+    gloo.rank = node_index;
+    gloo.size = static_cast<int>(nodes.size());
+    gloo.store = store;
+    gloo.key_prefix = fmt::format("{}/gloo/lane{}/", prefix, local_index);
+    gloo.timeout = config_.timeout;
+    gloo.hostname = config_.socket_address;
+    gloo_ = make_gloo_backend(gloo);
+  }
+
+  HierConfig config_;
+  int local_size_ = 1;
+  std::unique_ptr<CollectiveBackend> shm_;
+  std::unique_ptr<CollectiveBackend> gloo_;
+};
+
+}  // namespace
+
+std::unique_ptr<CollectiveBackend> make_hier_backend(const HierConfig& config) {
+  return std::make_unique<HierBackend>(config);
+}
+
+}  // namespace tpcomm::transport

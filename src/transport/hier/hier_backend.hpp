@@ -1,0 +1,30 @@
+// The hier backend: CPU groups over several nodes with the same number of ranks on each. An
+// all-reduce is a reduce-scatter inside each node over shm, an all-reduce of each slice across
+// the nodes over Gloo (one "lane" per local rank index), and an all-gather inside each node over
+// shm — so only 1/L of the data crosses the network per rank, L the ranks per node. The whole
+// pipeline runs in fp32, rounding fp16/bf16 once at the end.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../common/backend.hpp"
+#include "tpcomm/bootstrap.hpp"
+
+namespace tpcomm::transport {
+
+struct HierConfig {
+  int rank = 0;
+  std::vector<int> node_of_rank;  // node index of every rank
+  std::shared_ptr<Bootstrap> bootstrap;
+  std::uint64_t comm_id = 0;
+  std::chrono::milliseconds timeout{60000};
+  std::size_t shm_slot_bytes = 8u << 20;
+  std::string socket_address = "127.0.0.1";
+};
+
+std::unique_ptr<CollectiveBackend> make_hier_backend(const HierConfig& config);
+
+}  // namespace tpcomm::transport
