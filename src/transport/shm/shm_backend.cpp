@@ -173,102 +173,103 @@ class ShmBackend final : public CollectiveBackend {
     return out;
   }
 
-  // Every rank copies its chunk in, then reduces all slots in rank order into its output.
-  void one_shot(const Call& c) {
-    const std::size_t es = size_of(c.type);
-    const std::size_t per_chunk = config_.slot_bytes / es;
-    const std::string what = describe(c, "one_shot");
+  // The step protocol around every chunk of a call: wait for the slot, fill it, publish and
+  // check headers, consume, finish. A zero-element call still takes one step, so that every rank
+  // stays in step and a mismatch is still seen.
+  template <typename Fill, typename Consume>
+  void chunked(const Call& c, std::size_t per_chunk, std::uint32_t algorithm,
+               const std::string& what, Fill fill, Consume consume) {
     for (std::size_t base = 0; base < c.count || (c.count == 0 && base == 0); base += per_chunk) {
       const std::size_t n = std::min(per_chunk, c.count - base);
       const std::uint64_t seq = ++seq_;
       begin_step(seq, what);
-      std::memcpy(slot(config_.rank), static_cast<const std::uint8_t*>(c.input) + base * es,
-                  n * es);
-      exchange(seq, c, 0, what);
-      auto srcs = slots_at(0);
-      shm::reduce_slots(srcs.data(), config_.size, n, c.type, c.reduce,
-                        static_cast<std::uint8_t*>(c.output) + base * es);
+      fill(base, n);
+      exchange(seq, c, algorithm, what);
+      consume(base, n, seq);
       finish_step(seq);
       if (c.count == 0) break;
     }
+  }
+
+  // Copies this chunk of the input into this rank's slot.
+  auto copy_in(const Call& c) {
+    return [this, &c](std::size_t base, std::size_t n) {
+      const std::size_t es = size_of(c.type);
+      std::memcpy(slot(config_.rank), static_cast<const std::uint8_t*>(c.input) + base * es,
+                  n * es);
+    };
+  }
+
+  // Every rank copies its chunk in, then reduces all slots in rank order into its output.
+  void one_shot(const Call& c) {
+    const std::size_t es = size_of(c.type);
+    chunked(c, config_.slot_bytes / es, 0, describe(c, "one_shot"), copy_in(c),
+            [&](std::size_t base, std::size_t n, std::uint64_t) {
+              auto srcs = slots_at(0);
+              shm::reduce_slots(srcs.data(), config_.size, n, c.type, c.reduce,
+                                static_cast<std::uint8_t*>(c.output) + base * es);
+            });
   }
 
   // Reduce-scatter of slices into each owner's slot, then everyone gathers the reduced slices.
   void two_shot(const Call& c) {
     const std::size_t es = size_of(c.type);
-    const std::size_t per_chunk = config_.slot_bytes / es;
-    const std::string what = describe(c, "two_shot");
     const auto w = static_cast<std::size_t>(config_.size);
-    for (std::size_t base = 0; base < c.count || (c.count == 0 && base == 0); base += per_chunk) {
-      const std::size_t n = std::min(per_chunk, c.count - base);
-      const std::uint64_t seq = ++seq_;
-      begin_step(seq, what);
-      std::memcpy(slot(config_.rank), static_cast<const std::uint8_t*>(c.input) + base * es,
-                  n * es);
-      exchange(seq, c, 1, what);
-      auto slice = [&](std::size_t r) {
-        const std::size_t lo = n * r / w;
-        return std::make_pair(lo, n * (r + 1) / w - lo);
-      };
-      const auto [lo, len] = slice(static_cast<std::size_t>(config_.rank));
-      auto srcs = slots_at(lo * es);
-      shm::reduce_slots(srcs.data(), config_.size, len, c.type, c.reduce,
-                        slot(config_.rank) + lo * es);
-      control(config_.rank)->reduced.store(seq, std::memory_order_release);
-      shm::wake_all(header());
-      wait([seq](const RankControl& p) { return p.reduced.load(std::memory_order_acquire) >= seq; },
-           what);
-      for (std::size_t r = 0; r < w; ++r) {
-        const auto [rlo, rlen] = slice(r);
-        std::memcpy(static_cast<std::uint8_t*>(c.output) + (base + rlo) * es,
-                    slot(static_cast<int>(r)) + rlo * es, rlen * es);
-      }
-      finish_step(seq);
-      if (c.count == 0) break;
-    }
+    const std::string what = describe(c, "two_shot");
+    chunked(c, config_.slot_bytes / es, 1, what, copy_in(c),
+            [&](std::size_t base, std::size_t n, std::uint64_t seq) {
+              auto slice = [&](std::size_t r) {
+                const std::size_t lo = n * r / w;
+                return std::make_pair(lo, n * (r + 1) / w - lo);
+              };
+              const auto [lo, len] = slice(static_cast<std::size_t>(config_.rank));
+              auto srcs = slots_at(lo * es);
+              shm::reduce_slots(srcs.data(), config_.size, len, c.type, c.reduce,
+                                slot(config_.rank) + lo * es);
+              control(config_.rank)->reduced.store(seq, std::memory_order_release);
+              shm::wake_all(header());
+              wait(
+                  [seq](const RankControl& p) {
+                    return p.reduced.load(std::memory_order_acquire) >= seq;
+                  },
+                  what);
+              for (std::size_t r = 0; r < w; ++r) {
+                const auto [rlo, rlen] = slice(r);
+                std::memcpy(static_cast<std::uint8_t*>(c.output) + (base + rlo) * es,
+                            slot(static_cast<int>(r)) + rlo * es, rlen * es);
+              }
+            });
   }
 
   void all_gather(const Call& c) {
     const std::size_t es = size_of(c.type);
-    const std::size_t per_chunk = config_.slot_bytes / es;
-    const std::string what = describe(c, "one_shot");
     auto* out = static_cast<std::uint8_t*>(c.output);
-    for (std::size_t base = 0; base < c.count || (c.count == 0 && base == 0); base += per_chunk) {
-      const std::size_t n = std::min(per_chunk, c.count - base);
-      const std::uint64_t seq = ++seq_;
-      begin_step(seq, what);
-      std::memcpy(slot(config_.rank), static_cast<const std::uint8_t*>(c.input) + base * es,
-                  n * es);
-      exchange(seq, c, 0, what);
-      for (int r = 0; r < config_.size; ++r) {
-        std::memcpy(out + (static_cast<std::size_t>(r) * c.count + base) * es, slot(r), n * es);
-      }
-      finish_step(seq);
-      if (c.count == 0) break;
-    }
+    chunked(c, config_.slot_bytes / es, 0, describe(c, "one_shot"), copy_in(c),
+            [&](std::size_t base, std::size_t n, std::uint64_t) {
+              for (int r = 0; r < config_.size; ++r) {
+                std::memcpy(out + (static_cast<std::size_t>(r) * c.count + base) * es, slot(r),
+                            n * es);
+              }
+            });
   }
 
   // Each slot holds W blocks of the chunk; rank r reduces block r of every slot.
   void reduce_scatter(const Call& c) {
     const std::size_t es = size_of(c.type);
     const auto w = static_cast<std::size_t>(config_.size);
-    const std::size_t per_chunk = std::max<std::size_t>(1, config_.slot_bytes / (es * w));
-    const std::string what = describe(c, "one_shot");
     const auto* in = static_cast<const std::uint8_t*>(c.input);
-    for (std::size_t base = 0; base < c.count || (c.count == 0 && base == 0); base += per_chunk) {
-      const std::size_t n = std::min(per_chunk, c.count - base);
-      const std::uint64_t seq = ++seq_;
-      begin_step(seq, what);
-      for (std::size_t b = 0; b < w; ++b) {
-        std::memcpy(slot(config_.rank) + b * n * es, in + (b * c.count + base) * es, n * es);
-      }
-      exchange(seq, c, 0, what);
-      auto srcs = slots_at(static_cast<std::size_t>(config_.rank) * n * es);
-      shm::reduce_slots(srcs.data(), config_.size, n, c.type, c.reduce,
-                        static_cast<std::uint8_t*>(c.output) + base * es);
-      finish_step(seq);
-      if (c.count == 0) break;
-    }
+    chunked(
+        c, std::max<std::size_t>(1, config_.slot_bytes / (es * w)), 0, describe(c, "one_shot"),
+        [&](std::size_t base, std::size_t n) {
+          for (std::size_t b = 0; b < w; ++b) {
+            std::memcpy(slot(config_.rank) + b * n * es, in + (b * c.count + base) * es, n * es);
+          }
+        },
+        [&](std::size_t base, std::size_t n, std::uint64_t) {
+          auto srcs = slots_at(static_cast<std::size_t>(config_.rank) * n * es);
+          shm::reduce_slots(srcs.data(), config_.size, n, c.type, c.reduce,
+                            static_cast<std::uint8_t*>(c.output) + base * es);
+        });
   }
 
   ShmConfig config_;
