@@ -8,15 +8,10 @@
 #include "communicator_impl.hpp"
 #include "tpcomm/detail/rank_list.hpp"
 #include "tpcomm/log.hpp"
+#include "transport/common/call_text.hpp"
 
 namespace tpcomm {
 namespace {
-
-std::string signature(const transport::Call& c) {
-  std::string text = fmt::format("{}({} x {}", to_string(c.op), to_string(c.type), c.count);
-  if (c.op != Op::kAllGather) text += fmt::format(", {}", to_string(c.reduce));
-  return text + ")";
-}
 
 std::uint64_t call_bytes(const transport::Call& c, int size) {
   const std::uint64_t per = c.count * size_of(c.type);
@@ -138,10 +133,9 @@ void Communicator::Impl::run_call(transport::Call call) {
   }
   const TableRow& row = plan.ops.at(call.op).row_for(call_bytes(call, bootstrap->size()));
   call.algorithm = row.algorithm;
-  const std::string what = fmt::format("{} #{}", signature(call), call.sequence);
   try {
     if (check_calls) {
-      const std::string mine = signature(call);
+      const std::string mine = transport::call_signature(call);
       auto all = bootstrap->all_gather(Bytes(mine.begin(), mine.end()),
                                        fmt::format("call check #{}", call.sequence), deadline());
       std::map<std::string, std::vector<int>> by_signature;
@@ -162,7 +156,8 @@ void Communicator::Impl::run_call(transport::Call call) {
     backends.at(row.backend)->run(call);
   } catch (const Error& e) {
     const std::string peers = e.code() == ErrorCode::kMismatch ? std::string() : peer_report();
-    Error full(e.code(), fmt::format("rank {}: {} via {} failed: {}{}", rank, what,
+    Error full(e.code(), fmt::format("rank {}: {} #{} via {} failed: {}{}", rank,
+                                     transport::call_signature(call), call.sequence,
                                      to_string(row.backend), e.what(), peers));
     TPCOMM_LOG(kError, "comm", "{}", full.what());
     abort_with(full);

@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "../common/call_text.hpp"
 #include "shm_layout.hpp"
 #include "shm_reduce.hpp"
 #include "shm_segment.hpp"
@@ -23,10 +25,14 @@ namespace {
 using shm::RankControl;
 using shm::SegmentHeader;
 
-std::string describe(const Call& c, const std::string& algorithm) {
-  std::string text = fmt::format("{}({} x {}", to_string(c.op), to_string(c.type), c.count);
-  if (c.op != Op::kAllGather) text += fmt::format(", {}", to_string(c.reduce));
-  return text + fmt::format(") #{} (shm {})", c.sequence, algorithm);
+std::string describe(const Call& c, const char* algorithm) {
+  return fmt::format("{} #{} (shm {})", call_signature(c), c.sequence, algorithm);
+}
+
+// A call's description for error messages, built only if one is raised.
+using Describe = std::function<std::string()>;
+Describe describer(const Call& c, const char* algorithm) {
+  return [&c, algorithm] { return describe(c, algorithm); };
 }
 
 std::string describe(const shm::CallHeader& h) {
@@ -124,21 +130,20 @@ class ShmBackend final : public CollectiveBackend {
            static_cast<std::size_t>(r) * config_.slot_bytes;
   }
 
-  void wait(const std::function<bool(const RankControl&)>& ready, const std::string& what) {
+  void wait(const std::function<bool(const RankControl&)>& ready, const Describe& what) {
     shm::wait_for_peers(header(), control(0), config_.size, config_.rank, ready,
                         Deadline::after(config_.timeout), what);
   }
 
   // Starts step `seq`: waits until every peer finished reading this rank's slot of step seq-1.
-  void begin_step(std::uint64_t seq, const std::string& what) {
+  void begin_step(std::uint64_t seq, const Describe& what) {
     wait([seq](const RankControl& p) { return p.done.load(std::memory_order_acquire) + 1 >= seq; },
          what);
   }
 
   // Publishes this rank's slot for step `seq` and waits for every peer's, checking that they
   // are the same call.
-  void exchange(std::uint64_t seq, const Call& c, std::uint32_t algorithm,
-                const std::string& what) {
+  void exchange(std::uint64_t seq, const Call& c, std::uint32_t algorithm, const Describe& what) {
     RankControl& me = *control(config_.rank);
     me.call = shm::CallHeader{seq,
                               c.sequence,
@@ -177,8 +182,8 @@ class ShmBackend final : public CollectiveBackend {
   // check headers, consume, finish. A zero-element call still takes one step, so that every rank
   // stays in step and a mismatch is still seen.
   template <typename Fill, typename Consume>
-  void chunked(const Call& c, std::size_t per_chunk, std::uint32_t algorithm,
-               const std::string& what, Fill fill, Consume consume) {
+  void chunked(const Call& c, std::size_t per_chunk, std::uint32_t algorithm, const Describe& what,
+               Fill fill, Consume consume) {
     for (std::size_t base = 0; base < c.count || (c.count == 0 && base == 0); base += per_chunk) {
       const std::size_t n = std::min(per_chunk, c.count - base);
       const std::uint64_t seq = ++seq_;
@@ -203,7 +208,7 @@ class ShmBackend final : public CollectiveBackend {
   // Every rank copies its chunk in, then reduces all slots in rank order into its output.
   void one_shot(const Call& c) {
     const std::size_t es = size_of(c.type);
-    chunked(c, config_.slot_bytes / es, 0, describe(c, "one_shot"), copy_in(c),
+    chunked(c, config_.slot_bytes / es, 0, describer(c, "one_shot"), copy_in(c),
             [&](std::size_t base, std::size_t n, std::uint64_t) {
               auto srcs = slots_at(0);
               shm::reduce_slots(srcs.data(), config_.size, n, c.type, c.reduce,
@@ -215,7 +220,7 @@ class ShmBackend final : public CollectiveBackend {
   void two_shot(const Call& c) {
     const std::size_t es = size_of(c.type);
     const auto w = static_cast<std::size_t>(config_.size);
-    const std::string what = describe(c, "two_shot");
+    const Describe what = describer(c, "two_shot");
     chunked(c, config_.slot_bytes / es, 1, what, copy_in(c),
             [&](std::size_t base, std::size_t n, std::uint64_t seq) {
               auto slice = [&](std::size_t r) {
@@ -244,7 +249,7 @@ class ShmBackend final : public CollectiveBackend {
   void all_gather(const Call& c) {
     const std::size_t es = size_of(c.type);
     auto* out = static_cast<std::uint8_t*>(c.output);
-    chunked(c, config_.slot_bytes / es, 0, describe(c, "one_shot"), copy_in(c),
+    chunked(c, config_.slot_bytes / es, 0, describer(c, "one_shot"), copy_in(c),
             [&](std::size_t base, std::size_t n, std::uint64_t) {
               for (int r = 0; r < config_.size; ++r) {
                 std::memcpy(out + (static_cast<std::size_t>(r) * c.count + base) * es, slot(r),
@@ -259,7 +264,7 @@ class ShmBackend final : public CollectiveBackend {
     const auto w = static_cast<std::size_t>(config_.size);
     const auto* in = static_cast<const std::uint8_t*>(c.input);
     chunked(
-        c, std::max<std::size_t>(1, config_.slot_bytes / (es * w)), 0, describe(c, "one_shot"),
+        c, std::max<std::size_t>(1, config_.slot_bytes / (es * w)), 0, describer(c, "one_shot"),
         [&](std::size_t base, std::size_t n) {
           for (std::size_t b = 0; b < w; ++b) {
             std::memcpy(slot(config_.rank) + b * n * es, in + (b * c.count + base) * es, n * es);

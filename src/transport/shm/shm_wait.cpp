@@ -46,7 +46,14 @@ void wake_all(SegmentHeader& header) {
 
 void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int self,
                     const std::function<bool(const RankControl&)>& ready, const Deadline& deadline,
-                    const std::string& what) {
+                    const std::function<std::string()>& what) {
+  // Checked on every spin: no allocation.
+  auto all_ready = [&] {
+    for (int p = 0; p < world; ++p) {
+      if (p != self && !ready(control[p])) return false;
+    }
+    return true;
+  };
   auto laggards = [&] {
     std::vector<int> out;
     for (int p = 0; p < world; ++p) {
@@ -56,9 +63,10 @@ void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int 
   };
   for (long round = 0;; ++round) {
     const std::uint32_t seen = header.wake.load(std::memory_order_acquire);
-    if (laggards().empty()) return;
+    if (all_ready()) return;
     if (std::int32_t by = header.aborted_by.load(std::memory_order_acquire); by != 0) {
-      throw Error(ErrorCode::kAborted, fmt::format("rank {} aborted the group ({})", by - 1, what));
+      throw Error(ErrorCode::kAborted,
+                  fmt::format("rank {} aborted the group ({})", by - 1, what()));
     }
     if (round < kSpins) {
       cpu_relax();
@@ -73,16 +81,16 @@ void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int 
       const int pid = control[p].pid.load(std::memory_order_acquire);
       if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
         throw Error(ErrorCode::kUnavailable,
-                    fmt::format("rank {} (pid {}) died; {} cannot complete", p, pid, what));
+                    fmt::format("rank {} (pid {}) died; {} cannot complete", p, pid, what()));
       }
     }
     if (deadline.expired()) {
-      throw Error(ErrorCode::kTimeout,
-                  fmt::format("{} did not arrive within {} ms ({})",
-                              detail::rank_set_text(laggards()), deadline.budget().count(), what));
+      throw Error(ErrorCode::kTimeout, fmt::format("{} did not arrive within {} ms ({})",
+                                                   detail::rank_set_text(laggards()),
+                                                   deadline.budget().count(), what()));
     }
     header.sleepers.fetch_add(1, std::memory_order_acq_rel);
-    if (!laggards().empty()) futex_wait(header.wake, seen);
+    if (!all_ready()) futex_wait(header.wake, seen);
     header.sleepers.fetch_sub(1, std::memory_order_acq_rel);
   }
 }

@@ -17,10 +17,11 @@ namespace tpcomm::transport::shm {
 void wake_all(SegmentHeader& header);
 
 // Waits until ready(p) for every peer p != self. `what` names the call for errors, such as
-// "all_reduce(float32 x 1024, sum) #7 (shm one_shot)". Throws kTimeout naming the ranks that did
-// not arrive, kUnavailable for a dead peer, kAborted when a peer aborted.
+// "all_reduce(float32 x 1024, sum) #7 (shm one_shot)"; it is only called to build one. Throws
+// kTimeout naming the ranks that did not arrive, kUnavailable for a dead peer, kAborted when a
+// peer aborted.
 void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int self,
                     const std::function<bool(const RankControl&)>& ready, const Deadline& deadline,
-                    const std::string& what);
+                    const std::function<std::string()>& what);
 
 }  // namespace tpcomm::transport::shm
