@@ -3,6 +3,7 @@
 // same through MPI and Gloo for --compare.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -145,22 +146,44 @@ std::uint64_t count_wrong(Op op, ReduceOp redop, DataType t, const std::uint8_t*
   return wrong;
 }
 
-// The slowest rank's mean time per call, in microseconds.
+// The largest value over ranks.
+double max_over_ranks(Bootstrap& bs, double mine_value, const char* what) {
+  Bytes mine(sizeof(double));
+  std::memcpy(mine.data(), &mine_value, sizeof(double));
+  double largest = 0;
+  for (const auto& b : bs.all_gather(mine, what, Deadline::from_env())) {
+    double v;
+    std::memcpy(&v, b.data(), sizeof(double));
+    largest = std::max(largest, v);
+  }
+  return largest;
+}
+
+// With --iters 0 (the default) every size runs as many calls as fit in this much time: a few
+// calls of a microsecond each measure the machine's noise (one preemption is tens of
+// microseconds), not the collective.
+constexpr double kAutoTimeUs = 25'000;
+constexpr int kAutoMinIters = 20;
+constexpr int kAutoMaxIters = 100'000;
+
+// The slowest rank's mean time per call, in microseconds. The warm-up is timed too, and with
+// iters == 0 its slowest rank's mean sets the number of timed calls, the same on every rank.
 double time_calls(Bootstrap& bs, int warmup, int iters, const std::function<void()>& call) {
+  const auto w0 = Clock::now();
   for (int i = 0; i < warmup; ++i) call();
+  if (iters == 0) {
+    const double warm_us =
+        warmup > 0 ? std::chrono::duration<double, std::micro>(Clock::now() - w0).count() / warmup
+                   : kAutoTimeUs / kAutoMinIters;
+    const double slowest = max_over_ranks(bs, warm_us, "bench calibration");
+    iters = static_cast<int>(std::clamp(kAutoTimeUs / std::max(slowest, 1e-3),
+                                        double{kAutoMinIters}, double{kAutoMaxIters}));
+  }
   bs.barrier("bench", Deadline::from_env());
   const auto t0 = Clock::now();
   for (int i = 0; i < iters; ++i) call();
   const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iters;
-  Bytes mine(sizeof(double));
-  std::memcpy(mine.data(), &us, sizeof(double));
-  double slowest = 0;
-  for (const auto& b : bs.all_gather(mine, "bench times", Deadline::from_env())) {
-    double v;
-    std::memcpy(&v, b.data(), sizeof(double));
-    slowest = std::max(slowest, v);
-  }
-  return slowest;
+  return max_over_ranks(bs, us, "bench times");
 }
 
 std::uint64_t sum_over_ranks(Bootstrap& bs, std::uint64_t mine_value) {

@@ -52,8 +52,9 @@ const std::vector<EnvVar>& env_registry() {
        {"local", "custom", "multimem", "shm", "hier"}},
       {"TPCOMM_SHM_WORKSPACE",
        EnvKind::kInteger,
-       "8388608",
-       "bytes of shared memory per rank for the shm backend (larger messages go in chunks)",
+       "524288",
+       "bytes of shared memory per rank for the shm backend: two lanes of half that, used in turn "
+       "(larger messages stream through them in steps of one lane)",
        {},
        4096,
        1LL << 30},

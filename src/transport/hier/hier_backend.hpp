@@ -21,7 +21,7 @@ struct HierConfig {
   std::shared_ptr<Bootstrap> bootstrap;
   std::uint64_t comm_id = 0;
   std::chrono::milliseconds timeout{60000};
-  std::size_t shm_slot_bytes = 8u << 20;
+  std::size_t shm_slot_bytes = 512u << 10;
   std::string socket_address = "127.0.0.1";
 };
 

@@ -47,7 +47,10 @@ std::string describe(const shm::CallHeader& h) {
 
 class ShmBackend final : public CollectiveBackend {
  public:
-  explicit ShmBackend(ShmConfig config) : config_(std::move(config)) {}
+  explicit ShmBackend(ShmConfig config)
+      : config_(std::move(config)),
+        lane_bytes_(shm::lane_bytes(config_.slot_bytes)),
+        sources_(static_cast<std::size_t>(config_.size)) {}
 
   Backend kind() const override { return Backend::kShm; }
   int setup_steps() const override { return 2; }
@@ -96,7 +99,7 @@ class ShmBackend final : public CollectiveBackend {
     if (segment_.base() == nullptr) return;
     std::int32_t expected = 0;
     header().aborted_by.compare_exchange_strong(expected, config_.rank + 1);
-    shm::wake_all(header());
+    shm::wake_sleepers(header());
   }
 
   void run(const Call& c) override {
@@ -124,83 +127,78 @@ class ShmBackend final : public CollectiveBackend {
                                           shm::control_offset()) +
            r;
   }
-  std::uint8_t* slot(int r) const {
+  // Rank r's lane for protocol step `seq`.
+  std::uint8_t* lane(int r, std::uint64_t seq) const {
     return static_cast<std::uint8_t*>(segment_.base()) +
            shm::slots_offset(static_cast<std::size_t>(config_.size)) +
-           static_cast<std::size_t>(r) * config_.slot_bytes;
+           static_cast<std::size_t>(r) * config_.slot_bytes + (seq % shm::kLanes) * lane_bytes_;
   }
 
-  void wait(const std::function<bool(const RankControl&)>& ready, const Describe& what) {
-    shm::wait_for_peers(header(), control(0), config_.size, config_.rank, ready,
-                        Deadline::after(config_.timeout), what);
+  // Waits until every peer's `field` reached `seq`.
+  void wait(std::atomic<std::uint64_t> RankControl::*field, std::uint64_t seq,
+            const Describe& what) {
+    shm::wait_for_peers(header(), control(0), config_.size, config_.rank, field, seq,
+                        Deadline::after(config_.timeout), what, wake_pending_);
   }
 
-  // Starts step `seq`: waits until every peer finished reading this rank's slot of step seq-1.
-  void begin_step(std::uint64_t seq, const Describe& what) {
-    wait([seq](const RankControl& p) { return p.done.load(std::memory_order_acquire) + 1 >= seq; },
-         what);
+  void publish(std::atomic<std::uint64_t> RankControl::*field, std::uint64_t seq) {
+    (control(config_.rank)->*field).store(seq, std::memory_order_release);
+    wake_pending_ = true;
   }
 
   // Publishes this rank's slot for step `seq` and waits for every peer's, checking that they
   // are the same call.
   void exchange(std::uint64_t seq, const Call& c, std::uint32_t algorithm, const Describe& what) {
     RankControl& me = *control(config_.rank);
-    me.call = shm::CallHeader{seq,
-                              c.sequence,
-                              static_cast<std::uint32_t>(c.op),
-                              static_cast<std::uint32_t>(c.type),
-                              c.count,
-                              static_cast<std::uint32_t>(c.reduce),
-                              algorithm};
-    me.arrived.store(seq, std::memory_order_release);
-    shm::wake_all(header());
-    wait([seq](const RankControl& p) { return p.arrived.load(std::memory_order_acquire) >= seq; },
-         what);
+    shm::CallHeader& mine = me.call[seq % shm::kLanes];
+    mine = shm::CallHeader{seq,
+                           c.sequence,
+                           static_cast<std::uint32_t>(c.op),
+                           static_cast<std::uint32_t>(c.type),
+                           c.count,
+                           static_cast<std::uint32_t>(c.reduce),
+                           algorithm};
+    publish(&RankControl::arrived, seq);
+    wait(&RankControl::arrived, seq, what);
     for (int p = 0; p < config_.size; ++p) {
-      const shm::CallHeader& h = control(p)->call;
-      if (h.op != me.call.op || h.type != me.call.type || h.count != me.call.count ||
-          h.reduce != me.call.reduce || h.algorithm != me.call.algorithm || h.sequence != seq) {
-        throw Error(ErrorCode::kMismatch,
-                    fmt::format("rank {} called {} but rank {} called {}", p, describe(h),
-                                config_.rank, describe(me.call)));
+      const shm::CallHeader& h = control(p)->call[seq % shm::kLanes];
+      if (h.op != mine.op || h.type != mine.type || h.count != mine.count ||
+          h.reduce != mine.reduce || h.algorithm != mine.algorithm || h.sequence != seq) {
+        throw Error(ErrorCode::kMismatch, fmt::format("rank {} called {} but rank {} called {}", p,
+                                                      describe(h), config_.rank, describe(mine)));
       }
     }
   }
 
-  void finish_step(std::uint64_t seq) {
-    control(config_.rank)->done.store(seq, std::memory_order_release);
-    shm::wake_all(header());
+  // Every rank's lane of step `seq`, at `byte_offset`.
+  const void* const* lanes_at(std::uint64_t seq, std::size_t byte_offset) {
+    for (int r = 0; r < config_.size; ++r) sources_[r] = lane(r, seq) + byte_offset;
+    return sources_.data();
   }
 
-  std::vector<const void*> slots_at(std::size_t byte_offset) const {
-    std::vector<const void*> out;
-    for (int r = 0; r < config_.size; ++r) out.push_back(slot(r) + byte_offset);
-    return out;
-  }
-
-  // The step protocol around every chunk of a call: wait for the slot, fill it, publish and
-  // check headers, consume, finish. A zero-element call still takes one step, so that every rank
-  // stays in step and a mismatch is still seen.
+  // The step protocol around every chunk of a call: fill this rank's lane, publish and check
+  // headers, consume, flush the wake. A zero-element call still takes one step, so that every
+  // rank stays in step and a mismatch is still seen. (No wait guards the fill: see the lanes in
+  // shm_layout.hpp.)
   template <typename Fill, typename Consume>
   void chunked(const Call& c, std::size_t per_chunk, std::uint32_t algorithm, const Describe& what,
                Fill fill, Consume consume) {
     for (std::size_t base = 0; base < c.count || (c.count == 0 && base == 0); base += per_chunk) {
       const std::size_t n = std::min(per_chunk, c.count - base);
       const std::uint64_t seq = ++seq_;
-      begin_step(seq, what);
-      fill(base, n);
+      fill(base, n, seq);
       exchange(seq, c, algorithm, what);
       consume(base, n, seq);
-      finish_step(seq);
+      shm::flush_wake(header(), wake_pending_);
       if (c.count == 0) break;
     }
   }
 
-  // Copies this chunk of the input into this rank's slot.
+  // Copies this chunk of the input into this rank's lane.
   auto copy_in(const Call& c) {
-    return [this, &c](std::size_t base, std::size_t n) {
+    return [this, &c](std::size_t base, std::size_t n, std::uint64_t seq) {
       const std::size_t es = size_of(c.type);
-      std::memcpy(slot(config_.rank), static_cast<const std::uint8_t*>(c.input) + base * es,
+      std::memcpy(lane(config_.rank, seq), static_cast<const std::uint8_t*>(c.input) + base * es,
                   n * es);
     };
   }
@@ -208,10 +206,9 @@ class ShmBackend final : public CollectiveBackend {
   // Every rank copies its chunk in, then reduces all slots in rank order into its output.
   void one_shot(const Call& c) {
     const std::size_t es = size_of(c.type);
-    chunked(c, config_.slot_bytes / es, 0, describer(c, "one_shot"), copy_in(c),
-            [&](std::size_t base, std::size_t n, std::uint64_t) {
-              auto srcs = slots_at(0);
-              shm::reduce_slots(srcs.data(), config_.size, n, c.type, c.reduce,
+    chunked(c, lane_bytes_ / es, 0, describer(c, "one_shot"), copy_in(c),
+            [&](std::size_t base, std::size_t n, std::uint64_t seq) {
+              shm::reduce_slots(lanes_at(seq, 0), config_.size, n, c.type, c.reduce,
                                 static_cast<std::uint8_t*>(c.output) + base * es);
             });
   }
@@ -221,27 +218,21 @@ class ShmBackend final : public CollectiveBackend {
     const std::size_t es = size_of(c.type);
     const auto w = static_cast<std::size_t>(config_.size);
     const Describe what = describer(c, "two_shot");
-    chunked(c, config_.slot_bytes / es, 1, what, copy_in(c),
+    chunked(c, lane_bytes_ / es, 1, what, copy_in(c),
             [&](std::size_t base, std::size_t n, std::uint64_t seq) {
               auto slice = [&](std::size_t r) {
                 const std::size_t lo = n * r / w;
                 return std::make_pair(lo, n * (r + 1) / w - lo);
               };
               const auto [lo, len] = slice(static_cast<std::size_t>(config_.rank));
-              auto srcs = slots_at(lo * es);
-              shm::reduce_slots(srcs.data(), config_.size, len, c.type, c.reduce,
-                                slot(config_.rank) + lo * es);
-              control(config_.rank)->reduced.store(seq, std::memory_order_release);
-              shm::wake_all(header());
-              wait(
-                  [seq](const RankControl& p) {
-                    return p.reduced.load(std::memory_order_acquire) >= seq;
-                  },
-                  what);
+              shm::reduce_slots(lanes_at(seq, lo * es), config_.size, len, c.type, c.reduce,
+                                lane(config_.rank, seq) + lo * es);
+              publish(&RankControl::reduced, seq);
+              wait(&RankControl::reduced, seq, what);
               for (std::size_t r = 0; r < w; ++r) {
                 const auto [rlo, rlen] = slice(r);
                 std::memcpy(static_cast<std::uint8_t*>(c.output) + (base + rlo) * es,
-                            slot(static_cast<int>(r)) + rlo * es, rlen * es);
+                            lane(static_cast<int>(r), seq) + rlo * es, rlen * es);
               }
             });
   }
@@ -249,10 +240,10 @@ class ShmBackend final : public CollectiveBackend {
   void all_gather(const Call& c) {
     const std::size_t es = size_of(c.type);
     auto* out = static_cast<std::uint8_t*>(c.output);
-    chunked(c, config_.slot_bytes / es, 0, describer(c, "one_shot"), copy_in(c),
-            [&](std::size_t base, std::size_t n, std::uint64_t) {
+    chunked(c, lane_bytes_ / es, 0, describer(c, "one_shot"), copy_in(c),
+            [&](std::size_t base, std::size_t n, std::uint64_t seq) {
               for (int r = 0; r < config_.size; ++r) {
-                std::memcpy(out + (static_cast<std::size_t>(r) * c.count + base) * es, slot(r),
+                std::memcpy(out + (static_cast<std::size_t>(r) * c.count + base) * es, lane(r, seq),
                             n * es);
               }
             });
@@ -264,22 +255,26 @@ class ShmBackend final : public CollectiveBackend {
     const auto w = static_cast<std::size_t>(config_.size);
     const auto* in = static_cast<const std::uint8_t*>(c.input);
     chunked(
-        c, std::max<std::size_t>(1, config_.slot_bytes / (es * w)), 0, describer(c, "one_shot"),
-        [&](std::size_t base, std::size_t n) {
+        c, std::max<std::size_t>(1, lane_bytes_ / (es * w)), 0, describer(c, "one_shot"),
+        [&](std::size_t base, std::size_t n, std::uint64_t seq) {
           for (std::size_t b = 0; b < w; ++b) {
-            std::memcpy(slot(config_.rank) + b * n * es, in + (b * c.count + base) * es, n * es);
+            std::memcpy(lane(config_.rank, seq) + b * n * es, in + (b * c.count + base) * es,
+                        n * es);
           }
         },
-        [&](std::size_t base, std::size_t n, std::uint64_t) {
-          auto srcs = slots_at(static_cast<std::size_t>(config_.rank) * n * es);
-          shm::reduce_slots(srcs.data(), config_.size, n, c.type, c.reduce,
+        [&](std::size_t base, std::size_t n, std::uint64_t seq) {
+          shm::reduce_slots(lanes_at(seq, static_cast<std::size_t>(config_.rank) * n * es),
+                            config_.size, n, c.type, c.reduce,
                             static_cast<std::uint8_t*>(c.output) + base * es);
         });
   }
 
   ShmConfig config_;
+  std::size_t lane_bytes_;
+  std::vector<const void*> sources_;  // scratch for lanes_at, so a call allocates nothing
   shm::Segment segment_;
   std::uint64_t seq_ = 0;
+  bool wake_pending_ = false;  // a publish whose sleepers are not yet woken (shm_wait.hpp)
 };
 
 }  // namespace

@@ -17,7 +17,7 @@ struct ShmConfig {
   std::shared_ptr<Bootstrap> bootstrap;  // to share the segment's name
   std::uint64_t comm_id = 0;
   std::chrono::milliseconds timeout{60000};
-  std::size_t slot_bytes = 8u << 20;  // workspace per rank (TPCOMM_SHM_WORKSPACE)
+  std::size_t slot_bytes = 512u << 10;  // workspace per rank (TPCOMM_SHM_WORKSPACE)
 };
 
 std::unique_ptr<CollectiveBackend> make_shm_backend(const ShmConfig& config);

@@ -1,9 +1,15 @@
 // The shared-memory segment of one communicator's `shm` backend: a header, one control block per
 // rank (its own cache lines), then one data slot per rank. Synchronisation uses 64-bit sequence
-// numbers that only grow: a rank publishes `arrived = seq` once its slot holds the input of call
-// `seq`, `reduced = seq` once it reduced its slice (two-shot), and `done = seq` once it finished
-// reading the others' slots; nothing is ever reset, so a stale or slow peer can never be mistaken
-// for a current one.
+// numbers that only grow: a rank publishes `arrived = seq` once its slot holds its input for
+// protocol step `seq`, and `reduced = seq` once it reduced its slice (two-shot); nothing is ever
+// reset, so a stale or slow peer can never be mistaken for a current one.
+//
+// Each slot is split into two lanes used in turn (step seq uses lane seq % 2), and that alone
+// makes reuse safe without a "done" flag: a rank refills a lane at step seq+2 only after it saw
+// every peer's arrived >= seq+1, which each peer publishes after it finished reading step seq.
+// So a fast rank fills step seq+1 while a slow one still reads step seq, and no wait or publish
+// guards the refill. Steps are one lane long, small enough that the segment stays in the cache
+// while a large message streams through it.
 #pragma once
 
 #include <atomic>
@@ -14,6 +20,7 @@ namespace tpcomm::transport::shm {
 
 constexpr std::uint64_t kMagic = 0x31534d4d4f435054ULL;  // "TPCOMMS1"
 constexpr std::size_t kLine = 64;
+constexpr std::uint64_t kLanes = 2;  // the reuse argument above needs exactly two
 
 struct alignas(kLine) SegmentHeader {
   std::uint64_t magic;
@@ -40,10 +47,9 @@ struct CallHeader {
 struct alignas(kLine) RankControl {
   std::atomic<std::uint64_t> arrived;
   std::atomic<std::uint64_t> reduced;
-  std::atomic<std::uint64_t> done;
   std::atomic<std::int32_t> pid;
   std::atomic<std::uint32_t> mapped;  // 1 once this rank mapped the segment
-  CallHeader call;
+  CallHeader call[kLanes];            // the call of the step last published in each lane
 };
 
 inline std::size_t control_offset() {
@@ -52,6 +58,10 @@ inline std::size_t control_offset() {
 inline std::size_t slots_offset(std::size_t world) {
   std::size_t end = control_offset() + world * sizeof(RankControl);
   return (end + 4095) / 4096 * 4096;
+}
+// Bytes of one lane of a slot (a multiple of the cache line).
+inline std::size_t lane_bytes(std::size_t slot_bytes) {
+  return slot_bytes / kLanes / kLine * kLine;
 }
 inline std::size_t segment_bytes(std::size_t world, std::size_t slot_bytes) {
   return slots_offset(world) + world * slot_bytes;

@@ -19,8 +19,18 @@
 namespace tpcomm::transport::shm {
 namespace {
 
-constexpr int kSpins = 512;
+// Spinning pays while every rank has a core; when ranks outnumber cores the peer we wait for
+// may need this core, so yield almost at once.
+constexpr int kSpinsWithOwnCore = 1 << 14;
+constexpr int kSpinsOversubscribed = 8;
 constexpr int kYields = 64;
+constexpr int kAbortCheckEvery = 64;  // spins between reads of the shared abort word
+constexpr int kFlushWakeAfter = 16;   // spins before a pending wake is flushed
+
+int spin_budget(int world) {
+  static const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  return world <= cores ? kSpinsWithOwnCore : kSpinsOversubscribed;
+}
 constexpr long kSleepSliceNs = 2'000'000;  // 2 ms between checks while asleep
 
 inline void cpu_relax() {
@@ -36,43 +46,52 @@ void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t seen) {
 
 }  // namespace
 
-void wake_all(SegmentHeader& header) {
-  header.wake.fetch_add(1, std::memory_order_release);
-  if (header.sleepers.load(std::memory_order_acquire) > 0) {
+// The fence pairs with the sleeper's increment of `sleepers` (both sequentially consistent): either
+// this rank sees the sleeper, or the sleeper's last readiness check sees the publish. While nobody
+// sleeps the shared line is only read, so spinning peers never fight over it.
+void wake_sleepers(SegmentHeader& header) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (header.sleepers.load(std::memory_order_relaxed) > 0) {
+    header.wake.fetch_add(1, std::memory_order_seq_cst);
     syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&header.wake), FUTEX_WAKE, INT_MAX, nullptr,
             nullptr, 0);
   }
 }
 
 void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int self,
-                    const std::function<bool(const RankControl&)>& ready, const Deadline& deadline,
-                    const std::function<std::string()>& what) {
+                    std::atomic<std::uint64_t> RankControl::*field, std::uint64_t value,
+                    const Deadline& deadline, const std::function<std::string()>& what,
+                    bool& wake_pending) {
+  auto ready = [&](int p) { return (control[p].*field).load(std::memory_order_acquire) >= value; };
   // Checked on every spin: no allocation.
   auto all_ready = [&] {
     for (int p = 0; p < world; ++p) {
-      if (p != self && !ready(control[p])) return false;
+      if (p != self && !ready(p)) return false;
     }
     return true;
   };
   auto laggards = [&] {
     std::vector<int> out;
     for (int p = 0; p < world; ++p) {
-      if (p != self && !ready(control[p])) out.push_back(p);
+      if (p != self && !ready(p)) out.push_back(p);
     }
     return out;
   };
+  const int spins = spin_budget(world);
   for (long round = 0;; ++round) {
-    const std::uint32_t seen = header.wake.load(std::memory_order_acquire);
     if (all_ready()) return;
-    if (std::int32_t by = header.aborted_by.load(std::memory_order_acquire); by != 0) {
-      throw Error(ErrorCode::kAborted,
-                  fmt::format("rank {} aborted the group ({})", by - 1, what()));
+    if (round % kAbortCheckEvery == 0) {
+      if (std::int32_t by = header.aborted_by.load(std::memory_order_acquire); by != 0) {
+        throw Error(ErrorCode::kAborted,
+                    fmt::format("rank {} aborted the group ({})", by - 1, what()));
+      }
     }
-    if (round < kSpins) {
+    if (round >= std::min(spins, kFlushWakeAfter)) flush_wake(header, wake_pending);
+    if (round < spins) {
       cpu_relax();
       continue;
     }
-    if (round < kSpins + kYields) {
+    if (round < spins + kYields) {
       sched_yield();
       continue;
     }
@@ -89,9 +108,12 @@ void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int 
                                                    detail::rank_set_text(laggards()),
                                                    deadline.budget().count(), what()));
     }
-    header.sleepers.fetch_add(1, std::memory_order_acq_rel);
-    if (!all_ready()) futex_wait(header.wake, seen);
-    header.sleepers.fetch_sub(1, std::memory_order_acq_rel);
+    header.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const std::uint32_t seen = header.wake.load(std::memory_order_seq_cst);
+    if (!all_ready() && header.aborted_by.load(std::memory_order_acquire) == 0) {
+      futex_wait(header.wake, seen);
+    }
+    header.sleepers.fetch_sub(1, std::memory_order_seq_cst);
   }
 }
 

@@ -1,6 +1,11 @@
 // Waiting on peers in shared memory without hanging and without burning the CPU when ranks
-// outnumber cores: spin briefly, then yield, then sleep on a futex in short slices. Every slice
-// checks the deadline, the abort word and whether the awaited peers' processes still exist.
+// outnumber cores: spin, then yield, then sleep on a futex in short slices. Every slice checks
+// the deadline, the abort word and whether the awaited peers' processes still exist.
+//
+// Waking sleepers costs a full fence (a publish must be visible before `sleepers` is read), and a
+// fence right after a publish stalls until the store has left the core. So a publish only marks
+// a wake as pending; it is flushed after a few spins of the next wait, before yielding or
+// sleeping, or at the end of the step, by when the store has drained and the fence is cheap.
 #pragma once
 
 #include <atomic>
@@ -13,15 +18,24 @@
 
 namespace tpcomm::transport::shm {
 
-// Wakes sleepers after a publish.
-void wake_all(SegmentHeader& header);
+// Wakes ranks asleep on the segment's futex, if any (a fence and one shared read when none).
+void wake_sleepers(SegmentHeader& header);
 
-// Waits until ready(p) for every peer p != self. `what` names the call for errors, such as
-// "all_reduce(float32 x 1024, sum) #7 (shm one_shot)"; it is only called to build one. Throws
-// kTimeout naming the ranks that did not arrive, kUnavailable for a dead peer, kAborted when a
-// peer aborted.
+// Flushes a pending wake.
+inline void flush_wake(SegmentHeader& header, bool& wake_pending) {
+  if (wake_pending) {
+    wake_sleepers(header);
+    wake_pending = false;
+  }
+}
+
+// Waits until (control[p].*field) >= value for every peer p != self. `what` names the call for
+// errors, such as "all_reduce(float32 x 1024, sum) #7 (shm one_shot)"; it is only called to
+// build one. Throws kTimeout naming the ranks that did not arrive, kUnavailable for a dead peer,
+// kAborted when a peer aborted.
 void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int self,
-                    const std::function<bool(const RankControl&)>& ready, const Deadline& deadline,
-                    const std::function<std::string()>& what);
+                    std::atomic<std::uint64_t> RankControl::*field, std::uint64_t value,
+                    const Deadline& deadline, const std::function<std::string()>& what,
+                    bool& wake_pending);
 
 }  // namespace tpcomm::transport::shm
