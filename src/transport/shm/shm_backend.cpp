@@ -135,14 +135,13 @@ class ShmBackend final : public CollectiveBackend {
   }
 
   // Waits until every peer's `field` reached `seq`.
-  void wait(std::atomic<std::uint64_t> RankControl::*field, std::uint64_t seq,
-            const Describe& what) {
-    shm::wait_for_peers(header(), control(0), config_.size, config_.rank, field, seq,
+  void wait(shm::Flag which, std::uint64_t seq, const Describe& what) {
+    shm::wait_for_peers(header(), control(0), config_.size, config_.rank, which, seq,
                         Deadline::after(config_.timeout), what, wake_pending_);
   }
 
-  void publish(std::atomic<std::uint64_t> RankControl::*field, std::uint64_t seq) {
-    (control(config_.rank)->*field).store(seq, std::memory_order_release);
+  void publish(shm::Flag which, std::uint64_t seq) {
+    shm::flag(*control(config_.rank), which, seq).store(seq, std::memory_order_release);
     wake_pending_ = true;
   }
 
@@ -150,7 +149,7 @@ class ShmBackend final : public CollectiveBackend {
   // are the same call.
   void exchange(std::uint64_t seq, const Call& c, std::uint32_t algorithm, const Describe& what) {
     RankControl& me = *control(config_.rank);
-    shm::CallHeader& mine = me.call[seq % shm::kLanes];
+    shm::CallHeader& mine = me.lane[seq % shm::kLanes].call;
     mine = shm::CallHeader{seq,
                            c.sequence,
                            static_cast<std::uint32_t>(c.op),
@@ -158,10 +157,10 @@ class ShmBackend final : public CollectiveBackend {
                            c.count,
                            static_cast<std::uint32_t>(c.reduce),
                            algorithm};
-    publish(&RankControl::arrived, seq);
-    wait(&RankControl::arrived, seq, what);
+    publish(shm::Flag::kArrived, seq);
+    wait(shm::Flag::kArrived, seq, what);
     for (int p = 0; p < config_.size; ++p) {
-      const shm::CallHeader& h = control(p)->call[seq % shm::kLanes];
+      const shm::CallHeader& h = control(p)->lane[seq % shm::kLanes].call;
       if (h.op != mine.op || h.type != mine.type || h.count != mine.count ||
           h.reduce != mine.reduce || h.algorithm != mine.algorithm || h.sequence != seq) {
         throw Error(ErrorCode::kMismatch, fmt::format("rank {} called {} but rank {} called {}", p,
@@ -227,8 +226,8 @@ class ShmBackend final : public CollectiveBackend {
               const auto [lo, len] = slice(static_cast<std::size_t>(config_.rank));
               shm::reduce_slots(lanes_at(seq, lo * es), config_.size, len, c.type, c.reduce,
                                 lane(config_.rank, seq) + lo * es);
-              publish(&RankControl::reduced, seq);
-              wait(&RankControl::reduced, seq, what);
+              publish(shm::Flag::kReduced, seq);
+              wait(shm::Flag::kReduced, seq, what);
               for (std::size_t r = 0; r < w; ++r) {
                 const auto [rlo, rlen] = slice(r);
                 std::memcpy(static_cast<std::uint8_t*>(c.output) + (base + rlo) * es,

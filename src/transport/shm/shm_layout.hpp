@@ -44,13 +44,26 @@ struct CallHeader {
   std::uint32_t algorithm;  // 0 one-shot, 1 two-shot
 };
 
+// One lane's flag and the header of the step in it share one cache line, so a waiting peer gets
+// both with a single transfer.
+struct alignas(kLine) LaneControl {
+  std::atomic<std::uint64_t> arrived;  // the last step whose input is in this lane
+  CallHeader call;                     // that step's call
+};
+static_assert(sizeof(LaneControl) == kLine);
+
 struct alignas(kLine) RankControl {
-  std::atomic<std::uint64_t> arrived;
-  std::atomic<std::uint64_t> reduced;
+  LaneControl lane[kLanes];
+  alignas(kLine) std::atomic<std::uint64_t> reduced;
   std::atomic<std::int32_t> pid;
   std::atomic<std::uint32_t> mapped;  // 1 once this rank mapped the segment
-  CallHeader call[kLanes];            // the call of the step last published in each lane
 };
+
+// The flags peers wait on.
+enum class Flag { kArrived, kReduced };
+inline std::atomic<std::uint64_t>& flag(RankControl& c, Flag f, std::uint64_t seq) {
+  return f == Flag::kArrived ? c.lane[seq % kLanes].arrived : c.reduced;
+}
 
 inline std::size_t control_offset() {
   return sizeof(SegmentHeader);

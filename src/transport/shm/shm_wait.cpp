@@ -58,11 +58,12 @@ void wake_sleepers(SegmentHeader& header) {
   }
 }
 
-void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int self,
-                    std::atomic<std::uint64_t> RankControl::*field, std::uint64_t value,
-                    const Deadline& deadline, const std::function<std::string()>& what,
-                    bool& wake_pending) {
-  auto ready = [&](int p) { return (control[p].*field).load(std::memory_order_acquire) >= value; };
+void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int self, Flag which,
+                    std::uint64_t seq, const Deadline& deadline,
+                    const std::function<std::string()>& what, bool& wake_pending) {
+  auto ready = [&](int p) {
+    return flag(control[p], which, seq).load(std::memory_order_acquire) >= seq;
+  };
   // Checked on every spin: no allocation.
   auto all_ready = [&] {
     for (int p = 0; p < world; ++p) {

@@ -29,13 +29,12 @@ inline void flush_wake(SegmentHeader& header, bool& wake_pending) {
   }
 }
 
-// Waits until (control[p].*field) >= value for every peer p != self. `what` names the call for
-// errors, such as "all_reduce(float32 x 1024, sum) #7 (shm one_shot)"; it is only called to
+// Waits until flag(control[p], which, seq) >= seq for every peer p != self. `what` names the call
+// for errors, such as "all_reduce(float32 x 1024, sum) #7 (shm one_shot)"; it is only called to
 // build one. Throws kTimeout naming the ranks that did not arrive, kUnavailable for a dead peer,
 // kAborted when a peer aborted.
-void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int self,
-                    std::atomic<std::uint64_t> RankControl::*field, std::uint64_t value,
-                    const Deadline& deadline, const std::function<std::string()>& what,
-                    bool& wake_pending);
+void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int self, Flag which,
+                    std::uint64_t seq, const Deadline& deadline,
+                    const std::function<std::string()>& what, bool& wake_pending);
 
 }  // namespace tpcomm::transport::shm
