@@ -8,10 +8,10 @@
 // A failure (timeout, dead peer, mismatch) aborts the communicator: the call throws
 // tpcomm::Error, and every later call throws kAborted with the original cause.
 //
-// Buffers are host memory. In place: all_reduce with input == output; all_gather with
-// input == output + rank * count; reduce_scatter with output == input + rank * count.
-// fp16 and bf16 are reduced in fp32 and rounded to nearest even. Results are bitwise identical
-// on every rank.
+// Buffers are host memory (or device memory with a stream, for a kCuda communicator). In place:
+// all_reduce with input == output; all_gather with input == output + rank * count; reduce_scatter
+// with output == input + rank * count. fp16 and bf16 are reduced in fp32 and rounded to nearest
+// even. Results are bitwise identical on every rank.
 #pragma once
 
 #include <chrono>
@@ -30,7 +30,14 @@ namespace tpcomm {
 struct CommunicatorOptions {
   std::optional<std::chrono::milliseconds> timeout;  // default: TPCOMM_TIMEOUT_MS
   Mode mode = Mode::kEager;
+  // kCpu: host buffers (shm, hier, gloo). kCuda: device buffers on `cuda_device` (custom,
+  // multimem, nccl), calls take a stream.
+  DeviceType device = DeviceType::kCpu;
+  int cuda_device = -1;  // -1: LOCAL_RANK modulo the visible devices
 };
+
+// A cudaStream_t, without making every user of this header include CUDA's.
+using CudaStream = void*;
 
 class Communicator {
  public:
@@ -54,6 +61,16 @@ class Communicator {
   // input holds size() * count elements; output receives this rank's `count`.
   void reduce_scatter(const void* input, void* output, std::size_t count, DataType type,
                       ReduceOp op);
+
+  // The same on device buffers of a kCuda communicator, enqueued on `stream` (null: the legacy
+  // default stream). Calls of one communicator must be ordered (one stream, or streams that
+  // wait on each other), as with NCCL. They may be captured into a CUDA graph.
+  void all_reduce(const void* input, void* output, std::size_t count, DataType type, ReduceOp op,
+                  CudaStream stream);
+  void all_gather(const void* input, void* output, std::size_t count, DataType type,
+                  CudaStream stream);
+  void reduce_scatter(const void* input, void* output, std::size_t count, DataType type,
+                      ReduceOp op, CudaStream stream);
 
   // Aborts: peers waiting on this rank fail promptly, later calls throw kAborted.
   void abort(const std::string& reason);

@@ -81,16 +81,33 @@ const FactsTable& Communicator::facts() const {
 
 void Communicator::all_reduce(const void* input, void* output, std::size_t count, DataType type,
                               ReduceOp op) {
-  impl_->run_call({Op::kAllReduce, input, output, count, type, op, {}, 0});
+  impl_->run_call({Op::kAllReduce, input, output, count, type, op, {}, 0, 0, nullptr}, false);
 }
 
 void Communicator::all_gather(const void* input, void* output, std::size_t count, DataType type) {
-  impl_->run_call({Op::kAllGather, input, output, count, type, ReduceOp::kSum, {}, 0});
+  impl_->run_call({Op::kAllGather, input, output, count, type, ReduceOp::kSum, {}, 0, 0, nullptr},
+                  false);
 }
 
 void Communicator::reduce_scatter(const void* input, void* output, std::size_t count, DataType type,
                                   ReduceOp op) {
-  impl_->run_call({Op::kReduceScatter, input, output, count, type, op, {}, 0});
+  impl_->run_call({Op::kReduceScatter, input, output, count, type, op, {}, 0, 0, nullptr}, false);
+}
+
+void Communicator::all_reduce(const void* input, void* output, std::size_t count, DataType type,
+                              ReduceOp op, CudaStream stream) {
+  impl_->run_call({Op::kAllReduce, input, output, count, type, op, {}, 0, 0, stream}, true);
+}
+
+void Communicator::all_gather(const void* input, void* output, std::size_t count, DataType type,
+                              CudaStream stream) {
+  impl_->run_call({Op::kAllGather, input, output, count, type, ReduceOp::kSum, {}, 0, 0, stream},
+                  true);
+}
+
+void Communicator::reduce_scatter(const void* input, void* output, std::size_t count, DataType type,
+                                  ReduceOp op, CudaStream stream) {
+  impl_->run_call({Op::kReduceScatter, input, output, count, type, op, {}, 0, 0, stream}, true);
 }
 
 void Communicator::abort(const std::string& reason) {
@@ -117,7 +134,18 @@ void Communicator::Impl::abort_with(const Error& cause) {
   for (auto& [kind, backend] : backends) backend->abort();
 }
 
-void Communicator::Impl::run_call(transport::Call call) {
+void Communicator::Impl::run_call(transport::Call call, bool device_call) {
+  const int rank = bootstrap->rank();
+  if (plan.device_type == DeviceType::kCuda) {
+    // A kernel that gave up after an earlier call returned: its failure is this call's error.
+    for (auto& [kind, backend] : backends) {
+      if (auto failure = backend->take_async_failure()) {
+        abort_with(Error(ErrorCode::kTimeout, fmt::format("rank {}: {} failed after an earlier "
+                                                          "call returned: {}",
+                                                          rank, to_string(kind), *failure)));
+      }
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(abort_mutex);
     if (abort_cause) {
@@ -125,7 +153,13 @@ void Communicator::Impl::run_call(transport::Call call) {
                   fmt::format("the communicator was aborted earlier: {}", abort_cause->what()));
     }
   }
-  const int rank = bootstrap->rank();
+  if (device_call != (plan.device_type == DeviceType::kCuda)) {
+    throw invalid_input(fmt::format(
+        "rank {}: {} called {} a stream on a {} communicator ({})", rank, to_string(call.op),
+        device_call ? "with" : "without", to_string(plan.device_type),
+        device_call ? "create it with CommunicatorOptions::device = kCuda for device buffers"
+                    : "device buffers need the overload that takes a CUDA stream"));
+  }
   call.sequence = ++sequence;
   if (call.count > 0 && (call.input == nullptr || call.output == nullptr)) {
     throw invalid_input(fmt::format("rank {}: {} #{}: null buffer for {} elements", rank,
@@ -133,6 +167,7 @@ void Communicator::Impl::run_call(transport::Call call) {
   }
   const TableRow& row = plan.ops.at(call.op).row_for(call_bytes(call, bootstrap->size()));
   call.algorithm = row.algorithm;
+  call.blocks = row.blocks.value_or(0);
   try {
     if (check_calls) {
       const std::string mine = transport::call_signature(call);

@@ -24,6 +24,9 @@ struct BackendContext {
   std::chrono::milliseconds timeout{60000};
   std::string socket_address;
   const FactsTable* facts = nullptr;
+  int cuda_device = -1;  // this rank's CUDA device (kCuda communicators)
+  // Aborts the communicator from another thread (a GPU backend's watchdog).
+  std::function<void(const std::string&)> on_async_failure;
 };
 
 using BackendFactory =
@@ -40,6 +43,7 @@ struct Communicator::Impl {
   std::map<Backend, std::unique_ptr<transport::CollectiveBackend>> backends;
   std::uint64_t sequence = 0;
   std::uint64_t comm_id = 0;
+  int cuda_device = -1;
 
   ~Impl();
 
@@ -47,7 +51,8 @@ struct Communicator::Impl {
   std::optional<Error> abort_cause;
 
   Deadline deadline() const { return Deadline::after(timeout); }
-  void run_call(transport::Call call);
+  // device_call: the overload with a CUDA stream was used.
+  void run_call(transport::Call call, bool device_call);
   void abort_with(const Error& cause);
   // Store keys of this communicator: presence of each rank (deleted by the store when the
   // rank's process dies) and the first abort's cause.
@@ -59,8 +64,12 @@ struct Communicator::Impl {
 
 namespace detail {
 
-// The built-in backends: local, shm, hier and gloo (the CUDA backends arrive later).
+// The built-in backends: local, shm, hier and gloo, plus custom and nccl in a CUDA build.
 std::map<Backend, BackendFactory> builtin_backend_factories();
+// Adds the GPU backends of this build (none without CUDA); gpu_backends.cpp.
+void add_gpu_backend_factories(std::map<Backend, BackendFactory>& factories);
+// Why this build or machine cannot run a kCuda communicator, or empty.
+std::string gpu_build_unavailable_reason();
 
 // Creates a communicator with the given backend factories (tests add stand-ins).
 std::unique_ptr<Communicator> create_communicator(

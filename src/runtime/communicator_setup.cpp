@@ -40,13 +40,44 @@ namespace {
 
 using runtime::FaultAction;
 
-runtime::RankRecord my_record(int rank) {
+// The CUDA device of a kCuda communicator's rank: the option, else LOCAL_RANK modulo the
+// visible devices.
+int pick_cuda_device(const CommunicatorOptions& options, std::size_t visible) {
+  if (options.cuda_device >= 0) {
+    if (static_cast<std::size_t>(options.cuda_device) >= visible) {
+      throw invalid_input(fmt::format("CommunicatorOptions::cuda_device {}: only {} visible",
+                                      options.cuda_device, visible));
+    }
+    return options.cuda_device;
+  }
+  const auto local_rank = env_raw("LOCAL_RANK");
+  const long lr = local_rank ? std::strtol(local_rank->c_str(), nullptr, 10) : 0;
+  return static_cast<int>(static_cast<std::size_t>(std::max(0L, lr)) % visible);
+}
+
+runtime::RankRecord my_record(int rank, const CommunicatorOptions& options, int* cuda_device) {
   LocalFacts local = probe_local();
   runtime::RankRecord r;
   r.facts.host = local.host.hostname;
-  r.facts.device.type = DeviceType::kCpu;  // this communicator moves host memory
-  r.facts.device.numa = local.numa;
-  r.facts.device.isa = local.cpu_isa;
+  if (options.device == DeviceType::kCuda) {
+    // Refused here, on this rank, before any peer waits on a GPU step: the facts exchange then
+    // fails everywhere naming this rank.
+    if (std::string why = detail::gpu_build_unavailable_reason(); !why.empty()) {
+      throw Error(ErrorCode::kUnavailable,
+                  fmt::format("rank {}: a CUDA communicator cannot be created: {}", rank, why));
+    }
+    if (local.gpus.empty()) {
+      throw Error(
+          ErrorCode::kUnavailable,
+          fmt::format("rank {}: a CUDA communicator needs a GPU: {}", rank, local.cuda_status));
+    }
+    *cuda_device = pick_cuda_device(options, local.gpus.size());
+    r.facts.device = local.gpus[static_cast<std::size_t>(*cuda_device)];
+  } else {
+    r.facts.device.type = DeviceType::kCpu;  // host memory
+    r.facts.device.numa = local.numa;
+    r.facts.device.isa = local.cpu_isa;
+  }
   r.boot_id = local.host.boot_id;
   if (rank == 0) {
     std::random_device rd;
@@ -55,9 +86,10 @@ runtime::RankRecord my_record(int rank) {
   return r;
 }
 
-std::vector<runtime::RankRecord> exchange_facts(Communicator::Impl& c) {
+std::vector<runtime::RankRecord> exchange_facts(Communicator::Impl& c,
+                                                const CommunicatorOptions& options) {
   const int rank = c.bootstrap->rank();
-  Bytes mine = runtime::encode_record(my_record(rank));
+  Bytes mine = runtime::encode_record(my_record(rank, options, &c.cuda_device));
   if (c.faults.hits("facts", FaultAction::kCorrupt)) mine.resize(mine.size() - 7);  // truncated
   c.faults.apply_fail_or_stall("facts");
   auto all = c.bootstrap->all_gather(mine, "facts exchange", c.deadline());
@@ -305,6 +337,7 @@ std::map<Backend, BackendFactory> builtin_backend_factories() {
     config.socket_address = ctx.socket_address;
     return transport::make_hier_backend(config);
   };
+  add_gpu_backend_factories(f);
   return f;
 }
 
@@ -323,7 +356,7 @@ std::unique_ptr<Communicator> create_communicator(
     TPCOMM_LOG(kDebug, "comm", "rank {}: {} done after {:.1f} ms", c->bootstrap->rank(), what,
                std::chrono::duration<double, std::milli>(Deadline::Clock::now() - started).count());
   };
-  auto records = exchange_facts(*c);
+  auto records = exchange_facts(*c, options);
   phase("facts exchange");
   auto node_of = identify_nodes(*c, records);
   phase("node identity");
@@ -334,7 +367,7 @@ std::unique_ptr<Communicator> create_communicator(
   for (Backend b : parse_disabled_backends(env_string("TPCOMM_DISABLE"), "TPCOMM_DISABLE")) {
     c->plan_options.disabled[b] = "TPCOMM_DISABLE";
   }
-  for (Backend b : backends_of(DeviceType::kCpu)) {
+  for (Backend b : backends_of(c->facts.ranks.at(0).device.type)) {
     if (!factories.count(b) && !c->plan_options.disabled.count(b)) {
       c->plan_options.disabled[b] = "not available in this build yet";
     }
@@ -354,6 +387,12 @@ std::unique_ptr<Communicator> create_communicator(
   context.timeout = c->timeout;
   context.socket_address = socket_address(records);
   context.facts = &c->facts;
+  context.cuda_device = c->cuda_device;
+  Communicator::Impl* impl = c.get();
+  context.on_async_failure = [impl](const std::string& why) {
+    impl->abort_with(
+        Error(ErrorCode::kTimeout, fmt::format("rank {}: {}", impl->bootstrap->rank(), why)));
+  };
   set_up_backends(*c, factories, context);
   phase("backend set-up");
   TPCOMM_LOG(kInfo, "comm", "rank {} of {}: ready, plan {}", context.rank, context.size,

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "tpcomm/deadline.hpp"
@@ -21,6 +22,8 @@ struct Call {
   ReduceOp reduce = ReduceOp::kSum;
   std::string algorithm;
   std::uint64_t sequence = 0;
+  int blocks = 0;          // the plan row's thread blocks (custom kernels)
+  void* stream = nullptr;  // cudaStream_t of a GPU call; null for host buffers
 };
 
 class CollectiveBackend {
@@ -39,6 +42,9 @@ class CollectiveBackend {
   virtual void run(const Call& call) = 0;
   // Releases connections so that peers blocked on this rank fail promptly.
   virtual void abort() = 0;
+  // A failure found after a call returned (a GPU kernel that gave up waiting), once; the
+  // communicator aborts with it. Backends whose calls finish before returning have none.
+  virtual std::optional<std::string> take_async_failure() { return std::nullopt; }
 };
 
 }  // namespace tpcomm::transport

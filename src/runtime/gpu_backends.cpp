@@ -1,0 +1,55 @@
+// The GPU backends' factories: custom and nccl in a CUDA build, nothing otherwise (a kCuda
+// communicator is then refused with the reason).
+#include <fmt/format.h>
+
+#include "communicator_impl.hpp"
+#include "tpcomm/env.hpp"
+
+#ifdef TPCOMM_HAVE_CUDA
+#include "transport/cuda/custom_backend.hpp"
+#include "transport/nccl/nccl_backend.hpp"
+#endif
+
+namespace tpcomm::detail {
+
+#ifdef TPCOMM_HAVE_CUDA
+
+void add_gpu_backend_factories(std::map<Backend, BackendFactory>& f) {
+  f[Backend::kCustom] = [](const BackendContext& ctx) {
+    transport::CustomConfig config;
+    config.rank = ctx.rank;
+    config.size = ctx.size;
+    config.device = ctx.cuda_device;
+    config.bootstrap = ctx.bootstrap;
+    config.comm_id = ctx.comm_id;
+    config.timeout = ctx.timeout;
+    config.on_async_failure = ctx.on_async_failure;
+    return transport::make_custom_backend(config);
+  };
+  f[Backend::kNccl] = [](const BackendContext& ctx) {
+    transport::NcclConfig config;
+    config.rank = ctx.rank;
+    config.size = ctx.size;
+    config.device = ctx.cuda_device;
+    config.bootstrap = ctx.bootstrap;
+    config.timeout = ctx.timeout;
+    return transport::make_nccl_backend(config);
+  };
+}
+
+std::string gpu_build_unavailable_reason() {
+  return transport::cuda_unavailable_reason();
+}
+
+#else
+
+void add_gpu_backend_factories(std::map<Backend, BackendFactory>&) {}
+
+std::string gpu_build_unavailable_reason() {
+  return "this tpcomm was built without CUDA (TPCOMM_CUDA=OFF, or nvcc was not found at build "
+         "time)";
+}
+
+#endif
+
+}  // namespace tpcomm::detail

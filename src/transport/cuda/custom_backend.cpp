@@ -1,0 +1,253 @@
+// Set-up, calls and the watchdog of the custom backend.
+#include "custom_backend.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "../common/call_text.hpp"
+#include "custom_kernel_args.hpp"
+#include "driver_api.hpp"
+#include "fd_channel.hpp"
+#include "tpcomm/error.hpp"
+#include "tpcomm/log.hpp"
+#include "vmm_workspace.hpp"
+
+namespace tpcomm::transport {
+namespace {
+
+using cuda::KernelArgs;
+using cuda::KernelFailure;
+using cuda::KernelOp;
+
+constexpr std::uint64_t kProbeMagic = 0x7470636f6d6d0000ULL;  // "tpcomm\0\0" + sender, receiver
+
+class CustomBackend final : public CollectiveBackend {
+ public:
+  explicit CustomBackend(CustomConfig config) : config_(std::move(config)) {}
+  ~CustomBackend() override {
+    stop_.store(true);
+    if (watchdog_.joinable()) watchdog_.join();
+    if (host_ != nullptr) cudaFreeHost(host_);
+  }
+
+  Backend kind() const override { return Backend::kCustom; }
+  int setup_steps() const override { return 3; }
+  std::string setup_step_name(int step) const override {
+    static const char* names[] = {"custom.workspace", "custom.exchange", "custom.peer_probe"};
+    return names[step];
+  }
+
+  void run_setup_step(int step, const Deadline& deadline) override {
+    if (step == 0) return create_workspace();
+    if (step == 1) return exchange_and_map(deadline);
+    probe_peers(deadline);
+  }
+
+  void setup_complete() override {
+    listener_.reset();
+    watchdog_ = std::thread([this] { watch(); });
+  }
+
+  void run(const Call& c) override {
+    check_failure();
+    const std::size_t es = size_of(c.type);
+    const auto w = static_cast<std::size_t>(config_.size);
+    KernelArgs a = base_args_;
+    a.type = static_cast<int>(c.type);
+    a.reduce = static_cast<int>(c.reduce);
+    a.blocks = std::clamp(c.blocks > 0 ? c.blocks : 16, 1, cuda::kMaxBlocks);
+    const bool rs = c.op == Op::kReduceScatter;
+    a.op = c.op == Op::kAllGather ? KernelOp::kAllGather
+           : rs                   ? KernelOp::kReduceScatter
+           : c.algorithm == "two_shot" ? KernelOp::kTwoShot
+                                       : KernelOp::kOneShot;
+    const std::size_t per_chunk =
+        cuda::chunk_elements(config_.buffer_bytes, es, rs ? config_.size : 1);
+    const std::size_t chunks = cuda::chunk_count(c.count, per_chunk);
+    for (std::size_t k = 0; k < chunks; ++k) {
+      const std::size_t base = k * per_chunk;
+      a.count = std::min(per_chunk, c.count - std::min(base, c.count));
+      a.input = static_cast<const char*>(c.input) + base * es;
+      a.output = static_cast<char*>(c.output) + base * es;
+      a.in_rank_stride = c.count * es;
+      a.out_rank_stride = c.count * es;
+      cuda::check_cuda(cuda::launch_custom_kernel(a, c.stream), "launching the custom kernel");
+    }
+    (void)w;
+  }
+
+  void abort() override {
+    if (host_ != nullptr) host_->abort_word = 1;
+  }
+
+  std::optional<std::string> take_async_failure() override {
+    if (host_ == nullptr || reported_.exchange(true)) return std::nullopt;
+    if (read_failure().code == 0) {
+      reported_.store(false);
+      return std::nullopt;
+    }
+    return failure_text();
+  }
+
+ private:
+  // Host-mapped memory the kernels write their failure into and read the abort word from.
+  struct HostShared {
+    volatile std::int32_t abort_word;
+    KernelFailure failure;
+  };
+
+  void create_workspace() {
+    if (std::string why = cuda::gpu_unavailable_reason(); !why.empty()) {
+      throw Error(ErrorCode::kUnavailable, why);
+    }
+    cuda::check_cuda(cudaSetDevice(config_.device), "cudaSetDevice");
+    const auto layout =
+        cuda::workspace_layout(2 * config_.buffer_bytes, cuda::VmmWorkspace::granularity(config_.device));
+    workspace_.create(config_.device, layout.total_bytes);
+    void* host = nullptr;
+    cuda::check_cuda(cudaHostAlloc(&host, sizeof(HostShared), cudaHostAllocMapped),
+                     "cudaHostAlloc (watchdog record)");
+    std::memset(host, 0, sizeof(HostShared));
+    host_ = static_cast<HostShared*>(host);
+    void* device_view = nullptr;
+    cuda::check_cuda(cudaHostGetDevicePointer(&device_view, host_, 0),
+                     "cudaHostGetDevicePointer");
+    auto* dev = static_cast<HostShared*>(device_view);
+    base_args_.rank = config_.rank;
+    base_args_.world = config_.size;
+    base_args_.data_offset = layout.data_offset;
+    base_args_.half_bytes = config_.buffer_bytes;
+    base_args_.abort_word = &dev->abort_word;
+    base_args_.failure = &dev->failure;
+    base_args_.cycle_budget = cycle_budget();
+    listener_ = cuda::listen_abstract(cuda::listener_name(config_.comm_id, config_.rank));
+  }
+
+  void exchange_and_map(const Deadline& deadline) {
+    net::Fd mine = workspace_.export_fd();
+    auto fds = cuda::exchange_handles(config_.rank, config_.size, config_.comm_id, listener_.get(),
+                                      mine.get(), workspace_.bytes(), deadline);
+    for (int p = 0; p < config_.size; ++p) {
+      base_args_.peers[p] = p == config_.rank
+                                ? workspace_.own()
+                                : workspace_.map_peer(fds[static_cast<std::size_t>(p)].get(),
+                                                      workspace_.bytes());
+    }
+  }
+
+  // Drivers can claim peer access that does not work: every rank writes a value into every
+  // peer's workspace through its mapping, and after a barrier reads back what each peer wrote.
+  void probe_peers(const Deadline& deadline) {
+    const std::size_t at = base_args_.data_offset;
+    for (int p = 0; p < config_.size; ++p) {
+      const std::uint64_t v = kProbeMagic | (static_cast<std::uint64_t>(config_.rank) << 8) |
+                              static_cast<std::uint64_t>(p);
+      cuda::check_cuda(cudaMemcpy(static_cast<char*>(base_args_.peers[p]) + at + 8 * config_.rank,
+                                  &v, 8, cudaMemcpyDefault),
+                       "writing the peer probe");
+    }
+    cuda::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (peer probe)");
+    config_.bootstrap->barrier("custom peer probe", deadline);
+    std::vector<std::uint64_t> got(static_cast<std::size_t>(config_.size));
+    cuda::check_cuda(cudaMemcpy(got.data(), static_cast<char*>(workspace_.own()) + at,
+                                8 * got.size(), cudaMemcpyDefault),
+                     "reading the peer probe");
+    for (int q = 0; q < config_.size; ++q) {
+      const std::uint64_t want = kProbeMagic | (static_cast<std::uint64_t>(q) << 8) |
+                                 static_cast<std::uint64_t>(config_.rank);
+      if (got[static_cast<std::size_t>(q)] != want) {
+        throw Error(ErrorCode::kUnavailable,
+                    fmt::format("peer access probe: rank {}'s write through its mapping did not "
+                                "arrive (read {:#018x}, expected {:#018x}); peer access is "
+                                "claimed but does not work",
+                                q, got[static_cast<std::size_t>(q)], want));
+      }
+    }
+    // Leave the data area as the kernels expect it: zero.
+    cuda::check_cuda(cudaMemset(static_cast<char*>(workspace_.own()) + at, 0, 8 * got.size()),
+                     "clearing the peer probe");
+    cuda::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (peer probe)");
+    config_.bootstrap->barrier("custom peer probe done", deadline);
+  }
+
+  // The timeout in GPU cycles (the SM clock; 2 GHz when the driver does not say).
+  std::uint64_t cycle_budget() const {
+    int khz = 0;
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, config_.device) != cudaSuccess ||
+        khz <= 0) {
+      cudaGetLastError();
+      khz = 2'000'000;
+    }
+    return static_cast<std::uint64_t>(config_.timeout.count()) * static_cast<std::uint64_t>(khz);
+  }
+
+  KernelFailure read_failure() const {
+    const volatile KernelFailure& v = host_->failure;
+    KernelFailure f;
+    f.code = v.code;
+    f.rank = v.rank;
+    f.peer = v.peer;
+    f.phase = v.phase;
+    f.step = v.step;
+    return f;
+  }
+
+  std::string failure_text() const {
+    const KernelFailure f = read_failure();
+    if (f.code == 2) {
+      return fmt::format("custom kernel on rank {} stopped at step {}: the group was aborted",
+                         f.rank, f.step);
+    }
+    return fmt::format("custom kernel on rank {}: rank {} did not signal step {} ({} barrier) "
+                       "within {} ms (custom kernel watchdog)",
+                       f.rank, f.peer, f.step, f.phase == 0 ? "start" : "middle",
+                       config_.timeout.count());
+  }
+
+  void check_failure() {
+    if (auto f = take_async_failure()) throw Error(ErrorCode::kTimeout, *f);
+  }
+
+  // The watchdog: a kernel that gave up has written its failure; report it once.
+  void watch() {
+    while (!stop_.load()) {
+      const int code = read_failure().code;
+      if (code != 0 && code != 2 && !reported_.exchange(true)) {
+        const std::string text = failure_text();
+        TPCOMM_LOG(kError, "custom", "{}", text);
+        if (config_.on_async_failure) config_.on_async_failure(text);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+  CustomConfig config_;
+  cuda::VmmWorkspace workspace_;
+  net::Fd listener_;
+  KernelArgs base_args_;
+  HostShared* host_ = nullptr;  // host-mapped; the GPU writes `failure`, read through volatile
+  std::thread watchdog_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> reported_{false};
+};
+
+}  // namespace
+
+std::unique_ptr<CollectiveBackend> make_custom_backend(const CustomConfig& config) {
+  if (config.size < 2 || config.size > cuda::kMaxRanks) {
+    throw invalid_input(fmt::format("custom backend: {} ranks, expected 2 to {}", config.size,
+                                    cuda::kMaxRanks));
+  }
+  return std::make_unique<CustomBackend>(config);
+}
+
+std::string cuda_unavailable_reason() {
+  return cuda::gpu_unavailable_reason();
+}
+
+}  // namespace tpcomm::transport

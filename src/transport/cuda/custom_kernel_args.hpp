@@ -1,0 +1,48 @@
+// The arguments of one custom kernel launch (one chunk of one call), shared by the host backend
+// and the kernels. Plain data: no CUDA types, so host code that never includes a CUDA header can
+// fill it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda_layout.hpp"
+
+namespace tpcomm::transport::cuda {
+
+enum class KernelOp : int { kOneShot = 0, kTwoShot = 1, kAllGather = 2, kReduceScatter = 3 };
+
+// What a kernel that gave up writes into host-mapped memory for the watchdog.
+struct KernelFailure {
+  std::int32_t code;   // 0 none, 1 a peer did not signal within the cycle budget, 2 aborted
+  std::int32_t rank;   // this rank
+  std::int32_t peer;   // the rank that did not signal
+  std::int32_t phase;  // 0 start, 1 middle
+  std::uint64_t step;  // the step number that was awaited
+};
+
+struct KernelArgs {
+  KernelOp op = KernelOp::kOneShot;
+  int type = 0;    // tpcomm::DataType
+  int reduce = 0;  // tpcomm::ReduceOp
+  int rank = 0;
+  int world = 2;
+  int blocks = 1;
+  std::size_t count = 0;  // elements of this chunk (per rank for all-gather / reduce-scatter)
+  // Every rank's workspace as mapped in this process (peers[rank] is this rank's own).
+  void* peers[kMaxRanks] = {};
+  std::size_t data_offset = 0;  // where the data area starts in each workspace
+  std::size_t half_bytes = 0;   // each of the two data buffers (used by step parity)
+  const void* input = nullptr;  // this chunk's input
+  void* output = nullptr;       // this chunk's output
+  std::size_t in_rank_stride = 0;   // reduce-scatter: bytes between rank blocks of the input
+  std::size_t out_rank_stride = 0;  // all-gather: bytes between rank blocks of the output
+  std::uint64_t cycle_budget = 0;   // cycles a wait may spin before giving up
+  const volatile std::int32_t* abort_word = nullptr;  // host-mapped: nonzero = stop waiting
+  KernelFailure* failure = nullptr;                   // host-mapped: first failure
+};
+
+// Launches one chunk on `stream` (a cudaStream_t). Returns the cudaError_t of the launch.
+int launch_custom_kernel(const KernelArgs& args, void* stream);
+
+}  // namespace tpcomm::transport::cuda

@@ -1,0 +1,282 @@
+// The custom collective kernels: one-shot and two-shot all-reduce, all-gather and reduce-scatter
+// over peer-mapped workspaces. 16-byte vector loads, fp32 accumulation in rank order (so every
+// rank computes bitwise the same result), signal pads with growing step numbers, and waits
+// bounded by an abort word and a cycle budget.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "custom_kernel_args.hpp"
+#include "custom_kernel_list.hpp"
+
+namespace tpcomm::transport::cuda {
+namespace {
+
+constexpr int kThreads = 512;
+
+__device__ __forceinline__ void store_release(std::uint64_t* p, std::uint64_t v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ std::uint64_t load_acquire(const std::uint64_t* p) {
+  std::uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ std::uint64_t* pads(void* workspace) {
+  return static_cast<std::uint64_t*>(workspace);
+}
+__device__ __forceinline__ char* data(const KernelArgs& a, int r, std::uint64_t step) {
+  return static_cast<char*>(a.peers[r]) + a.data_offset + (step % 2) * a.half_bytes;
+}
+
+// Every thread t < world signals rank t and waits for rank t's signal. Returns false on every
+// thread of the block when a wait gave up (the failure is recorded for the host).
+template <int MaxW>
+__device__ bool barrier(const KernelArgs& a, int phase, std::uint64_t step) {
+  __shared__ int failed;
+  if (threadIdx.x == 0) failed = 0;
+  __syncthreads();
+  __threadfence_system();
+  const int p = static_cast<int>(threadIdx.x);
+  if (p < a.world && p < MaxW) {
+    store_release(pads(a.peers[p]) + pad_index(phase, blockIdx.x, a.rank), step);
+    const std::uint64_t* mine = pads(a.peers[a.rank]) + pad_index(phase, blockIdx.x, p);
+    const long long start = clock64();
+    while (!reached(load_acquire(mine), step)) {
+      int code = 0;
+      if (*a.abort_word != 0) code = 2;
+      if (static_cast<std::uint64_t>(clock64() - start) > a.cycle_budget) code = 1;
+      if (code != 0) {
+        if (atomicCAS(&a.failure->code, 0, code) == 0) {
+          a.failure->rank = a.rank;
+          a.failure->peer = p;
+          a.failure->phase = phase;
+          a.failure->step = step;
+          __threadfence_system();
+        }
+        failed = 1;
+        break;
+      }
+    }
+  }
+  __syncthreads();
+  return failed == 0;
+}
+
+// 16 bytes as fp32 values and back.
+template <typename T>
+struct Vec;
+template <>
+struct Vec<float> {
+  static constexpr int kN = 4;
+  __device__ static void widen(const uint4& v, float* f) {
+    f[0] = __uint_as_float(v.x);
+    f[1] = __uint_as_float(v.y);
+    f[2] = __uint_as_float(v.z);
+    f[3] = __uint_as_float(v.w);
+  }
+  __device__ static uint4 narrow(const float* f) {
+    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
+                      __float_as_uint(f[3]));
+  }
+  __device__ static float to_f(const void* p) { return *static_cast<const float*>(p); }
+  __device__ static void from_f(void* p, float f) { *static_cast<float*>(p) = f; }
+};
+template <>
+struct Vec<__half> {
+  static constexpr int kN = 8;
+  __device__ static void widen(const uint4& v, float* f) {
+    const __half* h = reinterpret_cast<const __half*>(&v);
+    for (int i = 0; i < 8; ++i) f[i] = __half2float(h[i]);
+  }
+  __device__ static uint4 narrow(const float* f) {
+    uint4 v;
+    __half* h = reinterpret_cast<__half*>(&v);
+    for (int i = 0; i < 8; ++i) h[i] = __float2half_rn(f[i]);
+    return v;
+  }
+  __device__ static float to_f(const void* p) { return __half2float(*static_cast<const __half*>(p)); }
+  __device__ static void from_f(void* p, float f) { *static_cast<__half*>(p) = __float2half_rn(f); }
+};
+template <>
+struct Vec<__nv_bfloat16> {
+  static constexpr int kN = 8;
+  __device__ static void widen(const uint4& v, float* f) {
+    const __nv_bfloat16* h = reinterpret_cast<const __nv_bfloat16*>(&v);
+    for (int i = 0; i < 8; ++i) f[i] = __bfloat162float(h[i]);
+  }
+  __device__ static uint4 narrow(const float* f) {
+    uint4 v;
+    __nv_bfloat16* h = reinterpret_cast<__nv_bfloat16*>(&v);
+    for (int i = 0; i < 8; ++i) h[i] = __float2bfloat16_rn(f[i]);
+    return v;
+  }
+  __device__ static float to_f(const void* p) {
+    return __bfloat162float(*static_cast<const __nv_bfloat16*>(p));
+  }
+  __device__ static void from_f(void* p, float f) {
+    *static_cast<__nv_bfloat16*>(p) = __float2bfloat16_rn(f);
+  }
+};
+
+__device__ __forceinline__ float combine(float acc, float x, int reduce) {
+  // tpcomm::ReduceOp: 0 sum, 1 max, 2 min, 3 avg (a sum divided at the end)
+  return reduce == 1 ? fmaxf(acc, x) : reduce == 2 ? fminf(acc, x) : acc + x;
+}
+
+// Reduces elements [begin, end) of every rank's buffer (at byte offset `src_offset` in each
+// rank's data of this step) in rank order, into `out`. Whole vectors where the element range and
+// both sides allow it, single elements for the rest.
+template <typename T, int MaxW>
+__device__ void reduce_range(const KernelArgs& a, std::uint64_t step, std::size_t src_offset,
+                             std::size_t begin, std::size_t end, char* out) {
+  using V = Vec<T>;
+  constexpr std::size_t es = sizeof(T);
+  const char* src[MaxW];
+  for (int r = 0; r < MaxW; ++r) src[r] = r < a.world ? data(a, r, step) + src_offset : nullptr;
+  const bool aligned = (reinterpret_cast<std::uintptr_t>(out) % kVecBytes) == 0;
+  const std::size_t vb = (begin + V::kN - 1) / V::kN, ve = end / V::kN;
+  const float scale = a.reduce == 3 ? 1.0f / static_cast<float>(a.world) : 1.0f;
+  auto finish = [&](float x) { return a.reduce == 3 ? x / static_cast<float>(a.world) : x; };
+  (void)scale;
+  if (aligned && vb < ve) {
+    for (std::size_t v = vb + threadIdx.x; v < ve; v += blockDim.x) {
+      float acc[V::kN], x[V::kN];
+      V::widen(*reinterpret_cast<const uint4*>(src[0] + v * kVecBytes), acc);
+      for (int r = 1; r < MaxW; ++r) {
+        if (r >= a.world) break;
+        V::widen(*reinterpret_cast<const uint4*>(src[r] + v * kVecBytes), x);
+        for (int i = 0; i < V::kN; ++i) acc[i] = combine(acc[i], x[i], a.reduce);
+      }
+      for (int i = 0; i < V::kN; ++i) acc[i] = finish(acc[i]);
+      *reinterpret_cast<uint4*>(out + v * kVecBytes) = V::narrow(acc);
+    }
+  }
+  auto scalar = [&](std::size_t i) {
+    float acc = V::to_f(src[0] + i * es);
+    for (int r = 1; r < MaxW; ++r) {
+      if (r >= a.world) break;
+      acc = combine(acc, V::to_f(src[r] + i * es), a.reduce);
+    }
+    V::from_f(out + i * es, finish(acc));
+  };
+  if (aligned && vb < ve) {
+    for (std::size_t i = begin + threadIdx.x; i < vb * V::kN; i += blockDim.x) scalar(i);
+    for (std::size_t i = ve * V::kN + threadIdx.x; i < end; i += blockDim.x) scalar(i);
+  } else {
+    for (std::size_t i = begin + threadIdx.x; i < end; i += blockDim.x) scalar(i);
+  }
+}
+
+// Copies `bytes` (16-byte vectors where both sides are aligned).
+__device__ void copy_bytes(char* dst, const char* src, std::size_t bytes) {
+  if (reinterpret_cast<std::uintptr_t>(dst) % kVecBytes == 0 &&
+      reinterpret_cast<std::uintptr_t>(src) % kVecBytes == 0) {
+    const std::size_t vecs = bytes / kVecBytes;
+    for (std::size_t v = threadIdx.x; v < vecs; v += blockDim.x) {
+      reinterpret_cast<uint4*>(dst)[v] = reinterpret_cast<const uint4*>(src)[v];
+    }
+    for (std::size_t i = vecs * kVecBytes + threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
+  } else {
+    for (std::size_t i = threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
+  }
+}
+
+template <typename T, int MaxW>
+__global__ void __launch_bounds__(kThreads) custom_kernel(KernelArgs a) {
+  constexpr std::size_t es = sizeof(T);
+  // One step number per launch for every block: steps[0] holds the last launch's, and the last
+  // block to finish stores this one (the next launch on the stream starts after that). A block
+  // may refill a data buffer only two steps later, after a barrier that proved every peer
+  // started the launch in between, hence finished this one.
+  __shared__ std::uint64_t step;
+  auto* steps = reinterpret_cast<unsigned long long*>(static_cast<char*>(a.peers[a.rank]) +
+                                                      workspace_layout(0, 0).steps_offset);
+  if (threadIdx.x == 0) step = steps[0] + 1;
+  __syncthreads();
+  struct Finish {
+    unsigned long long* steps;
+    std::uint64_t step;
+    __device__ ~Finish() {
+      __syncthreads();
+      if (threadIdx.x == 0 && atomicAdd(&steps[1], 1ull) + 1 == gridDim.x) {
+        steps[1] = 0;
+        steps[0] = step;
+      }
+    }
+  } finish{steps, step};
+  const int b = static_cast<int>(blockIdx.x);
+  const int nb = static_cast<int>(gridDim.x);
+  char* mine = data(a, a.rank, step);
+  switch (a.op) {
+    case KernelOp::kOneShot: {
+      const Range r = split(a.count, nb, b);
+      copy_bytes(mine + r.begin * es, static_cast<const char*>(a.input) + r.begin * es,
+                 r.size() * es);
+      if (!barrier<MaxW>(a, 0, step)) return;
+      reduce_range<T, MaxW>(a, step, 0, r.begin, r.end, static_cast<char*>(a.output));
+      return;
+    }
+    case KernelOp::kTwoShot: {
+      const Range r = split(a.count, nb, b);
+      copy_bytes(mine + r.begin * es, static_cast<const char*>(a.input) + r.begin * es,
+                 r.size() * es);
+      if (!barrier<MaxW>(a, 0, step)) return;
+      // My slice of this block's range, reduced from every rank into my own buffer (peers read
+      // other slices of it, never this one, so the write cannot race their reads).
+      const Range s = split(r.size(), a.world, a.rank);
+      reduce_range<T, MaxW>(a, step, 0, r.begin + s.begin, r.begin + s.end, mine);
+      if (!barrier<MaxW>(a, 1, step)) return;
+      for (int q = 0; q < a.world; ++q) {
+        const Range sq = split(r.size(), a.world, q);
+        const std::size_t at = (r.begin + sq.begin) * es;
+        copy_bytes(static_cast<char*>(a.output) + at, data(a, q, step) + at, sq.size() * es);
+      }
+      return;
+    }
+    case KernelOp::kAllGather: {
+      const Range r = split(a.count, nb, b);
+      copy_bytes(mine + r.begin * es, static_cast<const char*>(a.input) + r.begin * es,
+                 r.size() * es);
+      if (!barrier<MaxW>(a, 0, step)) return;
+      for (int q = 0; q < a.world; ++q) {
+        copy_bytes(static_cast<char*>(a.output) + q * a.out_rank_stride + r.begin * es,
+                   data(a, q, step) + r.begin * es, r.size() * es);
+      }
+      return;
+    }
+    case KernelOp::kReduceScatter: {
+      const Range r = split(a.count, nb, b);
+      for (int q = 0; q < a.world; ++q) {
+        copy_bytes(mine + (q * a.count + r.begin) * es,
+                   static_cast<const char*>(a.input) + q * a.in_rank_stride + r.begin * es,
+                   r.size() * es);
+      }
+      if (!barrier<MaxW>(a, 0, step)) return;
+      reduce_range<T, MaxW>(a, step, a.rank * a.count * es, r.begin, r.end,
+                            static_cast<char*>(a.output));
+      return;
+    }
+  }
+}
+
+template <typename T, int MaxW>
+int launch(const KernelArgs& a, cudaStream_t stream) {
+  custom_kernel<T, MaxW><<<a.blocks, kThreads, 0, stream>>>(a);
+  return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace
+
+int launch_custom_kernel(const KernelArgs& a, void* stream) {
+  auto s = static_cast<cudaStream_t>(stream);
+  const int bucket = world_bucket(a.world);
+#define TPCOMM_DISPATCH(T, TYPE_ID, MAXW) \
+  if (a.type == TYPE_ID && bucket == MAXW) return launch<T, MAXW>(a, s);
+  TPCOMM_CUSTOM_KERNELS(TPCOMM_DISPATCH)
+#undef TPCOMM_DISPATCH
+  return static_cast<int>(cudaErrorInvalidValue);
+}
+
+}  // namespace tpcomm::transport::cuda

@@ -1,0 +1,169 @@
+// NCCL calls behind the backend interface: set-up in two voted steps (load, then the
+// communicator from a unique id that rank 0 draws and the bootstrap broadcasts).
+#include "nccl_backend.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "nccl_library.hpp"
+#include "tpcomm/error.hpp"
+
+namespace tpcomm::transport {
+namespace {
+
+ncclDataType_t nccl_type(DataType t) {
+  switch (t) {
+    case DataType::kFloat16:
+      return ncclFloat16;
+    case DataType::kBFloat16:
+      return ncclBfloat16;
+    case DataType::kFloat32:
+      break;
+  }
+  return ncclFloat32;
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kMax:
+      return ncclMax;
+    case ReduceOp::kMin:
+      return ncclMin;
+    case ReduceOp::kAvg:
+      return ncclAvg;
+    case ReduceOp::kSum:
+      break;
+  }
+  return ncclSum;
+}
+
+class NcclBackend final : public CollectiveBackend {
+ public:
+  explicit NcclBackend(NcclConfig config) : config_(std::move(config)) {}
+  ~NcclBackend() override {
+    if (comm_ != nullptr) {
+      // After an abort the communicator may be unusable; abort frees it without waiting.
+      if (aborted_) {
+        lib_->comm_abort(comm_);
+      } else {
+        lib_->comm_destroy(comm_);
+      }
+    }
+  }
+
+  Backend kind() const override { return Backend::kNccl; }
+  int setup_steps() const override { return 2; }
+  std::string setup_step_name(int step) const override {
+    return step == 0 ? "nccl.load" : "nccl.init";
+  }
+
+  void run_setup_step(int step, const Deadline& deadline) override {
+    if (step == 0) {
+      lib_ = &nccl_library();
+      return;
+    }
+    ncclUniqueId id{};
+    if (config_.rank == 0) check(lib_->get_unique_id(&id), "ncclGetUniqueId");
+    Bytes mine(reinterpret_cast<const std::uint8_t*>(&id),
+               reinterpret_cast<const std::uint8_t*>(&id) + sizeof(id));
+    Bytes got = config_.bootstrap->broadcast(mine, 0, "nccl unique id", deadline);
+    if (got.size() != sizeof(id)) {
+      throw Error(ErrorCode::kMismatch, fmt::format("nccl unique id: {} bytes, expected {}",
+                                                    got.size(), sizeof(id)));
+    }
+    std::memcpy(&id, got.data(), sizeof(id));
+    if (cudaSetDevice(config_.device) != cudaSuccess) {
+      throw Error(ErrorCode::kUnavailable,
+                  fmt::format("cudaSetDevice({}) failed before ncclCommInitRank", config_.device));
+    }
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;  // so that we can give up at our deadline
+    ncclResult_t r = lib_->comm_init_rank_config(&comm_, config_.size, id, config_.rank, &cfg);
+    if (r != ncclSuccess && r != ncclInProgress) check(r, "ncclCommInitRankConfig");
+    wait_ready(deadline, "ncclCommInitRankConfig");
+  }
+
+  void run(const Call& c) override {
+    auto stream = static_cast<cudaStream_t>(c.stream);
+    ncclResult_t r = ncclSuccess;
+    switch (c.op) {
+      case Op::kAllReduce:
+        r = lib_->all_reduce(c.input, c.output, c.count, nccl_type(c.type), nccl_op(c.reduce),
+                             comm_, stream);
+        break;
+      case Op::kAllGather:
+        r = lib_->all_gather(c.input, c.output, c.count, nccl_type(c.type), comm_, stream);
+        break;
+      case Op::kReduceScatter:
+        r = lib_->reduce_scatter(c.input, c.output, c.count, nccl_type(c.type),
+                                 nccl_op(c.reduce), comm_, stream);
+        break;
+    }
+    if (r == ncclInProgress) {
+      wait_ready(Deadline::after(config_.timeout), "enqueueing the call");
+    } else {
+      check(r, "the NCCL call");
+    }
+  }
+
+  void abort() override {
+    aborted_ = true;
+    // ncclCommAbort in the destructor: it must not race a call still enqueueing on this thread.
+  }
+
+  std::optional<std::string> take_async_failure() override {
+    if (comm_ == nullptr || aborted_) return std::nullopt;
+    ncclResult_t state = ncclSuccess;
+    if (lib_->comm_get_async_error(comm_, &state) == ncclSuccess && state != ncclSuccess &&
+        state != ncclInProgress) {
+      aborted_ = true;
+      return fmt::format("NCCL reported {} ({})", static_cast<int>(state),
+                         lib_->get_error_string(state));
+    }
+    return std::nullopt;
+  }
+
+ private:
+  void check(ncclResult_t r, const char* what) const {
+    if (r == ncclSuccess) return;
+    throw Error(r == ncclInvalidArgument || r == ncclInvalidUsage ? ErrorCode::kInvalidInput
+                                                                   : ErrorCode::kUnavailable,
+                fmt::format("{} failed: {} (NCCL {})", what, lib_->get_error_string(r),
+                            nccl_version_text(lib_->version)));
+  }
+
+  // Polls a non-blocking communicator until it is ready, failing (and aborting it) at the
+  // deadline.
+  void wait_ready(const Deadline& deadline, const char* what) {
+    while (true) {
+      ncclResult_t state = ncclInProgress;
+      check(lib_->comm_get_async_error(comm_, &state), "ncclCommGetAsyncError");
+      if (state == ncclSuccess) return;
+      if (state != ncclInProgress) check(state, what);
+      if (deadline.expired()) {
+        aborted_ = true;
+        throw Error(ErrorCode::kTimeout, fmt::format("{} did not complete within {} ms (a rank "
+                                                     "missing or stuck)",
+                                                     what, deadline.budget().count()));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+
+  NcclConfig config_;
+  const NcclLibrary* lib_ = nullptr;
+  ncclComm_t comm_ = nullptr;
+  bool aborted_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<CollectiveBackend> make_nccl_backend(const NcclConfig& config) {
+  return std::make_unique<NcclBackend>(config);
+}
+
+}  // namespace tpcomm::transport

@@ -1,0 +1,298 @@
+// Host-side checks of the GPU path that need no GPU: the slice / chunk / layout arithmetic the
+// kernels share with the host, the step-number rule, the framing of workspace handles passed
+// over Unix sockets, NCCL loading, and the errors a machine without a GPU gives.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "transport/cuda/cuda_layout.hpp"
+#include "transport/cuda/fd_channel.hpp"
+#include "tpcomm/bootstrap.hpp"
+#include "tpcomm/communicator.hpp"
+#include "tpcomm/error.hpp"
+
+namespace tpcomm::transport::cuda {
+namespace {
+
+TEST(CudaLayout, SplitCoversEveryItemOnceWithSizesWithinOne) {
+  for (std::size_t n : {0u, 1u, 7u, 16u, 1000u, 65537u}) {
+    for (int parts = 1; parts <= kMaxRanks; ++parts) {
+      std::size_t next = 0, smallest = n, largest = 0;
+      for (int p = 0; p < parts; ++p) {
+        const Range r = split(n, parts, p);
+        EXPECT_EQ(r.begin, next) << "n=" << n << " parts=" << parts << " part=" << p;
+        next = r.end;
+        smallest = std::min(smallest, r.size());
+        largest = std::max(largest, r.size());
+      }
+      EXPECT_EQ(next, n);
+      EXPECT_LE(largest - smallest, 1u) << "n=" << n << " parts=" << parts;
+    }
+  }
+}
+
+TEST(CudaLayout, ChunksAreWholeVectorsThatFitTheBuffer) {
+  for (std::size_t es : {2u, 4u}) {
+    for (int w : {1, 2, 5, 16}) {
+      for (std::size_t bytes : {16u, 4096u, 1000u, 8u << 20}) {
+        const std::size_t n = chunk_elements(bytes, es, w);
+        EXPECT_EQ(n * es % kVecBytes, 0u);
+        EXPECT_GT(n, 0u);
+        if (bytes >= kVecBytes * static_cast<std::size_t>(w)) {
+          EXPECT_LE(n * es * static_cast<std::size_t>(w), bytes) << es << " " << w << " " << bytes;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(chunk_count(0, 64), 1u);  // a zero-element call still launches (keeps ranks in step)
+  EXPECT_EQ(chunk_count(64, 64), 1u);
+  EXPECT_EQ(chunk_count(65, 64), 2u);
+}
+
+TEST(CudaLayout, WorkspaceRegionsAreAlignedAndDisjoint) {
+  for (std::size_t g : {0u, 2u << 20}) {
+    const WorkspaceLayout l = workspace_layout(16u << 20, g);
+    const std::size_t pads = sizeof(std::uint64_t) * kPhases * kMaxBlocks * kMaxRanks;
+    EXPECT_GE(l.steps_offset, pads);
+    EXPECT_GE(l.data_offset, l.steps_offset + 8 * kMaxBlocks);
+    EXPECT_EQ(l.data_offset % 4096, 0u);
+    EXPECT_GE(l.total_bytes, l.data_offset + (16u << 20));
+    if (g != 0) {
+      EXPECT_EQ(l.total_bytes % g, 0u);
+    }
+  }
+  std::set<std::size_t> seen;
+  for (int ph = 0; ph < kPhases; ++ph) {
+    for (int b = 0; b < kMaxBlocks; ++b) {
+      for (int r = 0; r < kMaxRanks; ++r) {
+        const std::size_t i = pad_index(ph, b, r);
+        EXPECT_LT(i, static_cast<std::size_t>(kPhases * kMaxBlocks * kMaxRanks));
+        EXPECT_TRUE(seen.insert(i).second);
+      }
+    }
+  }
+}
+
+TEST(CudaLayout, StepNumbersOnlyGrowSoStaleFlagsNeverPass) {
+  // A flag left from step s passes waits for s and earlier, never for s + 1: nothing needs a
+  // reset between calls or graph replays, and 64 bits do not wrap in practice.
+  EXPECT_TRUE(reached(5, 5));
+  EXPECT_TRUE(reached(6, 5));
+  EXPECT_FALSE(reached(4, 5));
+  EXPECT_FALSE(reached(0, 1));
+  EXPECT_TRUE(reached(~0ull, ~0ull - 1));
+}
+
+TEST(CudaLayout, WorldSizesMapToTheSmallestBucketThatHoldsThem) {
+  const int want[] = {0, 2, 2, 4, 4, 8, 8, 8, 8, 16, 16, 16, 16, 16, 16, 16, 16};
+  for (int w = 1; w <= kMaxRanks; ++w) EXPECT_EQ(world_bucket(w), want[w]) << w;
+}
+
+// A descriptor whose file holds `text`.
+net::Fd file_with(const std::string& text) {
+  net::Fd fd(memfd_create("tpcomm-test", MFD_CLOEXEC));
+  EXPECT_EQ(write(fd.get(), text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  return fd;
+}
+
+std::string content_of(int fd) {
+  char buf[64] = {};
+  const ssize_t n = pread(fd, buf, sizeof(buf), 0);
+  return std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+}
+
+struct SocketPair {
+  net::Fd a, b;
+  SocketPair() {
+    int s[2];
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s), 0);
+    a = net::Fd(s[0]);
+    b = net::Fd(s[1]);
+  }
+};
+
+TEST(HandleFraming, ADescriptorArrivesWithItsCheckedHeader) {
+  SocketPair p;
+  net::Fd f = file_with("workspace of rank 3");
+  HandleHeader h;
+  h.from_rank = 3;
+  h.comm_id = 0xabcdef;
+  h.bytes = 1 << 20;
+  send_handle(p.a.get(), h, f.get(), Deadline::after(std::chrono::seconds(5)));
+  ReceivedHandle got =
+      receive_handle(p.b.get(), 0xabcdef, Deadline::after(std::chrono::seconds(5)), "rank 3");
+  EXPECT_EQ(got.header.from_rank, 3);
+  EXPECT_EQ(got.header.bytes, 1u << 20);
+  EXPECT_NE(got.fd.get(), f.get());
+  EXPECT_EQ(content_of(got.fd.get()), "workspace of rank 3");  // the same file, a new descriptor
+}
+
+std::string receive_error(const std::function<void(int)>& send_side, std::uint64_t expect_comm) {
+  SocketPair p;
+  send_side(p.a.get());
+  try {
+    receive_handle(p.b.get(), expect_comm, Deadline::after(std::chrono::milliseconds(500)),
+                   "rank 1");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(HandleFraming, ForeignOrBrokenMessagesAreErrorsThatSayWhat) {
+  net::Fd f = file_with("x");
+  auto with = [&](HandleHeader h) {
+    return [&f, h](int s) { send_handle(s, h, f.get(), Deadline::after(std::chrono::seconds(1))); };
+  };
+  HandleHeader bad_magic;
+  bad_magic.magic = 0x12345678;
+  EXPECT_NE(receive_error(with(bad_magic), 0).find("bad magic"), std::string::npos);
+  HandleHeader bad_version;
+  bad_version.version = 9;
+  EXPECT_NE(receive_error(with(bad_version), 0).find("version 9"), std::string::npos);
+  HandleHeader other_group;
+  other_group.comm_id = 7;
+  EXPECT_NE(receive_error(with(other_group), 8).find("another group"), std::string::npos);
+  EXPECT_NE(receive_error(
+                [](int s) {
+                  HandleHeader h;
+                  ASSERT_EQ(write(s, &h, sizeof(h)), static_cast<ssize_t>(sizeof(h)));
+                },
+                0)
+                .find("carried no descriptor"),
+            std::string::npos);
+  EXPECT_NE(receive_error([](int s) { ASSERT_EQ(write(s, "short", 5), 5); }, 0)
+                .find("5 bytes, expected a 32-byte header"),
+            std::string::npos);
+  EXPECT_NE(receive_error([](int) {}, 0).find("no workspace handle from rank 1"),
+            std::string::npos);
+}
+
+TEST(HandleFraming, EveryRankOfANodeGetsEveryPeersDescriptor) {
+  constexpr int kWorld = 4;
+  const std::uint64_t comm = std::random_device{}();
+  std::vector<net::Fd> listeners;
+  for (int r = 0; r < kWorld; ++r) listeners.push_back(listen_abstract(listener_name(comm, r)));
+  std::vector<std::vector<std::string>> seen(kWorld);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kWorld; ++r) {
+    ranks.emplace_back([&, r] {
+      net::Fd mine = file_with("rank " + std::to_string(r));
+      auto fds = exchange_handles(r, kWorld, comm, listeners[static_cast<std::size_t>(r)].get(),
+                                  mine.get(), 4096, Deadline::after(std::chrono::seconds(10)));
+      for (int p = 0; p < kWorld; ++p) {
+        seen[static_cast<std::size_t>(r)].push_back(
+            p == r ? "" : content_of(fds[static_cast<std::size_t>(p)].get()));
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < kWorld; ++r) {
+    for (int p = 0; p < kWorld; ++p) {
+      EXPECT_EQ(seen[static_cast<std::size_t>(r)][static_cast<std::size_t>(p)],
+                p == r ? "" : "rank " + std::to_string(p))
+          << "rank " << r << " from " << p;
+    }
+  }
+}
+
+TEST(HandleFraming, AMissingPeerIsATimeoutNotAHang) {
+  const std::uint64_t comm = std::random_device{}();
+  net::Fd listener = listen_abstract(listener_name(comm, 0));
+  net::Fd mine = file_with("rank 0");
+  try {
+    exchange_handles(0, 2, comm, listener.get(), mine.get(), 4096,
+                     Deadline::after(std::chrono::milliseconds(300)));
+    FAIL() << "expected a timeout";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kTimeout) << e.what();
+    EXPECT_NE(std::string(e.what()).find("@tpcomm-fd-"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tpcomm::transport::cuda
+
+namespace tpcomm {
+namespace {
+
+// Both ranks as threads; returns each rank's error text ("" when creation succeeded).
+std::vector<std::string> create_errors(const CommunicatorOptions& options) {
+  auto group = make_thread_group(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      try {
+        auto comm = Communicator::create(group[static_cast<std::size_t>(r)], options);
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  return errors;
+}
+
+TEST(GpuFallback, ACudaCommunicatorWithoutAGpuSaysWhyOnEveryRank) {
+  CommunicatorOptions o;
+  o.device = DeviceType::kCuda;
+  o.timeout = std::chrono::milliseconds(3000);
+  const auto errors = create_errors(o);
+  for (int r = 0; r < 2; ++r) {
+    const std::string& e = errors[static_cast<std::size_t>(r)];
+    if (e.empty()) {
+      std::cout << "[ NOTE ] this machine has a usable GPU: the no-GPU refusal was not exercised\n";
+      return;
+    }
+    EXPECT_NE(e.find("rank " + std::to_string(r) + ": a CUDA communicator"), std::string::npos)
+        << e;
+  }
+  std::cout << "[ NOTE ] rank 0 said: " << errors[0] << "\n";
+}
+
+TEST(GpuFallback, AStreamOnAHostCommunicatorIsAnError) {
+  auto group = make_thread_group(1);
+  auto comm = Communicator::create(group[0]);
+  float x = 1;
+  try {
+    comm->all_reduce(&x, &x, 1, DataType::kFloat32, ReduceOp::kSum, nullptr);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidInput);
+    EXPECT_NE(std::string(e.what()).find("with a stream on a cpu communicator"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tpcomm
+
+#ifdef TPCOMM_HAVE_CUDA
+#include "transport/nccl/nccl_library.hpp"
+
+namespace tpcomm::transport {
+namespace {
+
+TEST(NcclLoading, TheMachinesNcclLoadsByNameOrSaysWhyNot) {
+  try {
+    const NcclLibrary& nccl = nccl_library();
+    EXPECT_GE(nccl.version, 21400) << nccl_version_text(nccl.version);
+    std::cout << "[ NOTE ] loaded NCCL " << nccl_version_text(nccl.version) << " with dlopen\n";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnavailable);
+    EXPECT_NE(std::string(e.what()).find("libnccl.so.2"), std::string::npos) << e.what();
+    std::cout << "[ NOTE ] NCCL is not on this machine; checked the refusal only: " << e.what()
+              << "\n";
+  }
+}
+
+}  // namespace
+}  // namespace tpcomm::transport
+#endif
