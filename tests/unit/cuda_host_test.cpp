@@ -11,11 +11,11 @@
 #include <set>
 #include <thread>
 
-#include "transport/cuda/cuda_layout.hpp"
-#include "transport/cuda/fd_channel.hpp"
 #include "tpcomm/bootstrap.hpp"
 #include "tpcomm/communicator.hpp"
 #include "tpcomm/error.hpp"
+#include "transport/cuda/cuda_layout.hpp"
+#include "transport/cuda/fd_channel.hpp"
 
 namespace tpcomm::transport::cuda {
 namespace {

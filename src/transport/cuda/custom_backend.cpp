@@ -62,8 +62,8 @@ class CustomBackend final : public CollectiveBackend {
     a.reduce = static_cast<int>(c.reduce);
     a.blocks = std::clamp(c.blocks > 0 ? c.blocks : 16, 1, cuda::kMaxBlocks);
     const bool rs = c.op == Op::kReduceScatter;
-    a.op = c.op == Op::kAllGather ? KernelOp::kAllGather
-           : rs                   ? KernelOp::kReduceScatter
+    a.op = c.op == Op::kAllGather      ? KernelOp::kAllGather
+           : rs                        ? KernelOp::kReduceScatter
            : c.algorithm == "two_shot" ? KernelOp::kTwoShot
                                        : KernelOp::kOneShot;
     const std::size_t per_chunk =
@@ -106,8 +106,8 @@ class CustomBackend final : public CollectiveBackend {
       throw Error(ErrorCode::kUnavailable, why);
     }
     cuda::check_cuda(cudaSetDevice(config_.device), "cudaSetDevice");
-    const auto layout =
-        cuda::workspace_layout(2 * config_.buffer_bytes, cuda::VmmWorkspace::granularity(config_.device));
+    const auto layout = cuda::workspace_layout(2 * config_.buffer_bytes,
+                                               cuda::VmmWorkspace::granularity(config_.device));
     workspace_.create(config_.device, layout.total_bytes);
     void* host = nullptr;
     cuda::check_cuda(cudaHostAlloc(&host, sizeof(HostShared), cudaHostAllocMapped),
@@ -115,8 +115,7 @@ class CustomBackend final : public CollectiveBackend {
     std::memset(host, 0, sizeof(HostShared));
     host_ = static_cast<HostShared*>(host);
     void* device_view = nullptr;
-    cuda::check_cuda(cudaHostGetDevicePointer(&device_view, host_, 0),
-                     "cudaHostGetDevicePointer");
+    cuda::check_cuda(cudaHostGetDevicePointer(&device_view, host_, 0), "cudaHostGetDevicePointer");
     auto* dev = static_cast<HostShared*>(device_view);
     base_args_.rank = config_.rank;
     base_args_.world = config_.size;
@@ -133,10 +132,10 @@ class CustomBackend final : public CollectiveBackend {
     auto fds = cuda::exchange_handles(config_.rank, config_.size, config_.comm_id, listener_.get(),
                                       mine.get(), workspace_.bytes(), deadline);
     for (int p = 0; p < config_.size; ++p) {
-      base_args_.peers[p] = p == config_.rank
-                                ? workspace_.own()
-                                : workspace_.map_peer(fds[static_cast<std::size_t>(p)].get(),
-                                                      workspace_.bytes());
+      base_args_.peers[p] =
+          p == config_.rank
+              ? workspace_.own()
+              : workspace_.map_peer(fds[static_cast<std::size_t>(p)].get(), workspace_.bytes());
     }
   }
 
@@ -203,10 +202,10 @@ class CustomBackend final : public CollectiveBackend {
       return fmt::format("custom kernel on rank {} stopped at step {}: the group was aborted",
                          f.rank, f.step);
     }
-    return fmt::format("custom kernel on rank {}: rank {} did not signal step {} ({} barrier) "
-                       "within {} ms (custom kernel watchdog)",
-                       f.rank, f.peer, f.step, f.phase == 0 ? "start" : "middle",
-                       config_.timeout.count());
+    return fmt::format(
+        "custom kernel on rank {}: rank {} did not signal step {} ({} barrier) "
+        "within {} ms (custom kernel watchdog)",
+        f.rank, f.peer, f.step, f.phase == 0 ? "start" : "middle", config_.timeout.count());
   }
 
   void check_failure() {
@@ -240,8 +239,8 @@ class CustomBackend final : public CollectiveBackend {
 
 std::unique_ptr<CollectiveBackend> make_custom_backend(const CustomConfig& config) {
   if (config.size < 2 || config.size > cuda::kMaxRanks) {
-    throw invalid_input(fmt::format("custom backend: {} ranks, expected 2 to {}", config.size,
-                                    cuda::kMaxRanks));
+    throw invalid_input(
+        fmt::format("custom backend: {} ranks, expected 2 to {}", config.size, cuda::kMaxRanks));
   }
   return std::make_unique<CustomBackend>(config);
 }

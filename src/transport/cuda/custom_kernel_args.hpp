@@ -31,10 +31,10 @@ struct KernelArgs {
   std::size_t count = 0;  // elements of this chunk (per rank for all-gather / reduce-scatter)
   // Every rank's workspace as mapped in this process (peers[rank] is this rank's own).
   void* peers[kMaxRanks] = {};
-  std::size_t data_offset = 0;  // where the data area starts in each workspace
-  std::size_t half_bytes = 0;   // each of the two data buffers (used by step parity)
-  const void* input = nullptr;  // this chunk's input
-  void* output = nullptr;       // this chunk's output
+  std::size_t data_offset = 0;      // where the data area starts in each workspace
+  std::size_t half_bytes = 0;       // each of the two data buffers (used by step parity)
+  const void* input = nullptr;      // this chunk's input
+  void* output = nullptr;           // this chunk's output
   std::size_t in_rank_stride = 0;   // reduce-scatter: bytes between rank blocks of the input
   std::size_t out_rank_stride = 0;  // all-gather: bytes between rank blocks of the output
   std::uint64_t cycle_budget = 0;   // cycles a wait may spin before giving up

@@ -37,10 +37,11 @@ Loaded load() {
   int devices = 0;
   const cudaError_t e = cudaGetDeviceCount(&devices);
   if (e != cudaSuccess) {
-    l.error = e == cudaErrorInsufficientDriver
-                  ? "no usable CUDA driver (libcuda.so.1 missing, or older than the CUDA runtime "
-                    "tpcomm was built with)"
-                  : fmt::format("CUDA runtime: {} ({})", cudaGetErrorName(e), cudaGetErrorString(e));
+    l.error =
+        e == cudaErrorInsufficientDriver
+            ? "no usable CUDA driver (libcuda.so.1 missing, or older than the CUDA runtime "
+              "tpcomm was built with)"
+            : fmt::format("CUDA runtime: {} ({})", cudaGetErrorName(e), cudaGetErrorString(e));
     cudaGetLastError();  // clear the sticky error for later callers
     return l;
   }
@@ -50,18 +51,17 @@ Loaded load() {
   }
   std::string missing;
   DriverApi& a = l.api;
-  const bool ok = resolve("cuMemGetAllocationGranularity", a.mem_get_allocation_granularity,
-                          &missing) &&
-                  resolve("cuMemCreate", a.mem_create, &missing) &&
-                  resolve("cuMemRelease", a.mem_release, &missing) &&
-                  resolve("cuMemExportToShareableHandle", a.mem_export, &missing) &&
-                  resolve("cuMemImportFromShareableHandle", a.mem_import, &missing) &&
-                  resolve("cuMemAddressReserve", a.mem_address_reserve, &missing) &&
-                  resolve("cuMemAddressFree", a.mem_address_free, &missing) &&
-                  resolve("cuMemMap", a.mem_map, &missing) &&
-                  resolve("cuMemUnmap", a.mem_unmap, &missing) &&
-                  resolve("cuMemSetAccess", a.mem_set_access, &missing) &&
-                  resolve("cuGetErrorString", a.get_error_string, &missing);
+  const bool ok =
+      resolve("cuMemGetAllocationGranularity", a.mem_get_allocation_granularity, &missing) &&
+      resolve("cuMemCreate", a.mem_create, &missing) &&
+      resolve("cuMemRelease", a.mem_release, &missing) &&
+      resolve("cuMemExportToShareableHandle", a.mem_export, &missing) &&
+      resolve("cuMemImportFromShareableHandle", a.mem_import, &missing) &&
+      resolve("cuMemAddressReserve", a.mem_address_reserve, &missing) &&
+      resolve("cuMemAddressFree", a.mem_address_free, &missing) &&
+      resolve("cuMemMap", a.mem_map, &missing) && resolve("cuMemUnmap", a.mem_unmap, &missing) &&
+      resolve("cuMemSetAccess", a.mem_set_access, &missing) &&
+      resolve("cuGetErrorString", a.get_error_string, &missing);
   if (!ok) {
     l.error = fmt::format("the CUDA driver lacks {} (driver older than CUDA 12?)", missing);
     return l;

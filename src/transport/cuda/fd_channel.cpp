@@ -144,8 +144,8 @@ net::Fd connect_abstract(const std::string& name, const Deadline& deadline) {
     net::Fd s(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (connect(s.get(), reinterpret_cast<sockaddr*>(&a), len) == 0) return s;
     if (deadline.expired()) {
-      throw Error(ErrorCode::kTimeout, fmt::format("cannot connect to unix socket @{}: {}", name,
-                                                   net::errno_text()));
+      throw Error(ErrorCode::kTimeout,
+                  fmt::format("cannot connect to unix socket @{}: {}", name, net::errno_text()));
     }
     usleep(1000);
   }
@@ -179,7 +179,8 @@ std::vector<net::Fd> exchange_handles(int rank, int world, std::uint64_t comm_id
     }
     ReceivedHandle h = receive_handle(c.get(), comm_id, deadline, "a peer");
     const int from = h.header.from_rank;
-    if (from < 0 || from >= world || from == rank || out[static_cast<std::size_t>(from)].get() >= 0) {
+    if (from < 0 || from >= world || from == rank ||
+        out[static_cast<std::size_t>(from)].get() >= 0) {
       throw Error(ErrorCode::kMismatch,
                   fmt::format("workspace handle claims to be from rank {} (world {}, twice or "
                               "out of range)",

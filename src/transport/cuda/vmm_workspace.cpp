@@ -52,10 +52,10 @@ net::Fd VmmWorkspace::export_fd() const {
 void* VmmWorkspace::map_peer(int fd, std::size_t bytes) {
   Mapping m;
   m.bytes = bytes;
-  check_cu(driver_api().mem_import(&m.handle,
-                                   reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),
-                                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
-           "cuMemImportFromShareableHandle (a peer's workspace)");
+  check_cu(
+      driver_api().mem_import(&m.handle, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),
+                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+      "cuMemImportFromShareableHandle (a peer's workspace)");
   try {
     map(m);
   } catch (...) {

@@ -72,8 +72,8 @@ class NcclBackend final : public CollectiveBackend {
                reinterpret_cast<const std::uint8_t*>(&id) + sizeof(id));
     Bytes got = config_.bootstrap->broadcast(mine, 0, "nccl unique id", deadline);
     if (got.size() != sizeof(id)) {
-      throw Error(ErrorCode::kMismatch, fmt::format("nccl unique id: {} bytes, expected {}",
-                                                    got.size(), sizeof(id)));
+      throw Error(ErrorCode::kMismatch,
+                  fmt::format("nccl unique id: {} bytes, expected {}", got.size(), sizeof(id)));
     }
     std::memcpy(&id, got.data(), sizeof(id));
     if (cudaSetDevice(config_.device) != cudaSuccess) {
@@ -99,8 +99,8 @@ class NcclBackend final : public CollectiveBackend {
         r = lib_->all_gather(c.input, c.output, c.count, nccl_type(c.type), comm_, stream);
         break;
       case Op::kReduceScatter:
-        r = lib_->reduce_scatter(c.input, c.output, c.count, nccl_type(c.type),
-                                 nccl_op(c.reduce), comm_, stream);
+        r = lib_->reduce_scatter(c.input, c.output, c.count, nccl_type(c.type), nccl_op(c.reduce),
+                                 comm_, stream);
         break;
     }
     if (r == ncclInProgress) {
@@ -131,7 +131,7 @@ class NcclBackend final : public CollectiveBackend {
   void check(ncclResult_t r, const char* what) const {
     if (r == ncclSuccess) return;
     throw Error(r == ncclInvalidArgument || r == ncclInvalidUsage ? ErrorCode::kInvalidInput
-                                                                   : ErrorCode::kUnavailable,
+                                                                  : ErrorCode::kUnavailable,
                 fmt::format("{} failed: {} (NCCL {})", what, lib_->get_error_string(r),
                             nccl_version_text(lib_->version)));
   }

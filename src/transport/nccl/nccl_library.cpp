@@ -18,9 +18,10 @@ Loaded load() {
   std::string why;
   l.lib.library = detail::SharedLibrary::open("libnccl.so.2", &why);
   if (!l.lib.library) {
-    l.error = fmt::format("libnccl.so.2 cannot be loaded: {} (install NCCL or add its directory "
-                          "to LD_LIBRARY_PATH)",
-                          why);
+    l.error = fmt::format(
+        "libnccl.so.2 cannot be loaded: {} (install NCCL or add its directory "
+        "to LD_LIBRARY_PATH)",
+        why);
     return l;
   }
   auto& s = *l.lib.library;

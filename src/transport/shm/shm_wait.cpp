@@ -21,7 +21,7 @@ namespace {
 
 // Spinning pays while every rank has a core; when ranks outnumber cores the peer we wait for
 // may need this core, so yield almost at once.
-constexpr int kSpinsWithOwnCore = 1 << 14;
+constexpr int kSpinsWithOwnCore = 1 << 11;
 constexpr int kSpinsOversubscribed = 8;
 constexpr int kYields = 64;
 constexpr int kAbortCheckEvery = 64;  // spins between reads of the shared abort word
