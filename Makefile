@@ -36,10 +36,10 @@ bench: build
 	build/bench/reduce_bench
 
 format:
-	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.c')
+	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.c' '*.cu')
 
 format-check:
-	clang-format --dry-run --Werror $$(git ls-files '*.cpp' '*.hpp' '*.c')
+	clang-format --dry-run --Werror $$(git ls-files '*.cpp' '*.hpp' '*.c' '*.cu')
 
 clean:
 	rm -rf build build-debug

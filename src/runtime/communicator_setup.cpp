@@ -50,9 +50,8 @@ int pick_cuda_device(const CommunicatorOptions& options, std::size_t visible) {
     }
     return options.cuda_device;
   }
-  const auto local_rank = env_raw("LOCAL_RANK");
-  const long lr = local_rank ? std::strtol(local_rank->c_str(), nullptr, 10) : 0;
-  return static_cast<int>(static_cast<std::size_t>(std::max(0L, lr)) % visible);
+  const std::int64_t local_rank = env_raw("LOCAL_RANK") ? env_integer("LOCAL_RANK") : 0;
+  return static_cast<int>(static_cast<std::size_t>(local_rank) % visible);
 }
 
 runtime::RankRecord my_record(int rank, const CommunicatorOptions& options, int* cuda_device) {

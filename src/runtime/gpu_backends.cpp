@@ -1,9 +1,6 @@
 // The GPU backends' factories: custom and nccl in a CUDA build, nothing otherwise (a kCuda
 // communicator is then refused with the reason).
-#include <fmt/format.h>
-
 #include "communicator_impl.hpp"
-#include "tpcomm/env.hpp"
 
 #ifdef TPCOMM_HAVE_CUDA
 #include "transport/cuda/custom_backend.hpp"

@@ -9,7 +9,6 @@
 
 #include <fmt/format.h>
 
-#include "../common/call_text.hpp"
 #include "custom_kernel_args.hpp"
 #include "driver_api.hpp"
 #include "fd_channel.hpp"
@@ -56,7 +55,6 @@ class CustomBackend final : public CollectiveBackend {
   void run(const Call& c) override {
     check_failure();
     const std::size_t es = size_of(c.type);
-    const auto w = static_cast<std::size_t>(config_.size);
     KernelArgs a = base_args_;
     a.type = static_cast<int>(c.type);
     a.reduce = static_cast<int>(c.reduce);
@@ -78,7 +76,6 @@ class CustomBackend final : public CollectiveBackend {
       a.out_rank_stride = c.count * es;
       cuda::check_cuda(cuda::launch_custom_kernel(a, c.stream), "launching the custom kernel");
     }
-    (void)w;
   }
 
   void abort() override {

@@ -64,60 +64,47 @@ __device__ bool barrier(const KernelArgs& a, int phase, std::uint64_t step) {
   return failed == 0;
 }
 
-// 16 bytes as fp32 values and back.
+// Elements as fp32 and back (round to nearest even).
+__device__ __forceinline__ float to_float(float x) {
+  return x;
+}
+__device__ __forceinline__ float to_float(__half x) {
+  return __half2float(x);
+}
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
 template <typename T>
-struct Vec;
+__device__ __forceinline__ T from_float(float f);
 template <>
-struct Vec<float> {
-  static constexpr int kN = 4;
-  __device__ static void widen(const uint4& v, float* f) {
-    f[0] = __uint_as_float(v.x);
-    f[1] = __uint_as_float(v.y);
-    f[2] = __uint_as_float(v.z);
-    f[3] = __uint_as_float(v.w);
-  }
-  __device__ static uint4 narrow(const float* f) {
-    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
-                      __float_as_uint(f[3]));
-  }
-  __device__ static float to_f(const void* p) { return *static_cast<const float*>(p); }
-  __device__ static void from_f(void* p, float f) { *static_cast<float*>(p) = f; }
-};
+__device__ __forceinline__ float from_float<float>(float f) {
+  return f;
+}
 template <>
-struct Vec<__half> {
-  static constexpr int kN = 8;
+__device__ __forceinline__ __half from_float<__half>(float f) {
+  return __float2half_rn(f);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float f) {
+  return __float2bfloat16_rn(f);
+}
+
+// 16 bytes of T as fp32 values and back, and single elements for the unaligned rest.
+template <typename T>
+struct Vec {
+  static constexpr int kN = static_cast<int>(kVecBytes / sizeof(T));
   __device__ static void widen(const uint4& v, float* f) {
-    const __half* h = reinterpret_cast<const __half*>(&v);
-    for (int i = 0; i < 8; ++i) f[i] = __half2float(h[i]);
+    const T* e = reinterpret_cast<const T*>(&v);
+    for (int i = 0; i < kN; ++i) f[i] = to_float(e[i]);
   }
   __device__ static uint4 narrow(const float* f) {
     uint4 v;
-    __half* h = reinterpret_cast<__half*>(&v);
-    for (int i = 0; i < 8; ++i) h[i] = __float2half_rn(f[i]);
+    T* e = reinterpret_cast<T*>(&v);
+    for (int i = 0; i < kN; ++i) e[i] = from_float<T>(f[i]);
     return v;
   }
-  __device__ static float to_f(const void* p) { return __half2float(*static_cast<const __half*>(p)); }
-  __device__ static void from_f(void* p, float f) { *static_cast<__half*>(p) = __float2half_rn(f); }
-};
-template <>
-struct Vec<__nv_bfloat16> {
-  static constexpr int kN = 8;
-  __device__ static void widen(const uint4& v, float* f) {
-    const __nv_bfloat16* h = reinterpret_cast<const __nv_bfloat16*>(&v);
-    for (int i = 0; i < 8; ++i) f[i] = __bfloat162float(h[i]);
-  }
-  __device__ static uint4 narrow(const float* f) {
-    uint4 v;
-    __nv_bfloat16* h = reinterpret_cast<__nv_bfloat16*>(&v);
-    for (int i = 0; i < 8; ++i) h[i] = __float2bfloat16_rn(f[i]);
-    return v;
-  }
-  __device__ static float to_f(const void* p) {
-    return __bfloat162float(*static_cast<const __nv_bfloat16*>(p));
-  }
-  __device__ static void from_f(void* p, float f) {
-    *static_cast<__nv_bfloat16*>(p) = __float2bfloat16_rn(f);
-  }
+  __device__ static float to_f(const void* p) { return to_float(*static_cast<const T*>(p)); }
+  __device__ static void from_f(void* p, float f) { *static_cast<T*>(p) = from_float<T>(f); }
 };
 
 __device__ __forceinline__ float combine(float acc, float x, int reduce) {
@@ -137,9 +124,7 @@ __device__ void reduce_range(const KernelArgs& a, std::uint64_t step, std::size_
   for (int r = 0; r < MaxW; ++r) src[r] = r < a.world ? data(a, r, step) + src_offset : nullptr;
   const bool aligned = (reinterpret_cast<std::uintptr_t>(out) % kVecBytes) == 0;
   const std::size_t vb = (begin + V::kN - 1) / V::kN, ve = end / V::kN;
-  const float scale = a.reduce == 3 ? 1.0f / static_cast<float>(a.world) : 1.0f;
   auto finish = [&](float x) { return a.reduce == 3 ? x / static_cast<float>(a.world) : x; };
-  (void)scale;
   if (aligned && vb < ve) {
     for (std::size_t v = vb + threadIdx.x; v < ve; v += blockDim.x) {
       float acc[V::kN], x[V::kN];
@@ -177,7 +162,8 @@ __device__ void copy_bytes(char* dst, const char* src, std::size_t bytes) {
     for (std::size_t v = threadIdx.x; v < vecs; v += blockDim.x) {
       reinterpret_cast<uint4*>(dst)[v] = reinterpret_cast<const uint4*>(src)[v];
     }
-    for (std::size_t i = vecs * kVecBytes + threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
+    for (std::size_t i = vecs * kVecBytes + threadIdx.x; i < bytes; i += blockDim.x)
+      dst[i] = src[i];
   } else {
     for (std::size_t i = threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
   }

@@ -39,17 +39,27 @@ sockaddr_un abstract_address(const std::string& name, socklen_t* len) {
   return a;
 }
 
+// One header-sized data part plus room for one descriptor: the shape of every message.
+struct HandleMessage {
+  iovec iov;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  explicit HandleMessage(HandleHeader* header) : iov{header, sizeof(HandleHeader)} {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+  }
+  HandleMessage(const HandleMessage&) = delete;
+  HandleMessage& operator=(const HandleMessage&) = delete;
+};
+
 }  // namespace
 
 void send_handle(int socket, const HandleHeader& header, int fd, const Deadline& deadline) {
-  iovec iov{const_cast<HandleHeader*>(&header), sizeof(header)};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  HandleHeader copy = header;
+  HandleMessage m(&copy);
+  cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int));
@@ -57,7 +67,7 @@ void send_handle(int socket, const HandleHeader& header, int fd, const Deadline&
   if (!wait_ready(socket, POLLOUT, deadline)) {
     throw Error(ErrorCode::kTimeout, "sending a workspace handle: the peer did not accept in time");
   }
-  if (sendmsg(socket, &msg, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(header))) {
+  if (sendmsg(socket, &m.msg, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(header))) {
     throw Error(ErrorCode::kUnavailable,
                 fmt::format("sending a workspace handle: {}", net::errno_text()));
   }
@@ -66,20 +76,14 @@ void send_handle(int socket, const HandleHeader& header, int fd, const Deadline&
 ReceivedHandle receive_handle(int socket, std::uint64_t expected_comm, const Deadline& deadline,
                               const std::string& from) {
   ReceivedHandle out;
-  iovec iov{&out.header, sizeof(out.header)};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
+  HandleMessage m(&out.header);
   if (!wait_ready(socket, POLLIN, deadline)) {
     throw Error(ErrorCode::kTimeout,
                 fmt::format("no workspace handle from {} within the deadline", from));
   }
-  const ssize_t n = recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
+  const ssize_t n = recvmsg(socket, &m.msg, MSG_CMSG_CLOEXEC);
   // Take ownership of any descriptor first, so that every error path closes it.
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+  for (cmsghdr* c = CMSG_FIRSTHDR(&m.msg); c != nullptr; c = CMSG_NXTHDR(&m.msg, c)) {
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
         c->cmsg_len == CMSG_LEN(sizeof(int))) {
       int fd;
