@@ -122,7 +122,10 @@ __device__ void reduce_range(const KernelArgs& a, std::uint64_t step, std::size_
   constexpr std::size_t es = sizeof(T);
   const char* src[MaxW];
   for (int r = 0; r < MaxW; ++r) src[r] = r < a.world ? data(a, r, step) + src_offset : nullptr;
-  const bool aligned = (reinterpret_cast<std::uintptr_t>(out) % kVecBytes) == 0;
+  // Vector loads need every source aligned too: a reduce-scatter block starts at
+  // rank * count elements, which is not a whole vector for every count.
+  const bool aligned =
+      reinterpret_cast<std::uintptr_t>(out) % kVecBytes == 0 && src_offset % kVecBytes == 0;
   const std::size_t vb = (begin + V::kN - 1) / V::kN, ve = end / V::kN;
   auto finish = [&](float x) { return a.reduce == 3 ? x / static_cast<float>(a.world) : x; };
   if (aligned && vb < ve) {
