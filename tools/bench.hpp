@@ -17,7 +17,7 @@ struct BenchArgs {
   std::uint64_t min_bytes = 4096;
   std::uint64_t max_bytes = 16u << 20;
   std::uint64_t factor = 2;
-  int iters = 0;  // 0: as many as fit in 25 ms per size (at least 20)
+  int iters = 0;  // 0: as many as fit in 25 ms per size (at least 21)
   int warmup = 10;
   bool check = false;
   std::string backend;  // force one backend (others disabled)

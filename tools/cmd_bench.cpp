@@ -83,7 +83,7 @@ void add_bench_command(CLI::App& app, int& exit_status) {
   cmd->add_option("-f,--stepfactor", a->factor, "size multiplier between rows")
       ->capture_default_str();
   cmd->add_option("--iters", a->iters,
-                  "timed calls per size; 0: as many as fit in 25 ms (at least 20)")
+                  "timed calls per size; 0: as many as fit in 25 ms (at least 21)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000000));
   cmd->add_option("--warmup", a->warmup, "untimed calls first")
