@@ -20,10 +20,11 @@ struct BenchArgs {
   int iters = 0;  // 0: as many as fit in 25 ms per size (at least 21)
   int warmup = 10;
   bool check = false;
-  std::string backend;  // force one backend (others disabled)
-  std::string compare;  // "mpi", "gloo" or "mpi,gloo"
-  std::string json;     // write every row here
-  std::string plot;     // draw latency and bus bandwidth per engine into this PNG
+  std::string backend;           // force one backend (others disabled)
+  std::string compare;           // "mpi", "gloo" or "mpi,gloo"
+  std::string json;              // write every row here
+  std::string plot;              // draw latency and bus bandwidth per engine into this PNG
+  std::string bind_to = "core";  // "core": one CPU per rank when there are enough; "none"
 };
 
 // Inside a group (tpcomm run, mpirun, torchrun): run the sweep; rank 0 prints the table.

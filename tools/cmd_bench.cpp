@@ -1,5 +1,6 @@
 // tpcomm bench: inside a group it runs the sweep; outside one it starts the group itself —
 // under tpcomm run, or under mpirun when MPI is compared.
+#include <sched.h>
 #include <unistd.h>
 
 #include <memory>
@@ -21,6 +22,12 @@ std::string self_path() {
   return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("tpcomm");
 }
 
+int usable_cpus() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  return sched_getaffinity(0, sizeof(allowed), &allowed) == 0 ? CPU_COUNT(&allowed) : 1;
+}
+
 bool in_group() {
   return env_raw("RANK").has_value() || env_raw("OMPI_COMM_WORLD_RANK").has_value();
 }
@@ -39,8 +46,10 @@ int run_bench(const BenchArgs& a) {
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
     unsetenv("MASTER_ADDR");
     unsetenv("MASTER_PORT");
-    std::vector<std::string> mpi = {"mpirun", "--oversubscribe",      "--bind-to", "none",
-                                    "-np",    std::to_string(a.ranks)};
+    const bool bind = a.bind_to == "core" && a.ranks <= usable_cpus();
+    std::vector<std::string> mpi = {"mpirun",    "--oversubscribe",
+                                    "--bind-to", bind ? "core" : "none",
+                                    "-np",       std::to_string(a.ranks)};
     argv.insert(argv.begin(), mpi.begin(), mpi.end());
     std::vector<char*> args;
     for (auto& s : argv) args.push_back(s.data());
@@ -53,6 +62,7 @@ int run_bench(const BenchArgs& a) {
   l.nodes = a.nodes;
   l.command = argv;
   l.prefix_output = false;
+  l.bind_cores = a.bind_to == "core";
   return launch(l);
 }
 
@@ -98,6 +108,11 @@ void add_bench_command(CLI::App& app, int& exit_status) {
   cmd->add_option("--json", a->json, "write every row to this file");
   cmd->add_option("--plot", a->plot,
                   "draw latency and bus bandwidth per engine into this PNG (gnuplot)");
+  cmd->add_option("--bind-to", a->bind_to,
+                  "core: each rank (tpcomm's and Open MPI's alike) on its own CPU when there are "
+                  "enough")
+      ->check(CLI::IsMember({"core", "none"}))
+      ->capture_default_str();
   cmd->callback([a, &exit_status] { exit_status = run_bench(*a); });
 }
 

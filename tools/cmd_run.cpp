@@ -33,8 +33,16 @@ void add_run_command(CLI::App& app, int& exit_status) {
       "--keep-going", opts->keep_going,
       "when a rank fails, let the others end on their own (within TPCOMM_TIMEOUT_MS + 2 s, "
       "then they are stopped)");
+  auto bind_to = std::make_shared<std::string>("none");
+  cmd->add_option("--bind-to", *bind_to,
+                  "core: bind rank r to the r-th usable CPU when every rank gets its own")
+      ->check(CLI::IsMember({"core", "none"}))
+      ->capture_default_str();
   cmd->add_option("command", opts->command, "-- PROGRAM ARGS...")->required();
-  cmd->callback([opts, &exit_status] { exit_status = launch(*opts); });
+  cmd->callback([opts, bind_to, &exit_status] {
+    opts->bind_cores = *bind_to == "core";
+    exit_status = launch(*opts);
+  });
 }
 
 void add_store_command(CLI::App& app) {

@@ -87,10 +87,29 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
   return out;
 }
 
+// One single-CPU set per rank from the CPUs this process may use; none when there are fewer
+// CPUs than ranks (binding would then stack ranks on one CPU).
+std::vector<cpu_set_t> one_cpu_per_rank(int ranks) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return {};
+  std::vector<cpu_set_t> out;
+  for (int cpu = 0; cpu < CPU_SETSIZE && static_cast<int>(out.size()) < ranks; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed)) continue;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    out.push_back(one);
+  }
+  if (static_cast<int>(out.size()) < ranks) out.clear();
+  return out;
+}
+
 // Between fork and exec: only async-signal-safe calls on data prepared before fork.
 [[noreturn]] void exec_rank(const Rank& rank, int out_write, int err_write,
                             const std::vector<std::string>* ns_paths, const std::string& cwd,
-                            char** argv, char** envp, const sigset_t& old_mask) {
+                            char** argv, char** envp, const sigset_t& old_mask,
+                            const cpu_set_t* cpu) {
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   dup2(out_write, 1);
@@ -112,6 +131,7 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
     }
     if (chdir(cwd.c_str()) != 0) fail("cannot return to the working directory");
   }
+  if (cpu != nullptr && sched_setaffinity(0, sizeof(*cpu), cpu) != 0) fail("cannot bind to a CPU");
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
   signal(SIGCHLD, SIG_DFL);
@@ -153,6 +173,8 @@ void Launcher::start_ranks(std::uint16_t port, SimulatedNodes* nodes, const sigs
   std::vector<std::string> argv_strings = options_.command;
   std::vector<char*> argv = pointers(argv_strings);
   const int n = options_.ranks;
+  const std::vector<cpu_set_t> cpus =
+      options_.bind_cores ? one_cpu_per_rank(n) : std::vector<cpu_set_t>();
   for (int r = 0; r < n; ++r) {
     const int node = static_cast<int>(static_cast<long>(r) * options_.nodes / n);
     int first = 0, count = 0;
@@ -170,7 +192,10 @@ void Launcher::start_ranks(std::uint16_t port, SimulatedNodes* nodes, const sigs
     rank.index = r;
     const std::vector<std::string>* ns = nodes ? &nodes->namespace_paths(node) : nullptr;
     pid_t pid = fork();
-    if (pid == 0) exec_rank(rank, out[1], err[1], ns, cwd, argv.data(), envp.data(), old_mask);
+    if (pid == 0) {
+      exec_rank(rank, out[1], err[1], ns, cwd, argv.data(), envp.data(), old_mask,
+                cpus.empty() ? nullptr : &cpus[static_cast<std::size_t>(r)]);
+    }
     if (pid < 0)
       throw Error(ErrorCode::kUnavailable, "fork(): " + std::string(std::strerror(errno)));
     setpgid(pid, pid);

@@ -1,6 +1,10 @@
 // The tpcomm binary, run as a user would: exit statuses, the plan JSON contract on every shared
 // topology, errors for bad input, topo on this machine and on a fake GPU machine, env.
 #include <gtest/gtest.h>
+#include <sched.h>
+
+#include <set>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -154,6 +158,30 @@ TEST(Cli, DisableFromOptionAndEnvironment) {
   auto nccl = tpcomm({"plan", facts, "--disable", "nccl"});
   EXPECT_EQ(nccl.exit_code, 2);
   EXPECT_TRUE(contains(nccl.err, "nccl cannot be disabled")) << nccl.err;
+}
+
+// `tpcomm run --bind-to core` gives each rank its own CPU (when there are enough of them) and
+// `none` leaves every rank the whole set.
+TEST(Cli, RunBindsEachRankToItsOwnCpu) {
+  auto cpus_of_ranks = [](const std::string& bind, int ranks) {
+    auto r = tpcomm({"run", "-n", std::to_string(ranks), "--bind-to", bind, "--", "sh", "-c",
+                     "grep Cpus_allowed_list /proc/self/status"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::set<std::string> lists;
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);)
+      lists.insert(line.substr(line.find('\t') + 1));
+    return lists;
+  };
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  const int cpus = CPU_COUNT(&allowed);
+  ASSERT_GE(cpus, 2) << "this test needs two usable CPUs";
+  EXPECT_EQ(cpus_of_ranks("core", 2).size(), 2u);  // two different single CPUs
+  EXPECT_EQ(cpus_of_ranks("none", 2).size(), 1u);  // both the same, full list
+  // More ranks than CPUs: nobody is bound, rather than two ranks stacked on one CPU.
+  EXPECT_EQ(cpus_of_ranks("core", cpus + 1).size(), 1u);
+  EXPECT_EQ(tpcomm({"run", "-n", "2", "--bind-to", "socket", "--", "true"}).exit_code, 2);
 }
 
 TEST(Cli, TopoWithoutGpuPrintsCpuFactsAndSaysWhy) {
