@@ -1,0 +1,498 @@
+// The GPU check (scripts/gpu-check.sh runs it on a machine with a GPU). It drives the custom
+// backend directly, because W ranks sharing one GPU is not a group the planner admits (NCCL, the
+// fallback, refuses two ranks on one device):
+//
+//   tpcomm_gpu_check correctness W   W ranks as threads, each with its own stream on GPU 0: every
+//                                    algorithm x dtype x size (1 KiB-64 MiB, odd counts), eager
+//                                    and CUDA graph, in and out of place, bitwise against a host
+//                                    reference summed in rank order, and equal across ranks
+//   tpcomm_gpu_check stall           2 ranks; rank 1 never calls: the watchdog error, not a hang
+//   tpcomm_gpu_check timing W        time per call of each algorithm next to a device-to-device
+//                                    copy of the same bytes
+//   tpcomm_gpu_check process         under `tpcomm run -n 2`: real fd export/import between two
+//                                    processes, with a copy check
+//
+// Without a usable GPU it says why and exits 77 (ctest shows the test as skipped).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "transport/common/convert.hpp"
+#include "transport/cuda/custom_backend.hpp"
+#include "tpcomm/bootstrap.hpp"
+#include "tpcomm/error.hpp"
+
+namespace tpcomm {
+namespace {
+
+using transport::Call;
+using transport::CollectiveBackend;
+using transport::bf16_to_float;
+using transport::float_to_bf16;
+using transport::float_to_fp16;
+using transport::fp16_to_float;
+
+constexpr int kSkip = 77;
+constexpr std::chrono::milliseconds kTimeout{20000};
+
+void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    throw Error(ErrorCode::kInternal, fmt::format("{}: {}", what, cudaGetErrorString(e)));
+  }
+}
+
+std::size_t elem_size(DataType t) {
+  return t == DataType::kFloat32 ? 4 : 2;
+}
+
+// Deterministic per (seed, index): every rank and the host reference regenerate the same data.
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Random values in [-4, 4), already representable in the element type.
+std::vector<std::uint8_t> make_input(DataType t, std::size_t count, std::uint64_t seed) {
+  std::vector<std::uint8_t> out(count * elem_size(t));
+  for (std::size_t i = 0; i < count; ++i) {
+    const float v = static_cast<float>(mix(seed * 0x100000001b3ULL + i) >> 40) / 2097152.0f - 4.0f;
+    if (t == DataType::kFloat32) {
+      std::memcpy(out.data() + 4 * i, &v, 4);
+    } else {
+      const std::uint16_t h = t == DataType::kBFloat16 ? float_to_bf16(v) : float_to_fp16(v);
+      std::memcpy(out.data() + 2 * i, &h, 2);
+    }
+  }
+  return out;
+}
+
+float load(DataType t, const std::uint8_t* p, std::size_t i) {
+  if (t == DataType::kFloat32) {
+    float v;
+    std::memcpy(&v, p + 4 * i, 4);
+    return v;
+  }
+  std::uint16_t h;
+  std::memcpy(&h, p + 2 * i, 2);
+  return t == DataType::kBFloat16 ? bf16_to_float(h) : fp16_to_float(h);
+}
+
+void store(DataType t, std::uint8_t* p, std::size_t i, float v) {
+  if (t == DataType::kFloat32) {
+    std::memcpy(p + 4 * i, &v, 4);
+  } else {
+    const std::uint16_t h = t == DataType::kBFloat16 ? float_to_bf16(v) : float_to_fp16(v);
+    std::memcpy(p + 2 * i, &h, 2);
+  }
+}
+
+// The kernels' order: fp32 accumulation starting from rank 0, then rounding to the element type.
+std::vector<std::uint8_t> reference_sum(DataType t, const std::vector<std::vector<std::uint8_t>>& in,
+                                        std::size_t offset, std::size_t count) {
+  std::vector<std::uint8_t> out(count * elem_size(t));
+  for (std::size_t i = 0; i < count; ++i) {
+    float acc = load(t, in[0].data(), offset + i);
+    for (std::size_t r = 1; r < in.size(); ++r) acc += load(t, in[r].data(), offset + i);
+    store(t, out.data(), i, acc);
+  }
+  return out;
+}
+
+// One rank's backend, set up as the communicator does: each step voted over the bootstrap.
+std::unique_ptr<CollectiveBackend> set_up(std::shared_ptr<Bootstrap> bs, std::uint64_t comm_id,
+                                          std::function<void(const std::string&)> on_failure,
+                                          std::chrono::milliseconds timeout = kTimeout) {
+  transport::CustomConfig config;
+  config.rank = bs->rank();
+  config.size = bs->size();
+  config.device = 0;
+  config.bootstrap = bs;
+  config.comm_id = comm_id;
+  config.timeout = timeout;
+  config.on_async_failure = std::move(on_failure);
+  auto backend = transport::make_custom_backend(config);
+  for (int step = 0; step < backend->setup_steps(); ++step) {
+    std::string error;
+    try {
+      backend->run_setup_step(step, Deadline::after(timeout));
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    auto votes = bs->all_gather(Bytes(error.begin(), error.end()), "gpu check vote",
+                                Deadline::after(timeout));
+    for (std::size_t r = 0; r < votes.size(); ++r) {
+      if (!votes[r].empty()) {
+        throw Error(ErrorCode::kUnavailable,
+                    fmt::format("set-up step {} failed on rank {}: {}",
+                                backend->setup_step_name(step), r,
+                                std::string(votes[r].begin(), votes[r].end())));
+      }
+    }
+  }
+  backend->setup_complete();
+  return backend;
+}
+
+// Runs fn(rank, bootstrap) on W threads; the first exception is rethrown.
+void on_threads(int world, const std::function<void(int, std::shared_ptr<Bootstrap>)>& fn) {
+  auto group = make_thread_group(world);
+  std::vector<std::thread> threads;
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        check_cuda(cudaSetDevice(0), "cudaSetDevice");
+        fn(r, group[static_cast<std::size_t>(r)]);
+      } catch (...) {
+        errors[static_cast<std::size_t>(r)] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
+struct Case {
+  const char* name;  // one_shot, two_shot, all_gather, reduce_scatter
+  Op op;
+  const char* algorithm;
+};
+const Case kCases[] = {{"one_shot", Op::kAllReduce, "one_shot"},
+                       {"two_shot", Op::kAllReduce, "two_shot"},
+                       {"all_gather", Op::kAllGather, "one_shot"},
+                       {"reduce_scatter", Op::kReduceScatter, "one_shot"}};
+const DataType kTypes[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
+
+const char* type_name(DataType t) {
+  return t == DataType::kFloat32 ? "float32" : t == DataType::kFloat16 ? "float16" : "bfloat16";
+}
+
+// Sizes in bytes of the all-reduce buffer (odd element counts among them); the all-gather
+// output and the reduce-scatter input have the same total, split over the ranks.
+std::vector<std::size_t> element_counts(DataType t) {
+  const std::size_t es = elem_size(t);
+  std::vector<std::size_t> out;
+  for (std::size_t bytes : {std::size_t{1} << 10, std::size_t{4} << 10, std::size_t{64} << 10,
+                            std::size_t{1} << 20, std::size_t{9} << 20, std::size_t{64} << 20}) {
+    out.push_back(bytes / es);
+    if (bytes <= (std::size_t{9} << 20)) out.push_back(bytes / es + 3);  // odd, not a vector
+  }
+  return out;
+}
+
+// Element counts of a call's input and output for one rank, and the `count` argument.
+struct Shape {
+  std::size_t count, in_elems, out_elems;
+};
+Shape shape_of(Op op, std::size_t total, int world) {
+  const auto w = static_cast<std::size_t>(world);
+  if (op == Op::kAllReduce) return {total, total, total};
+  const std::size_t per_rank = std::max<std::size_t>(1, total / w);
+  if (op == Op::kAllGather) return {per_rank, per_rank, per_rank * w};
+  return {per_rank, per_rank * w, per_rank};
+}
+
+int correctness(int world) {
+  std::atomic<long> checked{0};
+  std::atomic<long> wrong{0};
+  std::mutex print;
+  on_threads(world, [&](int rank, std::shared_ptr<Bootstrap> bs) {
+    auto backend = set_up(bs, 0xc0ffee00 + static_cast<std::uint64_t>(world),
+                          [](const std::string& why) { std::fprintf(stderr, "%s\n", why.c_str()); });
+    cudaStream_t stream;
+    check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    const auto w = static_cast<std::size_t>(world);
+    std::uint64_t sequence = 0;
+    for (DataType t : kTypes) {
+      const std::size_t es = elem_size(t);
+      for (std::size_t total : element_counts(t)) {
+        for (const Case& k : kCases) {
+          const Shape s = shape_of(k.op, total, world);
+          // Every rank's input, regenerated from the same seeds on every rank for the reference.
+          std::vector<std::vector<std::uint8_t>> inputs;
+          for (std::size_t r = 0; r < w; ++r) {
+            inputs.push_back(make_input(t, s.in_elems, (total << 8) ^ (r << 4) ^ es));
+          }
+          std::vector<std::uint8_t> expect;
+          if (k.op == Op::kAllReduce) {
+            expect = reference_sum(t, inputs, 0, s.count);
+          } else if (k.op == Op::kAllGather) {
+            for (const auto& in : inputs) expect.insert(expect.end(), in.begin(), in.end());
+          } else {
+            expect = reference_sum(t, inputs, static_cast<std::size_t>(rank) * s.count, s.count);
+          }
+          const std::size_t big = std::max(s.in_elems, s.out_elems) * es;
+          void* a = nullptr;
+          void* b = nullptr;
+          check_cuda(cudaMalloc(&a, big), "cudaMalloc");
+          check_cuda(cudaMalloc(&b, big), "cudaMalloc");
+          const bool large = total * es > (std::size_t{1} << 20);
+          for (int in_place = 0; in_place < 2; ++in_place) {
+            for (int graph = 0; graph < 2; ++graph) {
+              if (large && (in_place || graph)) continue;  // the big sizes: eager, out of place
+              Call c;
+              c.op = k.op;
+              c.type = t;
+              c.count = s.count;
+              c.algorithm = k.algorithm;
+              c.sequence = ++sequence;
+              c.stream = stream;
+              c.output = in_place ? a : b;
+              // In place as NCCL defines it: the rank's own block of the larger buffer.
+              auto* base = static_cast<std::uint8_t*>(a);
+              c.input = in_place && k.op == Op::kAllGather ? base + rank * s.count * es : a;
+              if (in_place && k.op == Op::kReduceScatter) c.output = base + rank * s.count * es;
+              check_cuda(cudaMemcpy(const_cast<void*>(c.input), inputs[rank].data(),
+                                    s.in_elems * es, cudaMemcpyHostToDevice),
+                         "copy in");
+              if (!in_place) check_cuda(cudaMemset(c.output, 0xff, s.out_elems * es), "memset");
+              bs->barrier("case start", Deadline::after(kTimeout));
+              if (graph) {
+                cudaGraph_t g;
+                cudaGraphExec_t exec;
+                check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+                           "begin capture");
+                backend->run(c);
+                check_cuda(cudaStreamEndCapture(stream, &g), "end capture");
+                check_cuda(cudaGraphInstantiate(&exec, g, 0), "instantiate");
+                // Twice: a replay must get fresh step numbers from the device counter.
+                for (int replay = 0; replay < 2; ++replay) {
+                  if (!in_place) {
+                    check_cuda(cudaMemsetAsync(c.output, 0xff, s.out_elems * es, stream),
+                               "memset");
+                  }
+                  check_cuda(cudaGraphLaunch(exec, stream), "graph launch");
+                  check_cuda(cudaStreamSynchronize(stream), "sync");
+                  if (in_place) break;  // a replay would reduce the result again
+                }
+                cudaGraphExecDestroy(exec);
+                cudaGraphDestroy(g);
+              } else {
+                backend->run(c);
+              }
+              check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+              std::vector<std::uint8_t> got(s.out_elems * es);
+              check_cuda(cudaMemcpy(got.data(), c.output, got.size(), cudaMemcpyDeviceToHost),
+                         "copy out");
+              ++checked;
+              // Bitwise against the reference, hence equal across ranks.
+              if (got != expect) {
+                ++wrong;
+                std::size_t first = 0;
+                while (first < got.size() && got[first] == expect[first]) ++first;
+                std::lock_guard<std::mutex> lock(print);
+                std::printf("WRONG W=%d rank %d %s %s count %zu %s %s: first bad byte %zu\n",
+                            world, rank, k.name, type_name(t), s.count,
+                            in_place ? "in-place" : "out-of-place", graph ? "graph" : "eager",
+                            first);
+              }
+            }
+          }
+          cudaFree(a);
+          cudaFree(b);
+        }
+      }
+    }
+    if (auto f = backend->take_async_failure()) throw Error(ErrorCode::kTimeout, *f);
+    cudaStreamDestroy(stream);
+  });
+  std::printf("correctness W=%d: %ld results checked (all ranks), %ld wrong\n", world,
+              checked.load(), wrong.load());
+  return wrong.load() == 0 ? 0 : 1;
+}
+
+// Rank 1 never calls: rank 0's kernel must give up and the watchdog must report it.
+int stall() {
+  const auto timeout = std::chrono::milliseconds(2000);
+  std::atomic<bool> reported{false};
+  std::string text;
+  std::mutex m;
+  const auto started = std::chrono::steady_clock::now();
+  double seconds = 0;
+  on_threads(2, [&](int rank, std::shared_ptr<Bootstrap> bs) {
+    auto backend = set_up(
+        bs, 0x57a11,
+        [&](const std::string& why) {
+          std::lock_guard<std::mutex> lock(m);
+          text = why;
+          reported = true;
+        },
+        timeout);
+    if (rank == 0) {
+      cudaStream_t stream;
+      check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+      void* buf = nullptr;
+      check_cuda(cudaMalloc(&buf, 4096), "cudaMalloc");
+      Call c;
+      c.input = buf;
+      c.output = buf;
+      c.count = 1024;
+      c.algorithm = "one_shot";
+      c.stream = stream;
+      backend->run(c);
+      while (!reported && std::chrono::steady_clock::now() - started < 4 * timeout) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      backend->abort();
+      check_cuda(cudaStreamSynchronize(stream), "the stalled kernel did not end");
+      cudaFree(buf);
+      cudaStreamDestroy(stream);
+    }
+    bs->barrier("stall done", Deadline::after(kTimeout));
+  });
+  if (!reported) {
+    std::printf("stall: FAILED, no watchdog report within %.1f s\n", seconds);
+    return 1;
+  }
+  std::printf("stall: watchdog after %.2f s (timeout 2 s): %s\n", seconds, text.c_str());
+  return text.find("rank 1 did not signal") != std::string::npos ? 0 : 1;
+}
+
+int timing(int world) {
+  std::vector<std::string> rows;
+  on_threads(world, [&](int rank, std::shared_ptr<Bootstrap> bs) {
+    auto backend = set_up(bs, 0x7133 + static_cast<std::uint64_t>(world), nullptr);
+    cudaStream_t stream;
+    check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    cudaEvent_t start, stop;
+    cudaEventCreate(&start);
+    cudaEventCreate(&stop);
+    const DataType t = DataType::kBFloat16;
+    for (std::size_t bytes : {std::size_t{64} << 10, std::size_t{1} << 20, std::size_t{16} << 20}) {
+      void* a = nullptr;
+      void* b = nullptr;
+      check_cuda(cudaMalloc(&a, bytes), "cudaMalloc");
+      check_cuda(cudaMalloc(&b, bytes), "cudaMalloc");
+      cudaMemset(a, 0, bytes);
+      auto time_us = [&](const std::function<void()>& call) {
+        for (int i = 0; i < 5; ++i) call();
+        check_cuda(cudaStreamSynchronize(stream), "sync");
+        bs->barrier("timing", Deadline::after(kTimeout));
+        const int iters = 50;
+        cudaEventRecord(start, stream);
+        for (int i = 0; i < iters; ++i) call();
+        cudaEventRecord(stop, stream);
+        check_cuda(cudaEventSynchronize(stop), "sync");
+        float ms = 0;
+        cudaEventElapsedTime(&ms, start, stop);
+        return 1000.0 * ms / iters;
+      };
+      const double copy = time_us([&] {
+        check_cuda(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream), "copy");
+      });
+      for (const Case& k : kCases) {
+        const Shape s = shape_of(k.op, bytes / 2, world);
+        Call c;
+        c.op = k.op;
+        c.type = t;
+        c.count = s.count;
+        c.algorithm = k.algorithm;
+        c.stream = stream;
+        c.input = a;
+        c.output = b;
+        const double us = time_us([&] { backend->run(c); });
+        if (rank == 0) {
+          rows.push_back(fmt::format("| {} | {} | {} KiB | {:.2f} | {:.2f} | {:.2f}x |", world,
+                                     k.name, bytes >> 10, us, copy, us / copy));
+        }
+      }
+      cudaFree(a);
+      cudaFree(b);
+    }
+    cudaStreamDestroy(stream);
+  });
+  std::printf("| W | algorithm | bytes | us per call | D2D copy us | ratio |\n|---|---|---|---|---|---|\n");
+  for (const auto& r : rows) std::printf("%s\n", r.c_str());
+  return 0;
+}
+
+// Two processes under tpcomm run: the workspaces travel as POSIX fds between processes.
+int process() {
+  auto bs = bootstrap_from_environment(Deadline::after(kTimeout));
+  check_cuda(cudaSetDevice(0), "cudaSetDevice");
+  auto backend = set_up(bs, 0x9f0c, nullptr);
+  cudaStream_t stream;
+  check_cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
+  const DataType t = DataType::kFloat32;
+  const std::size_t count = (std::size_t{1} << 20) + 3;
+  std::vector<std::vector<std::uint8_t>> inputs;
+  for (int r = 0; r < bs->size(); ++r) {
+    inputs.push_back(make_input(t, count, 0xabc0 + static_cast<std::uint64_t>(r)));
+  }
+  const auto expect = reference_sum(t, inputs, 0, count);
+  void* a = nullptr;
+  void* b = nullptr;
+  check_cuda(cudaMalloc(&a, count * 4), "cudaMalloc");
+  check_cuda(cudaMalloc(&b, count * 4), "cudaMalloc");
+  check_cuda(cudaMemcpy(a, inputs[static_cast<std::size_t>(bs->rank())].data(), count * 4,
+                        cudaMemcpyHostToDevice),
+             "copy in");
+  int bad = 0;
+  for (const char* algorithm : {"one_shot", "two_shot"}) {
+    Call c;
+    c.input = a;
+    c.output = b;
+    c.count = count;
+    c.algorithm = algorithm;
+    c.stream = stream;
+    backend->run(c);
+    check_cuda(cudaStreamSynchronize(stream), "sync");
+    std::vector<std::uint8_t> got(count * 4);
+    check_cuda(cudaMemcpy(got.data(), b, got.size(), cudaMemcpyDeviceToHost), "copy out");
+    const bool ok = got == expect;
+    bad += ok ? 0 : 1;
+    std::printf("process rank %d: %s all-reduce across processes (fd export/import): %s\n",
+                bs->rank(), algorithm, ok ? "ok" : "WRONG");
+  }
+  bs->barrier("process done", Deadline::after(kTimeout));
+  return bad == 0 ? 0 : 1;
+}
+
+int main_checked(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  const int world = argc > 2 ? std::atoi(argv[2]) : 2;
+  if (std::string why = transport::cuda_unavailable_reason(); !why.empty()) {
+    std::printf("SKIPPED (no GPU check possible here): %s\n", why.c_str());
+    return kSkip;
+  }
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("SKIPPED (no GPU check possible here): no CUDA device\n");
+    return kSkip;
+  }
+  if (mode == "correctness") return correctness(world);
+  if (mode == "stall") return stall();
+  if (mode == "timing") return timing(world);
+  if (mode == "process") return process();
+  std::fprintf(stderr, "usage: tpcomm_gpu_check correctness W | stall | timing W | process\n");
+  return 2;
+}
+
+}  // namespace
+}  // namespace tpcomm
+
+int main(int argc, char** argv) {
+  try {
+    return tpcomm::main_checked(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpu check failed: %s\n", e.what());
+    return 1;
+  }
+}
