@@ -124,6 +124,7 @@ void Communicator::Impl::abort_with(const Error& cause) {
   std::lock_guard<std::mutex> lock(abort_mutex);
   if (abort_cause) return;
   abort_cause = cause;
+  aborted.store(true, std::memory_order_release);
   try {
     // The first cause, for peers' error messages (peer_report).
     const std::string text = cause.what();
@@ -146,7 +147,7 @@ void Communicator::Impl::run_call(transport::Call call, bool device_call) {
       }
     }
   }
-  {
+  if (aborted.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(abort_mutex);
     if (abort_cause) {
       throw Error(ErrorCode::kAborted,

@@ -2,6 +2,7 @@
 // calls (communicator.cpp).
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -49,6 +50,8 @@ struct Communicator::Impl {
 
   mutable std::mutex abort_mutex;
   std::optional<Error> abort_cause;
+  // Set (release) once abort_cause is: a call reads it without taking the mutex.
+  std::atomic<bool> aborted{false};
 
   Deadline deadline() const { return Deadline::after(timeout); }
   // device_call: the overload with a CUDA stream was used.

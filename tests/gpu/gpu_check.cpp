@@ -29,17 +29,17 @@
 
 #include <fmt/format.h>
 
-#include "transport/common/convert.hpp"
-#include "transport/cuda/custom_backend.hpp"
 #include "tpcomm/bootstrap.hpp"
 #include "tpcomm/error.hpp"
+#include "transport/common/convert.hpp"
+#include "transport/cuda/custom_backend.hpp"
 
 namespace tpcomm {
 namespace {
 
+using transport::bf16_to_float;
 using transport::Call;
 using transport::CollectiveBackend;
-using transport::bf16_to_float;
 using transport::float_to_bf16;
 using transport::float_to_fp16;
 using transport::fp16_to_float;
@@ -101,7 +101,8 @@ void store(DataType t, std::uint8_t* p, std::size_t i, float v) {
 }
 
 // The kernels' order: fp32 accumulation starting from rank 0, then rounding to the element type.
-std::vector<std::uint8_t> reference_sum(DataType t, const std::vector<std::vector<std::uint8_t>>& in,
+std::vector<std::uint8_t> reference_sum(DataType t,
+                                        const std::vector<std::vector<std::uint8_t>>& in,
                                         std::size_t offset, std::size_t count) {
   std::vector<std::uint8_t> out(count * elem_size(t));
   for (std::size_t i = 0; i < count; ++i) {
@@ -136,10 +137,10 @@ std::unique_ptr<CollectiveBackend> set_up(std::shared_ptr<Bootstrap> bs, std::ui
                                 Deadline::after(timeout));
     for (std::size_t r = 0; r < votes.size(); ++r) {
       if (!votes[r].empty()) {
-        throw Error(ErrorCode::kUnavailable,
-                    fmt::format("set-up step {} failed on rank {}: {}",
-                                backend->setup_step_name(step), r,
-                                std::string(votes[r].begin(), votes[r].end())));
+        throw Error(
+            ErrorCode::kUnavailable,
+            fmt::format("set-up step {} failed on rank {}: {}", backend->setup_step_name(step), r,
+                        std::string(votes[r].begin(), votes[r].end())));
       }
     }
   }
@@ -213,8 +214,9 @@ int correctness(int world) {
   std::atomic<long> wrong{0};
   std::mutex print;
   on_threads(world, [&](int rank, std::shared_ptr<Bootstrap> bs) {
-    auto backend = set_up(bs, 0xc0ffee00 + static_cast<std::uint64_t>(world),
-                          [](const std::string& why) { std::fprintf(stderr, "%s\n", why.c_str()); });
+    auto backend =
+        set_up(bs, 0xc0ffee00 + static_cast<std::uint64_t>(world),
+               [](const std::string& why) { std::fprintf(stderr, "%s\n", why.c_str()); });
     cudaStream_t stream;
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     const auto w = static_cast<std::size_t>(world);
@@ -274,8 +276,7 @@ int correctness(int world) {
                 // Twice: a replay must get fresh step numbers from the device counter.
                 for (int replay = 0; replay < 2; ++replay) {
                   if (!in_place) {
-                    check_cuda(cudaMemsetAsync(c.output, 0xff, s.out_elems * es, stream),
-                               "memset");
+                    check_cuda(cudaMemsetAsync(c.output, 0xff, s.out_elems * es, stream), "memset");
                   }
                   check_cuda(cudaGraphLaunch(exec, stream), "graph launch");
                   check_cuda(cudaStreamSynchronize(stream), "sync");
@@ -297,8 +298,8 @@ int correctness(int world) {
                 std::size_t first = 0;
                 while (first < got.size() && got[first] == expect[first]) ++first;
                 std::lock_guard<std::mutex> lock(print);
-                std::printf("WRONG W=%d rank %d %s %s count %zu %s %s: first bad byte %zu\n",
-                            world, rank, k.name, type_name(t), s.count,
+                std::printf("WRONG W=%d rank %d %s %s count %zu %s %s: first bad byte %zu\n", world,
+                            rank, k.name, type_name(t), s.count,
                             in_place ? "in-place" : "out-of-place", graph ? "graph" : "eager",
                             first);
               }
@@ -418,7 +419,8 @@ int timing(int world) {
     }
     cudaStreamDestroy(stream);
   });
-  std::printf("| W | algorithm | bytes | us per call | D2D copy us | ratio |\n|---|---|---|---|---|---|\n");
+  std::printf(
+      "| W | algorithm | bytes | us per call | D2D copy us | ratio |\n|---|---|---|---|---|---|\n");
   for (const auto& r : rows) std::printf("%s\n", r.c_str());
   return 0;
 }

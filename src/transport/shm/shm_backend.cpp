@@ -137,7 +137,7 @@ class ShmBackend final : public CollectiveBackend {
   // Waits until every peer's `field` reached `seq`.
   void wait(shm::Flag which, std::uint64_t seq, const Describe& what) {
     shm::wait_for_peers(header(), control(0), config_.size, config_.rank, which, seq,
-                        Deadline::after(config_.timeout), what, wake_pending_);
+                        config_.timeout, what, wake_pending_);
   }
 
   void publish(shm::Flag which, std::uint64_t seq) {

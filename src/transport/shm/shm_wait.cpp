@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -59,7 +60,7 @@ void wake_sleepers(SegmentHeader& header) {
 }
 
 void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int self, Flag which,
-                    std::uint64_t seq, const Deadline& deadline,
+                    std::uint64_t seq, std::chrono::milliseconds timeout,
                     const std::function<std::string()>& what, bool& wake_pending) {
   auto ready = [&](int p) {
     return flag(control[p], which, seq).load(std::memory_order_acquire) >= seq;
@@ -79,6 +80,7 @@ void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int 
     return out;
   };
   const int spins = spin_budget(world);
+  std::optional<Deadline> deadline;
   for (long round = 0;; ++round) {
     if (all_ready()) return;
     if (round % kAbortCheckEvery == 0) {
@@ -92,6 +94,7 @@ void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int 
       cpu_relax();
       continue;
     }
+    if (round == spins) deadline = Deadline::after(timeout);
     if (round < spins + kYields) {
       sched_yield();
       continue;
@@ -104,10 +107,10 @@ void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int 
                     fmt::format("rank {} (pid {}) died; {} cannot complete", p, pid, what()));
       }
     }
-    if (deadline.expired()) {
-      throw Error(ErrorCode::kTimeout, fmt::format("{} did not arrive within {} ms ({})",
-                                                   detail::rank_set_text(laggards()),
-                                                   deadline.budget().count(), what()));
+    if (deadline->expired()) {
+      throw Error(ErrorCode::kTimeout,
+                  fmt::format("{} did not arrive within {} ms ({})",
+                              detail::rank_set_text(laggards()), timeout.count(), what()));
     }
     header.sleepers.fetch_add(1, std::memory_order_seq_cst);
     const std::uint32_t seen = header.wake.load(std::memory_order_seq_cst);

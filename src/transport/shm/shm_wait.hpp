@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -29,12 +30,14 @@ inline void flush_wake(SegmentHeader& header, bool& wake_pending) {
   }
 }
 
-// Waits until flag(control[p], which, seq) >= seq for every peer p != self. `what` names the call
+// Waits until flag(control[p], which, seq) >= seq for every peer p != self, for at most
+// `timeout` from the end of the first spin phase (the clock is not read while a call that
+// completes by spinning, the common case, is still spinning). `what` names the call
 // for errors, such as "all_reduce(float32 x 1024, sum) #7 (shm one_shot)"; it is only called to
 // build one. Throws kTimeout naming the ranks that did not arrive, kUnavailable for a dead peer,
 // kAborted when a peer aborted.
 void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int self, Flag which,
-                    std::uint64_t seq, const Deadline& deadline,
+                    std::uint64_t seq, std::chrono::milliseconds timeout,
                     const std::function<std::string()>& what, bool& wake_pending);
 
 }  // namespace tpcomm::transport::shm
