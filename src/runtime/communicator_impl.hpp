@@ -12,6 +12,7 @@
 #include "fault_injection.hpp"
 #include "tpcomm/communicator.hpp"
 #include "tpcomm/error.hpp"
+#include "tpcomm/probe.hpp"
 #include "transport/common/backend.hpp"
 
 namespace tpcomm {
@@ -67,6 +68,17 @@ struct Communicator::Impl {
 
 namespace detail {
 
+// What a communicator is built from: its backends and how a rank learns its own hardware.
+// Communicator::create uses this machine's (builtin_platform); tests pass stand-ins, such as a
+// probe that reports GPUs and GPU backends whose set-up steps are scripted.
+struct Platform {
+  std::map<Backend, BackendFactory> factories;
+  std::function<LocalFacts()> probe;
+  // Why this build or machine cannot run a kCuda communicator, or empty.
+  std::function<std::string()> gpu_unavailable_reason;
+};
+Platform builtin_platform();
+
 // The built-in backends: local, shm, hier and gloo, plus custom and nccl in a CUDA build.
 std::map<Backend, BackendFactory> builtin_backend_factories();
 // Adds the GPU backends of this build (none without CUDA); gpu_backends.cpp.
@@ -74,10 +86,9 @@ void add_gpu_backend_factories(std::map<Backend, BackendFactory>& factories);
 // Why this build or machine cannot run a kCuda communicator, or empty.
 std::string gpu_build_unavailable_reason();
 
-// Creates a communicator with the given backend factories (tests add stand-ins).
-std::unique_ptr<Communicator> create_communicator(
-    std::shared_ptr<Bootstrap> bootstrap, const CommunicatorOptions& options,
-    const std::map<Backend, BackendFactory>& factories);
+std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> bootstrap,
+                                                  const CommunicatorOptions& options,
+                                                  const Platform& platform);
 
 }  // namespace detail
 }  // namespace tpcomm

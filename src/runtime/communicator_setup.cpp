@@ -54,14 +54,15 @@ int pick_cuda_device(const CommunicatorOptions& options, std::size_t visible) {
   return static_cast<int>(static_cast<std::size_t>(local_rank) % visible);
 }
 
-runtime::RankRecord my_record(int rank, const CommunicatorOptions& options, int* cuda_device) {
-  LocalFacts local = probe_local();
+runtime::RankRecord my_record(int rank, const CommunicatorOptions& options,
+                              const detail::Platform& platform, int* cuda_device) {
+  LocalFacts local = platform.probe();
   runtime::RankRecord r;
   r.facts.host = local.host.hostname;
   if (options.device == DeviceType::kCuda) {
     // Refused here, on this rank, before any peer waits on a GPU step: the facts exchange then
     // fails everywhere naming this rank.
-    if (std::string why = detail::gpu_build_unavailable_reason(); !why.empty()) {
+    if (std::string why = platform.gpu_unavailable_reason(); !why.empty()) {
       throw Error(ErrorCode::kUnavailable,
                   fmt::format("rank {}: a CUDA communicator cannot be created: {}", rank, why));
     }
@@ -86,9 +87,10 @@ runtime::RankRecord my_record(int rank, const CommunicatorOptions& options, int*
 }
 
 std::vector<runtime::RankRecord> exchange_facts(Communicator::Impl& c,
-                                                const CommunicatorOptions& options) {
+                                                const CommunicatorOptions& options,
+                                                const detail::Platform& platform) {
   const int rank = c.bootstrap->rank();
-  Bytes mine = runtime::encode_record(my_record(rank, options, &c.cuda_device));
+  Bytes mine = runtime::encode_record(my_record(rank, options, platform, &c.cuda_device));
   if (c.faults.hits("facts", FaultAction::kCorrupt)) mine.resize(mine.size() - 7);  // truncated
   c.faults.apply_fail_or_stall("facts");
   auto all = c.bootstrap->all_gather(mine, "facts exchange", c.deadline());
@@ -297,6 +299,10 @@ void set_up_backends(Communicator::Impl& c, const std::map<Backend, BackendFacto
 
 namespace detail {
 
+Platform builtin_platform() {
+  return Platform{builtin_backend_factories(), probe_local, gpu_build_unavailable_reason};
+}
+
 std::map<Backend, BackendFactory> builtin_backend_factories() {
   std::map<Backend, BackendFactory> f;
   f[Backend::kLocal] = [](const BackendContext&) { return transport::make_local_backend(); };
@@ -340,9 +346,10 @@ std::map<Backend, BackendFactory> builtin_backend_factories() {
   return f;
 }
 
-std::unique_ptr<Communicator> create_communicator(
-    std::shared_ptr<Bootstrap> bootstrap, const CommunicatorOptions& options,
-    const std::map<Backend, BackendFactory>& factories) {
+std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> bootstrap,
+                                                  const CommunicatorOptions& options,
+                                                  const Platform& platform) {
+  const auto& factories = platform.factories;
   if (!bootstrap) throw invalid_input("Communicator::create: the bootstrap is null");
   auto c = std::make_unique<Communicator::Impl>();
   c->bootstrap = std::move(bootstrap);
@@ -355,7 +362,7 @@ std::unique_ptr<Communicator> create_communicator(
     TPCOMM_LOG(kDebug, "comm", "rank {}: {} done after {:.1f} ms", c->bootstrap->rank(), what,
                std::chrono::duration<double, std::milli>(Deadline::Clock::now() - started).count());
   };
-  auto records = exchange_facts(*c, options);
+  auto records = exchange_facts(*c, options, platform);
   phase("facts exchange");
   auto node_of = identify_nodes(*c, records);
   phase("node identity");
@@ -403,8 +410,7 @@ std::unique_ptr<Communicator> create_communicator(
 
 std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Bootstrap> bootstrap,
                                                    const CommunicatorOptions& options) {
-  return detail::create_communicator(std::move(bootstrap), options,
-                                     detail::builtin_backend_factories());
+  return detail::create_communicator(std::move(bootstrap), options, detail::builtin_platform());
 }
 
 }  // namespace tpcomm

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "thread_ranks.hpp"
 #include "tpcomm/communicator.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/tcp_store.hpp"
@@ -17,32 +18,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Sets an environment variable for one test.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
-
-template <typename Fn>
-void on_ranks(const std::vector<std::shared_ptr<Bootstrap>>& group, Fn fn) {
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(group.size());
-  for (std::size_t r = 0; r < group.size(); ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fn(static_cast<int>(r), group[r]);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (std::size_t r = 0; r < group.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
-}
+using test::on_ranks;
+using test::ScopedEnv;
 
 // Segments in /dev/shm made by this process (tests in other processes run in parallel).
 std::size_t own_segments() {

@@ -1,0 +1,169 @@
+// The voted set-up of the GPU backends, on a machine without a GPU: the probe reports one
+// NVLink-connected H100 per rank, and the real custom and nccl backend objects are wrapped so
+// that their set-up steps (the real names, in the real order) succeed without a GPU unless
+// TPCOMM_FAULT makes one fail on one rank. What is tested is the communicator's handling of those
+// steps: the AND vote after each, the backend disabled on every rank with the reason in the plan,
+// the plan recomputed to NCCL, and the fallback failing as an error on every rank.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/communicator_impl.hpp"
+#include "thread_ranks.hpp"
+#include "tpcomm/communicator.hpp"
+#include "tpcomm/error.hpp"
+#include "tpcomm/probe.hpp"
+
+#ifdef TPCOMM_HAVE_CUDA
+#include "transport/cuda/custom_backend.hpp"
+#include "transport/nccl/nccl_backend.hpp"
+#endif
+
+namespace tpcomm {
+namespace {
+
+using test::on_ranks;
+using test::ScopedEnv;
+
+#ifdef TPCOMM_HAVE_CUDA
+
+// The steps each rank ran, per backend.
+struct StepLog {
+  std::mutex mutex;
+  std::map<std::pair<int, Backend>, std::vector<std::string>> steps;
+  std::vector<std::string> of(int rank, Backend b) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return steps[{rank, b}];
+  }
+};
+
+// A real GPU backend whose set-up steps only record that they ran.
+class RecordedSetUp final : public transport::CollectiveBackend {
+ public:
+  RecordedSetUp(std::unique_ptr<transport::CollectiveBackend> real, int rank, StepLog& log)
+      : real_(std::move(real)), rank_(rank), log_(log) {}
+  Backend kind() const override { return real_->kind(); }
+  int setup_steps() const override { return real_->setup_steps(); }
+  std::string setup_step_name(int step) const override { return real_->setup_step_name(step); }
+  void run_setup_step(int step, const Deadline&) override {
+    std::lock_guard<std::mutex> lock(log_.mutex);
+    log_.steps[{rank_, kind()}].push_back(setup_step_name(step));
+  }
+  void run(const transport::Call&) override {
+    throw Error(ErrorCode::kInternal, "not callable in this test");
+  }
+  void abort() override {}
+
+ private:
+  std::unique_ptr<transport::CollectiveBackend> real_;
+  int rank_;
+  StepLog& log_;
+};
+
+detail::Platform fake_gpu_platform(int ranks, StepLog& log) {
+  detail::Platform p = detail::builtin_platform();
+  p.probe = [ranks] {
+    LocalFacts local = probe_local();
+    for (int i = 0; i < ranks; ++i) {
+      DeviceFacts d;
+      d.type = DeviceType::kCuda;
+      d.index = i;
+      d.sm = 90;
+      d.nvlink_island = 0;
+      d.p2p = true;
+      d.vmm = true;
+      local.gpus.push_back(d);
+    }
+    return local;
+  };
+  p.gpu_unavailable_reason = [] { return std::string(); };
+  for (Backend b : {Backend::kCustom, Backend::kNccl}) {
+    BackendFactory real = p.factories.at(b);
+    p.factories[b] = [&log, real](const BackendContext& ctx) {
+      return std::make_unique<RecordedSetUp>(real(ctx), ctx.rank, log);
+    };
+  }
+  return p;
+}
+
+CommunicatorOptions cuda_options() {
+  CommunicatorOptions o;
+  o.device = DeviceType::kCuda;
+  o.timeout = std::chrono::milliseconds(20000);
+  return o;
+}
+
+TEST(GpuSetUpVotes, EveryStepRunsAndBothBackendsAreSetUpWithoutFaults) {
+  StepLog log;
+  const auto platform = fake_gpu_platform(2, log);
+  on_ranks(make_thread_group(2), [&](int r, std::shared_ptr<Bootstrap> bs) {
+    auto comm = detail::create_communicator(bs, cuda_options(), platform);
+    const auto& ar = comm->plan().ops.at(Op::kAllReduce);
+    EXPECT_EQ(ar.table.front().backend, Backend::kCustom);
+    EXPECT_EQ(ar.table.back().backend, Backend::kNccl);
+    EXPECT_EQ(log.of(r, Backend::kCustom),
+              (std::vector<std::string>{"custom.workspace", "custom.exchange", "custom.peer_probe"}));
+    EXPECT_EQ(log.of(r, Backend::kNccl), (std::vector<std::string>{"nccl.load", "nccl.init"}));
+  });
+}
+
+TEST(GpuSetUpVotes, AFailedCustomStepOnOneRankDisablesCustomEverywhereAndNcclCarriesTheCalls) {
+  ScopedEnv fault("TPCOMM_FAULT", "custom.exchange:fail@1");
+  StepLog log;
+  const auto platform = fake_gpu_platform(3, log);
+  on_ranks(make_thread_group(3), [&](int r, std::shared_ptr<Bootstrap> bs) {
+    auto comm = detail::create_communicator(bs, cuda_options(), platform);
+    for (const auto& [op, p] : comm->plan().ops) {
+      EXPECT_FALSE(p.is_eligible(Backend::kCustom));
+      const std::string& why = p.rejected.at(Backend::kCustom);
+      EXPECT_NE(why.find("step custom.exchange failed on rank 1: injected fault"),
+                std::string::npos)
+          << why;
+      for (const auto& row : p.table) EXPECT_EQ(row.backend, Backend::kNccl);
+    }
+    // Every rank stopped after the failed vote: no rank went on to the peer probe.
+    EXPECT_EQ(log.of(r, Backend::kCustom),
+              (std::vector<std::string>{"custom.workspace", "custom.exchange"}));
+    EXPECT_EQ(log.of(r, Backend::kNccl), (std::vector<std::string>{"nccl.load", "nccl.init"}));
+  });
+}
+
+TEST(GpuSetUpVotes, TheNcclFallbackFailingOnOneRankIsAnErrorOnEveryRank) {
+  ScopedEnv fault("TPCOMM_FAULT", "nccl.init:fail@0");
+  StepLog log;
+  const auto platform = fake_gpu_platform(2, log);
+  auto group = make_thread_group(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        detail::create_communicator(group[static_cast<std::size_t>(r)], cuda_options(), platform);
+      } catch (const Error& e) {
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("the fallback engine nccl could not be set up: step nccl.init failed on "
+                     "rank 0: injected fault"),
+              std::string::npos)
+        << e;
+  }
+}
+
+#else
+
+TEST(GpuSetUpVotes, NeedsACudaBuild) {
+  GTEST_SKIP() << "this build has no CUDA backends (TPCOMM_CUDA off or nvcc not found), so the "
+                  "GPU set-up votes cannot be tested";
+}
+
+#endif
+
+}  // namespace
+}  // namespace tpcomm
