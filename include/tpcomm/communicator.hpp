@@ -29,6 +29,8 @@ namespace tpcomm {
 
 struct CommunicatorOptions {
   std::optional<std::chrono::milliseconds> timeout;  // default: TPCOMM_TIMEOUT_MS
+  // The size table plan() shows. A kCuda communicator plans both: calls captured in a CUDA
+  // graph use the graph table, the others the eager one.
   Mode mode = Mode::kEager;
   // kCpu: host buffers (shm, hier, gloo). kCuda: device buffers on `cuda_device` (custom,
   // multimem, nccl), calls take a stream.
@@ -51,6 +53,8 @@ class Communicator {
   int size() const;
   // The plan every rank agreed on, including backends refused at set-up and why.
   const Plan& plan() const;
+  // The plan of one mode (a kCpu communicator has only options.mode's; the other throws).
+  const Plan& plan(Mode mode) const;
   // The gathered facts of the group (what TPCOMM_DUMP_FACTS writes).
   const FactsTable& facts() const;
 
@@ -71,6 +75,15 @@ class Communicator {
                   CudaStream stream);
   void reduce_scatter(const void* input, void* output, std::size_t count, DataType type,
                       ReduceOp op, CudaStream stream);
+
+  // CUDA graphs: a captured call copies its input through the workspace, as an eager one does,
+  // so graphs are correct as captured. After capturing, every rank calls this (a collective
+  // call, like NCCL's): the input buffers of the calls captured since the last registration are
+  // shared with the peers (CUDA IPC handles), and replays then read peers' inputs directly,
+  // without the copy, where the plan allows zero-copy (`zero_copy` in the graph plan) and every
+  // rank could share the buffer. Returns how many buffers are now read in place; the others keep
+  // copying (the log says why).
+  std::size_t register_graph_buffers();
 
   // Aborts: peers waiting on this rank fail promptly, later calls throw kAborted.
   void abort(const std::string& reason);

@@ -75,6 +75,21 @@ int Communicator::size() const {
 const Plan& Communicator::plan() const {
   return impl_->plan;
 }
+const Plan& Communicator::plan(Mode mode) const {
+  if (impl_->plan.device_type == DeviceType::kCuda) {
+    return mode == Mode::kGraph ? impl_->graph_plan : impl_->eager_plan;
+  }
+  if (mode != impl_->plan.mode) {
+    throw invalid_input(fmt::format("rank {}: a {} communicator plans only its options.mode ({})",
+                                    rank(), to_string(impl_->plan.device_type),
+                                    to_string(impl_->plan.mode)));
+  }
+  return impl_->plan;
+}
+
+std::size_t Communicator::register_graph_buffers() {
+  return impl_->register_graph_buffers();
+}
 const FactsTable& Communicator::facts() const {
   return impl_->facts;
 }
@@ -135,6 +150,13 @@ void Communicator::Impl::abort_with(const Error& cause) {
   for (auto& [kind, backend] : backends) backend->abort();
 }
 
+void Communicator::Impl::throw_if_aborted() const {
+  if (!aborted.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(abort_mutex);
+  throw Error(ErrorCode::kAborted,
+              fmt::format("the communicator was aborted earlier: {}", abort_cause->what()));
+}
+
 void Communicator::Impl::run_call(transport::Call call, bool device_call) {
   const int rank = bootstrap->rank();
   if (plan.device_type == DeviceType::kCuda) {
@@ -147,13 +169,7 @@ void Communicator::Impl::run_call(transport::Call call, bool device_call) {
       }
     }
   }
-  if (aborted.load(std::memory_order_acquire)) {
-    std::lock_guard<std::mutex> lock(abort_mutex);
-    if (abort_cause) {
-      throw Error(ErrorCode::kAborted,
-                  fmt::format("the communicator was aborted earlier: {}", abort_cause->what()));
-    }
-  }
+  throw_if_aborted();
   if (device_call != (plan.device_type == DeviceType::kCuda)) {
     throw invalid_input(fmt::format(
         "rank {}: {} called {} a stream on a {} communicator ({})", rank, to_string(call.op),
@@ -166,7 +182,9 @@ void Communicator::Impl::run_call(transport::Call call, bool device_call) {
     throw invalid_input(fmt::format("rank {}: {} #{}: null buffer for {} elements", rank,
                                     to_string(call.op), call.sequence, call.count));
   }
-  const TableRow& row = plan.ops.at(call.op).row_for(call_bytes(call, bootstrap->size()));
+  call.captured = device_call && detail::stream_is_capturing(call.stream);
+  const Plan& table = call.captured ? graph_plan : eager_plan;
+  const TableRow& row = table.ops.at(call.op).row_for(call_bytes(call, bootstrap->size()));
   call.algorithm = row.algorithm;
   call.blocks = row.blocks.value_or(0);
   try {
@@ -199,6 +217,27 @@ void Communicator::Impl::run_call(transport::Call call, bool device_call) {
     abort_with(full);
     throw full;
   }
+}
+
+}  // namespace tpcomm
+
+namespace tpcomm {
+
+std::size_t Communicator::Impl::register_graph_buffers() {
+  throw_if_aborted();
+  std::size_t registered = 0;
+  try {
+    // Every rank has the same backends, in the same (map) order: the collective calls match.
+    for (auto& [kind, backend] : backends)
+      registered += backend->register_graph_buffers(deadline());
+  } catch (const Error& e) {
+    Error full(e.code(), fmt::format("rank {}: register_graph_buffers failed: {}{}",
+                                     bootstrap->rank(), e.what(), peer_report()));
+    TPCOMM_LOG(kError, "comm", "{}", full.what());
+    abort_with(full);
+    throw full;
+  }
+  return registered;
 }
 
 }  // namespace tpcomm

@@ -26,7 +26,8 @@ struct BackendContext {
   std::chrono::milliseconds timeout{60000};
   std::string socket_address;
   const FactsTable* facts = nullptr;
-  int cuda_device = -1;  // this rank's CUDA device (kCuda communicators)
+  int cuda_device = -1;    // this rank's CUDA device (kCuda communicators)
+  bool zero_copy = false;  // the graph plan lets user buffers be read in place
   // Aborts the communicator from another thread (a GPU backend's watchdog).
   std::function<void(const std::string&)> on_async_failure;
 };
@@ -41,7 +42,11 @@ struct Communicator::Impl {
   bool check_calls = false;
   FactsTable facts;
   PlanOptions plan_options;
-  Plan plan;
+  Plan plan;  // options.mode's (what plan() shows)
+  // The tables calls use: kCuda eager calls the eager plan, captured calls the graph plan; a
+  // kCpu communicator has only options.mode's, so both are copies of `plan`.
+  Plan eager_plan;
+  Plan graph_plan;
   std::map<Backend, std::unique_ptr<transport::CollectiveBackend>> backends;
   std::uint64_t sequence = 0;
   std::uint64_t comm_id = 0;
@@ -55,9 +60,14 @@ struct Communicator::Impl {
   std::atomic<bool> aborted{false};
 
   Deadline deadline() const { return Deadline::after(timeout); }
+  // Computes plan and graph_plan from the facts and plan_options.
+  void make_plans();
   // device_call: the overload with a CUDA stream was used.
   void run_call(transport::Call call, bool device_call);
+  std::size_t register_graph_buffers();
   void abort_with(const Error& cause);
+  // Throws kAborted with the first cause once the communicator was aborted.
+  void throw_if_aborted() const;
   // Store keys of this communicator: presence of each rank (deleted by the store when the
   // rank's process dies) and the first abort's cause.
   std::string presence_key(int rank) const;
@@ -85,6 +95,8 @@ std::map<Backend, BackendFactory> builtin_backend_factories();
 void add_gpu_backend_factories(std::map<Backend, BackendFactory>& factories);
 // Why this build or machine cannot run a kCuda communicator, or empty.
 std::string gpu_build_unavailable_reason();
+// Whether `stream` (a cudaStream_t) is capturing a CUDA graph; false without CUDA.
+bool stream_is_capturing(void* stream);
 
 std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> bootstrap,
                                                   const CommunicatorOptions& options,

@@ -174,7 +174,10 @@ void dump_facts(const FactsTable& facts) {
 }
 
 void agree_on_digest(Communicator::Impl& c) {
-  std::string digest = c.plan.digest;
+  // Both tables of a kCuda communicator: a rank with a different graph table would pick another
+  // backend for the same captured call.
+  std::string digest = c.eager_plan.digest;
+  if (c.graph_plan.digest != digest) digest += "+" + c.graph_plan.digest;
   if (c.faults.hits("digest", FaultAction::kCorrupt)) digest = "0000000000000000";
   c.faults.apply_fail_or_stall("digest");
   auto all =
@@ -246,11 +249,13 @@ void set_up_backends(Communicator::Impl& c, const std::map<Backend, BackendFacto
   const Backend fallback = fallback_backend(c.plan.device_type);
   while (true) {
     std::vector<Backend> needed;
-    for (const auto& [op, p] : c.plan.ops) {
-      for (const auto& row : p.table) {
-        if (!c.backends.count(row.backend) &&
-            std::find(needed.begin(), needed.end(), row.backend) == needed.end()) {
-          needed.push_back(row.backend);
+    for (const Plan* plan : {&c.eager_plan, &c.graph_plan}) {
+      for (const auto& [op, p] : plan->ops) {
+        for (const auto& row : p.table) {
+          if (!c.backends.count(row.backend) &&
+              std::find(needed.begin(), needed.end(), row.backend) == needed.end()) {
+            needed.push_back(row.backend);
+          }
         }
       }
     }
@@ -291,11 +296,22 @@ void set_up_backends(Communicator::Impl& c, const std::map<Backend, BackendFacto
       c.plan_options.disabled[b] = "its set-up: " + *failed;
       replan = true;
     }
-    if (replan) c.plan = make_plan(c.facts, c.plan_options);
+    if (replan) c.make_plans();
   }
 }
 
 }  // namespace
+
+void Communicator::Impl::make_plans() {
+  plan = make_plan(facts, plan_options);
+  eager_plan = plan;
+  graph_plan = plan;
+  if (plan.device_type == DeviceType::kCuda) {
+    PlanOptions other = plan_options;
+    other.mode = plan_options.mode == Mode::kGraph ? Mode::kEager : Mode::kGraph;
+    (other.mode == Mode::kGraph ? graph_plan : eager_plan) = make_plan(facts, other);
+  }
+}
 
 namespace detail {
 
@@ -378,7 +394,7 @@ std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> boo
       c->plan_options.disabled[b] = "not available in this build yet";
     }
   }
-  c->plan = make_plan(c->facts, c->plan_options);
+  c->make_plans();
   agree_on_digest(*c);
   phase("plan agreement");
 
@@ -394,6 +410,7 @@ std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> boo
   context.socket_address = socket_address(records);
   context.facts = &c->facts;
   context.cuda_device = c->cuda_device;
+  context.zero_copy = c->graph_plan.ops.at(Op::kAllReduce).zero_copy;
   Communicator::Impl* impl = c.get();
   context.on_async_failure = [impl](const std::string& why) {
     impl->abort_with(

@@ -3,6 +3,8 @@
 #include "communicator_impl.hpp"
 
 #ifdef TPCOMM_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
 #include "transport/cuda/custom_backend.hpp"
 #include "transport/nccl/nccl_backend.hpp"
 #endif
@@ -21,6 +23,7 @@ void add_gpu_backend_factories(std::map<Backend, BackendFactory>& f) {
     config.comm_id = ctx.comm_id;
     config.timeout = ctx.timeout;
     config.on_async_failure = ctx.on_async_failure;
+    config.zero_copy = ctx.zero_copy;
     return transport::make_custom_backend(config);
   };
   f[Backend::kNccl] = [](const BackendContext& ctx) {
@@ -38,9 +41,22 @@ std::string gpu_build_unavailable_reason() {
   return transport::cuda_unavailable_reason();
 }
 
+bool stream_is_capturing(void* stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status) != cudaSuccess) {
+    cudaGetLastError();  // not a capture; the call itself will report a bad stream
+    return false;
+  }
+  return status == cudaStreamCaptureStatusActive;
+}
+
 #else
 
 void add_gpu_backend_factories(std::map<Backend, BackendFactory>&) {}
+
+bool stream_is_capturing(void*) {
+  return false;
+}
 
 std::string gpu_build_unavailable_reason() {
   return "this tpcomm was built without CUDA (TPCOMM_CUDA=OFF, or nvcc was not found at build "

@@ -125,6 +125,7 @@ std::unique_ptr<CollectiveBackend> set_up(std::shared_ptr<Bootstrap> bs, std::ui
   config.comm_id = comm_id;
   config.timeout = timeout;
   config.on_async_failure = std::move(on_failure);
+  config.zero_copy = true;  // captured all-reduces may be registered (one process: raw addresses)
   auto backend = transport::make_custom_backend(config);
   for (int step = 0; step < backend->setup_steps(); ++step) {
     std::string error;
@@ -265,43 +266,62 @@ int correctness(int world) {
                          "copy in");
               if (!in_place) check_cuda(cudaMemset(c.output, 0xff, s.out_elems * es), "memset");
               bs->barrier("case start", Deadline::after(kTimeout));
-              if (graph) {
-                cudaGraph_t g;
-                cudaGraphExec_t exec;
-                check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
-                           "begin capture");
-                backend->run(c);
-                check_cuda(cudaStreamEndCapture(stream, &g), "end capture");
-                check_cuda(cudaGraphInstantiate(&exec, g, 0), "instantiate");
-                // Twice: a replay must get fresh step numbers from the device counter.
-                for (int replay = 0; replay < 2; ++replay) {
-                  if (!in_place) {
-                    check_cuda(cudaMemsetAsync(c.output, 0xff, s.out_elems * es, stream), "memset");
-                  }
-                  check_cuda(cudaGraphLaunch(exec, stream), "graph launch");
-                  check_cuda(cudaStreamSynchronize(stream), "sync");
-                  if (in_place) break;  // a replay would reduce the result again
-                }
-                cudaGraphExecDestroy(exec);
-                cudaGraphDestroy(g);
-              } else {
-                backend->run(c);
-              }
-              check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-              std::vector<std::uint8_t> got(s.out_elems * es);
-              check_cuda(cudaMemcpy(got.data(), c.output, got.size(), cudaMemcpyDeviceToHost),
-                         "copy out");
-              ++checked;
-              // Bitwise against the reference, hence equal across ranks.
-              if (got != expect) {
+              // Checks the output bitwise against the reference (hence across ranks).
+              auto verify = [&](const char* how) {
+                check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+                std::vector<std::uint8_t> got(s.out_elems * es);
+                check_cuda(cudaMemcpy(got.data(), c.output, got.size(), cudaMemcpyDeviceToHost),
+                           "copy out");
+                ++checked;
+                if (got == expect) return;
                 ++wrong;
                 std::size_t first = 0;
                 while (first < got.size() && got[first] == expect[first]) ++first;
                 std::lock_guard<std::mutex> lock(print);
                 std::printf("WRONG W=%d rank %d %s %s count %zu %s %s: first bad byte %zu\n", world,
                             rank, k.name, type_name(t), s.count,
-                            in_place ? "in-place" : "out-of-place", graph ? "graph" : "eager",
-                            first);
+                            in_place ? "in-place" : "out-of-place", how, first);
+              };
+              if (!graph) {
+                backend->run(c);
+                verify("eager");
+              } else {
+                cudaGraph_t g;
+                cudaGraphExec_t exec;
+                check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+                           "begin capture");
+                c.captured = true;
+                backend->run(c);
+                check_cuda(cudaStreamEndCapture(stream, &g), "end capture");
+                check_cuda(cudaGraphInstantiate(&exec, g, 0), "instantiate");
+                // Replay 1 copies through the workspace; then the buffers are registered and
+                // replay 2 reads inputs in place where the call allows it (and needs fresh step
+                // numbers from the device counter either way).
+                for (int replay = 0; replay < 2; ++replay) {
+                  if (replay == 1) {
+                    const bool claims = k.op == Op::kAllReduce &&
+                                        !(in_place && std::string(k.algorithm) == "one_shot");
+                    const std::size_t n =
+                        backend->register_graph_buffers(Deadline::after(kTimeout));
+                    if (n != (claims ? 1u : 0u)) {
+                      ++wrong;
+                      std::printf("WRONG W=%d rank %d %s: %zu buffers registered, expected %d\n",
+                                  world, rank, k.name, n, claims ? 1 : 0);
+                    }
+                  }
+                  if (in_place) {  // the last replay reduced the input away: restore it
+                    check_cuda(cudaMemcpy(const_cast<void*>(c.input), inputs[rank].data(),
+                                          s.in_elems * es, cudaMemcpyHostToDevice),
+                               "copy in");
+                  } else {
+                    check_cuda(cudaMemset(c.output, 0xff, s.out_elems * es), "memset");
+                  }
+                  bs->barrier("replay", Deadline::after(kTimeout));
+                  check_cuda(cudaGraphLaunch(exec, stream), "graph launch");
+                  verify(replay == 0 ? "graph" : "graph, registered");
+                }
+                cudaGraphExecDestroy(exec);
+                cudaGraphDestroy(g);
               }
             }
           }
@@ -463,6 +483,38 @@ int process() {
     std::printf("process rank %d: %s all-reduce across processes (fd export/import): %s\n",
                 bs->rank(), algorithm, ok ? "ok" : "WRONG");
   }
+  // A captured one-shot, replayed once copying and once after registration, which in two
+  // processes opens the peer's buffer through a CUDA IPC handle.
+  Call c;
+  c.input = a;
+  c.output = b;
+  c.count = count;
+  c.algorithm = "one_shot";
+  c.stream = stream;
+  c.captured = true;
+  cudaGraph_t g;
+  cudaGraphExec_t exec;
+  check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin capture");
+  backend->run(c);
+  check_cuda(cudaStreamEndCapture(stream, &g), "end capture");
+  check_cuda(cudaGraphInstantiate(&exec, g, 0), "instantiate");
+  for (int replay = 0; replay < 2; ++replay) {
+    std::size_t registered = 0;
+    if (replay == 1) registered = backend->register_graph_buffers(Deadline::after(kTimeout));
+    check_cuda(cudaMemset(b, 0xff, count * 4), "memset");
+    bs->barrier("replay", Deadline::after(kTimeout));
+    check_cuda(cudaGraphLaunch(exec, stream), "graph launch");
+    check_cuda(cudaStreamSynchronize(stream), "sync");
+    std::vector<std::uint8_t> got(count * 4);
+    check_cuda(cudaMemcpy(got.data(), b, got.size(), cudaMemcpyDeviceToHost), "copy out");
+    const bool ok = got == expect && (replay == 0 || registered == 1);
+    bad += ok ? 0 : 1;
+    std::printf("process rank %d: captured one_shot, %s: %s\n", bs->rank(),
+                replay == 0 ? "copying" : "registered (IPC handle)",
+                ok ? "ok" : fmt::format("WRONG ({} registered)", registered).c_str());
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(g);
   bs->barrier("process done", Deadline::after(kTimeout));
   return bad == 0 ? 0 : 1;
 }

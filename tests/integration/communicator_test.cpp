@@ -76,6 +76,10 @@ TEST(Communicator, OneNodeGroupsUseShm) {
     std::vector<float> data(64, static_cast<float>(comm->rank() + 1));
     comm->all_reduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
     EXPECT_EQ(data[5], 3.0f);
+    // Host buffers are never captured: nothing to register, and no graph table.
+    EXPECT_EQ(comm->register_graph_buffers(), 0u);
+    EXPECT_EQ(&comm->plan(Mode::kEager), &comm->plan());
+    EXPECT_THROW(comm->plan(Mode::kGraph), Error);
   });
 }
 

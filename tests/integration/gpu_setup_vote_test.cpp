@@ -104,9 +104,18 @@ TEST(GpuSetUpVotes, EveryStepRunsAndBothBackendsAreSetUpWithoutFaults) {
     const auto& ar = comm->plan().ops.at(Op::kAllReduce);
     EXPECT_EQ(ar.table.front().backend, Backend::kCustom);
     EXPECT_EQ(ar.table.back().backend, Backend::kNccl);
-    EXPECT_EQ(log.of(r, Backend::kCustom),
-              (std::vector<std::string>{"custom.workspace", "custom.exchange", "custom.peer_probe"}));
+    EXPECT_EQ(
+        log.of(r, Backend::kCustom),
+        (std::vector<std::string>{"custom.workspace", "custom.exchange", "custom.peer_probe"}));
     EXPECT_EQ(log.of(r, Backend::kNccl), (std::vector<std::string>{"nccl.load", "nccl.init"}));
+    // Both tables were planned and agreed on: captured calls use the graph one, whose custom
+    // range is larger (registered buffers skip the copy) and which allows zero-copy here.
+    const auto& graph = comm->plan(Mode::kGraph).ops.at(Op::kAllReduce);
+    EXPECT_EQ(graph.table.front().backend, Backend::kCustom);
+    EXPECT_GT(graph.table.front().max_bytes.value_or(0), ar.table.front().max_bytes.value_or(0));
+    EXPECT_TRUE(graph.zero_copy) << graph.zero_copy_reason;
+    EXPECT_EQ(comm->plan(Mode::kEager).digest, comm->plan().digest);
+    EXPECT_NE(comm->plan(Mode::kGraph).digest, comm->plan().digest);
   });
 }
 

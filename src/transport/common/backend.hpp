@@ -24,6 +24,7 @@ struct Call {
   std::uint64_t sequence = 0;
   int blocks = 0;          // the plan row's thread blocks (custom kernels)
   void* stream = nullptr;  // cudaStream_t of a GPU call; null for host buffers
+  bool captured = false;   // the stream is capturing a CUDA graph (the graph table chose)
 };
 
 class CollectiveBackend {
@@ -45,6 +46,9 @@ class CollectiveBackend {
   // A failure found after a call returned (a GPU kernel that gave up waiting), once; the
   // communicator aborts with it. Backends whose calls finish before returning have none.
   virtual std::optional<std::string> take_async_failure() { return std::nullopt; }
+  // A collective call on every rank: shares the buffers that calls captured in CUDA graphs
+  // since the last call read, so that replays read them in place. Returns how many now are.
+  virtual std::size_t register_graph_buffers(const Deadline&) { return 0; }
 };
 
 }  // namespace tpcomm::transport

@@ -12,6 +12,7 @@
 #include "custom_kernel_args.hpp"
 #include "driver_api.hpp"
 #include "fd_channel.hpp"
+#include "graph_buffers.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/log.hpp"
 #include "vmm_workspace.hpp"
@@ -67,8 +68,16 @@ class CustomBackend final : public CollectiveBackend {
     const std::size_t per_chunk =
         cuda::chunk_elements(config_.buffer_bytes, es, rs ? config_.size : 1);
     const std::size_t chunks = cuda::chunk_count(c.count, per_chunk);
+    // One-shot in place cannot read inputs in place: a rank would overwrite its input while
+    // peers still read it.
+    const bool in_place_one_shot = a.op == KernelOp::kOneShot && c.input == c.output;
+    if (c.captured && config_.zero_copy && c.op == Op::kAllReduce && !in_place_one_shot &&
+        c.count > 0) {
+      a.graph_slot = graph_buffers_.claim(c.input);
+    }
     for (std::size_t k = 0; k < chunks; ++k) {
       const std::size_t base = k * per_chunk;
+      a.slot_offset = base * es;
       a.count = std::min(per_chunk, c.count - std::min(base, c.count));
       a.input = static_cast<const char*>(c.input) + base * es;
       a.output = static_cast<char*>(c.output) + base * es;
@@ -80,6 +89,11 @@ class CustomBackend final : public CollectiveBackend {
 
   void abort() override {
     if (host_ != nullptr) host_->abort_word = 1;
+  }
+
+  std::size_t register_graph_buffers(const Deadline& deadline) override {
+    cuda::check_cuda(cudaSetDevice(config_.device), "cudaSetDevice");
+    return graph_buffers_.register_all(*config_.bootstrap, deadline);
   }
 
   std::optional<std::string> take_async_failure() override {
@@ -119,6 +133,7 @@ class CustomBackend final : public CollectiveBackend {
     base_args_.abort_word = &dev->abort_word;
     base_args_.failure = &dev->failure;
     base_args_.cycle_budget = cycle_budget();
+    graph_buffers_.create();
     listener_ = cuda::listen_abstract(cuda::listener_name(config_.comm_id, config_.rank));
   }
 
@@ -218,6 +233,7 @@ class CustomBackend final : public CollectiveBackend {
 
   CustomConfig config_;
   cuda::VmmWorkspace workspace_;
+  cuda::GraphBuffers graph_buffers_;
   net::Fd listener_;
   KernelArgs base_args_;
   HostShared* host_ = nullptr;  // host-mapped; the GPU writes `failure`, read through volatile

@@ -23,6 +23,9 @@ struct CustomConfig {
   std::uint64_t comm_id = 0;
   std::chrono::milliseconds timeout{60000};
   std::size_t buffer_bytes = 8u << 20;  // each of the two data buffers per rank
+  // The plan allows reading peers' buffers in place: captured all-reduces get graph buffer
+  // slots that register_graph_buffers() can switch to zero-copy (graph_buffers.hpp).
+  bool zero_copy = false;
   // Called from the watchdog thread when a kernel gave up (rank, op, step in the text).
   std::function<void(const std::string&)> on_async_failure;
 };

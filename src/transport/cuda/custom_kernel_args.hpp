@@ -37,7 +37,11 @@ struct KernelArgs {
   void* output = nullptr;           // this chunk's output
   std::size_t in_rank_stride = 0;   // reduce-scatter: bytes between rank blocks of the input
   std::size_t out_rank_stride = 0;  // all-gather: bytes between rank blocks of the output
-  std::uint64_t cycle_budget = 0;   // cycles a wait may spin before giving up
+  // A captured all-reduce's graph buffer slot (graph_buffers.hpp), or null: when its flag is set
+  // at run time, every rank's input is read in place at slot[1 + r] + slot_offset.
+  const std::uint64_t* graph_slot = nullptr;
+  std::size_t slot_offset = 0;                        // bytes of this chunk into the inputs
+  std::uint64_t cycle_budget = 0;                     // cycles a wait may spin before giving up
   const volatile std::int32_t* abort_word = nullptr;  // host-mapped: nonzero = stop waiting
   KernelFailure* failure = nullptr;                   // host-mapped: first failure
 };

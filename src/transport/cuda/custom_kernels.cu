@@ -112,20 +112,43 @@ __device__ __forceinline__ float combine(float acc, float x, int reduce) {
   return reduce == 1 ? fmaxf(acc, x) : reduce == 2 ? fminf(acc, x) : acc + x;
 }
 
-// Reduces elements [begin, end) of every rank's buffer (at byte offset `src_offset` in each
-// rank's data of this step) in rank order, into `out`. Whole vectors where the element range and
-// both sides allow it, single elements for the rest.
+// Every rank's source of this step: its data buffer at `offset` (the copy protocol), or its own
+// input in place (a registered graph buffer slot).
+template <int MaxW>
+struct Sources {
+  const char* at[MaxW];
+};
+template <int MaxW>
+__device__ Sources<MaxW> data_sources(const KernelArgs& a, std::uint64_t step, std::size_t offset) {
+  Sources<MaxW> s;
+  for (int r = 0; r < MaxW; ++r) s.at[r] = r < a.world ? data(a, r, step) + offset : nullptr;
+  return s;
+}
+template <int MaxW>
+__device__ Sources<MaxW> registered_sources(const KernelArgs& a) {
+  Sources<MaxW> s;
+  for (int r = 0; r < MaxW; ++r) {
+    s.at[r] =
+        r < a.world ? reinterpret_cast<const char*>(a.graph_slot[1 + r]) + a.slot_offset : nullptr;
+  }
+  return s;
+}
+
+// Reduces elements [begin, end) of every rank's source in rank order into `out`. Whole vectors
+// where the element range and every side allow it, single elements for the rest.
 template <typename T, int MaxW>
-__device__ void reduce_range(const KernelArgs& a, std::uint64_t step, std::size_t src_offset,
-                             std::size_t begin, std::size_t end, char* out) {
+__device__ void reduce_range(const KernelArgs& a, const Sources<MaxW>& sources, std::size_t begin,
+                             std::size_t end, char* out) {
   using V = Vec<T>;
   constexpr std::size_t es = sizeof(T);
-  const char* src[MaxW];
-  for (int r = 0; r < MaxW; ++r) src[r] = r < a.world ? data(a, r, step) + src_offset : nullptr;
+  const char* const* src = sources.at;
   // Vector loads need every source aligned too: a reduce-scatter block starts at
-  // rank * count elements, which is not a whole vector for every count.
-  const bool aligned =
-      reinterpret_cast<std::uintptr_t>(out) % kVecBytes == 0 && src_offset % kVecBytes == 0;
+  // rank * count elements, which is not a whole vector for every count, and registered inputs
+  // are wherever the caller put them.
+  bool aligned = reinterpret_cast<std::uintptr_t>(out) % kVecBytes == 0;
+  for (int r = 0; r < MaxW && r < a.world; ++r) {
+    aligned = aligned && reinterpret_cast<std::uintptr_t>(src[r]) % kVecBytes == 0;
+  }
   const std::size_t vb = (begin + V::kN - 1) / V::kN, ve = end / V::kN;
   auto finish = [&](float x) { return a.reduce == 3 ? x / static_cast<float>(a.world) : x; };
   if (aligned && vb < ve) {
@@ -198,24 +221,38 @@ __global__ void __launch_bounds__(kThreads) custom_kernel(KernelArgs a) {
   const int b = static_cast<int>(blockIdx.x);
   const int nb = static_cast<int>(gridDim.x);
   char* mine = data(a, a.rank, step);
+  // A registered graph buffer: every rank reads the others' inputs in place (the flag is the
+  // same on every rank: register_graph_buffers voted on it).
+  const bool in_place = a.graph_slot != nullptr && a.graph_slot[0] != 0;
   switch (a.op) {
     case KernelOp::kOneShot: {
       const Range r = split(a.count, nb, b);
-      copy_bytes(mine + r.begin * es, static_cast<const char*>(a.input) + r.begin * es,
-                 r.size() * es);
+      if (!in_place) {
+        copy_bytes(mine + r.begin * es, static_cast<const char*>(a.input) + r.begin * es,
+                   r.size() * es);
+      }
       if (!barrier<MaxW>(a, 0, step)) return;
-      reduce_range<T, MaxW>(a, step, 0, r.begin, r.end, static_cast<char*>(a.output));
+      reduce_range<T, MaxW>(a,
+                            in_place ? registered_sources<MaxW>(a) : data_sources<MaxW>(a, step, 0),
+                            r.begin, r.end, static_cast<char*>(a.output));
+      // Inputs read in place must stay as they are until every peer has read them.
+      if (in_place) barrier<MaxW>(a, 2, step);
       return;
     }
     case KernelOp::kTwoShot: {
       const Range r = split(a.count, nb, b);
-      copy_bytes(mine + r.begin * es, static_cast<const char*>(a.input) + r.begin * es,
-                 r.size() * es);
+      if (!in_place) {
+        copy_bytes(mine + r.begin * es, static_cast<const char*>(a.input) + r.begin * es,
+                   r.size() * es);
+      }
       if (!barrier<MaxW>(a, 0, step)) return;
       // My slice of this block's range, reduced from every rank into my own buffer (peers read
-      // other slices of it, never this one, so the write cannot race their reads).
+      // other slices of it, never this one, so the write cannot race their reads). The middle
+      // barrier then proves every peer is done with the inputs.
       const Range s = split(r.size(), a.world, a.rank);
-      reduce_range<T, MaxW>(a, step, 0, r.begin + s.begin, r.begin + s.end, mine);
+      reduce_range<T, MaxW>(a,
+                            in_place ? registered_sources<MaxW>(a) : data_sources<MaxW>(a, step, 0),
+                            r.begin + s.begin, r.begin + s.end, mine);
       if (!barrier<MaxW>(a, 1, step)) return;
       for (int q = 0; q < a.world; ++q) {
         const Range sq = split(r.size(), a.world, q);
@@ -243,7 +280,7 @@ __global__ void __launch_bounds__(kThreads) custom_kernel(KernelArgs a) {
                    r.size() * es);
       }
       if (!barrier<MaxW>(a, 0, step)) return;
-      reduce_range<T, MaxW>(a, step, a.rank * a.count * es, r.begin, r.end,
+      reduce_range<T, MaxW>(a, data_sources<MaxW>(a, step, a.rank * a.count * es), r.begin, r.end,
                             static_cast<char*>(a.output));
       return;
     }

@@ -21,6 +21,7 @@ struct DriverApi {
   decltype(&::cuMemUnmap) mem_unmap = nullptr;
   decltype(&::cuMemSetAccess) mem_set_access = nullptr;
   decltype(&::cuGetErrorString) get_error_string = nullptr;
+  decltype(&::cuMemGetAddressRange) mem_get_address_range = nullptr;
   // Multicast (sm_90+ with NVSwitch), optional: null when the driver lacks them.
   decltype(&::cuMulticastCreate) multicast_create = nullptr;
   decltype(&::cuMulticastAddDevice) multicast_add_device = nullptr;

@@ -1,0 +1,52 @@
+// The input buffers of calls captured in CUDA graphs, and their registration (zero-copy).
+//
+// A captured call gets a slot in a device table: [registered flag, input address of rank 0 ..
+// W-1]. The kernel reads the flag at every replay: 0 means copy the input through the
+// workspace (the eager protocol, so a graph is correct as captured), 1 means read every rank's
+// input where it is. register_all() (a collective call) shares each rank's inputs (CUDA IPC
+// handles for cudaMalloc'd memory; the raw address when the peer is a thread of this process),
+// votes so that a slot is switched on only where every rank could open every peer's buffer (the
+// ranks of one call must agree on the protocol), and writes the slots.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuda_layout.hpp"
+#include "tpcomm/bootstrap.hpp"
+
+namespace tpcomm::transport::cuda {
+
+// u64 words of one slot: the flag, then one address per rank.
+constexpr std::size_t kSlotWords = 1 + kMaxRanks;
+constexpr std::size_t kGraphSlots = 4096;
+
+class GraphBuffers {
+ public:
+  GraphBuffers() = default;
+  ~GraphBuffers();
+  GraphBuffers(const GraphBuffers&) = delete;
+  GraphBuffers& operator=(const GraphBuffers&) = delete;
+
+  // Allocates the slot table on the current device (all slots: copy through the workspace).
+  void create();
+  // A slot for a captured call reading `input`, or null when the table is full (the call then
+  // always copies).
+  const std::uint64_t* claim(const void* input);
+  // Collective: registers every claimed slot that every rank can share. Returns how many.
+  std::size_t register_all(Bootstrap& bootstrap, const Deadline& deadline);
+
+ private:
+  std::uint64_t* slots_ = nullptr;  // device memory, kGraphSlots x kSlotWords
+  std::size_t used_ = 0;
+  std::vector<std::pair<std::size_t, const void*>> pending_;  // (slot, input) not yet registered
+  std::map<std::string, void*> opened_;                       // IPC handle bytes -> mapped base
+  bool full_reported_ = false;
+};
+
+}  // namespace tpcomm::transport::cuda
