@@ -202,6 +202,46 @@ TEST(HandleFraming, EveryRankOfANodeGetsEveryPeersDescriptor) {
   }
 }
 
+// The multicast object's handle goes from rank 0 to the others; a message from another rank
+// than the root is refused.
+TEST(HandleFraming, TheRootsDescriptorReachesEveryRank) {
+  constexpr int kWorld = 3;
+  const std::uint64_t comm = std::random_device{}();
+  std::vector<net::Fd> listeners;
+  for (int r = 0; r < kWorld; ++r) listeners.push_back(listen_abstract(listener_name(comm, r)));
+  std::vector<std::string> seen(kWorld);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kWorld; ++r) {
+    ranks.emplace_back([&, r] {
+      net::Fd mine = r == 1 ? file_with("multicast of rank 1") : net::Fd();
+      net::Fd got = broadcast_handle(r, kWorld, 1, comm, listeners[static_cast<std::size_t>(r)].get(),
+                                     mine.get(), 4096, Deadline::after(std::chrono::seconds(10)));
+      seen[static_cast<std::size_t>(r)] = got.get() >= 0 ? content_of(got.get()) : "";
+    });
+  }
+  for (auto& t : ranks) t.join();
+  EXPECT_EQ(seen, (std::vector<std::string>{"multicast of rank 1", "", "multicast of rank 1"}));
+
+  // Rank 2 sends where only rank 0's handle is expected.
+  net::Fd wrong = file_with("not the root");
+  std::thread sender([&] {
+    broadcast_handle(2, kWorld, 2, comm, listeners[2].get(), wrong.get(), 4096,
+                     Deadline::after(std::chrono::seconds(10)));
+  });
+  try {
+    broadcast_handle(0, kWorld, 0 + 1, comm, listeners[0].get(), -1, 4096,
+                     Deadline::after(std::chrono::seconds(10)));
+    ADD_FAILURE() << "a handle from rank 2 was taken for rank 1's";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kMismatch);
+    EXPECT_NE(std::string(e.what()).find("expected the handle of rank 1, got one from rank 2"),
+              std::string::npos)
+        << e.what();
+  }
+  // Rank 2's send to rank 1 finds rank 1's listener and completes (nobody reads it).
+  sender.join();
+}
+
 TEST(HandleFraming, AMissingPeerIsATimeoutNotAHang) {
   const std::uint64_t comm = std::random_device{}();
   net::Fd listener = listen_abstract(listener_name(comm, 0));

@@ -3,9 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include <atomic>
 #include <cstring>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -13,15 +11,14 @@
 #include "driver_api.hpp"
 #include "fd_channel.hpp"
 #include "graph_buffers.hpp"
+#include "kernel_watchdog.hpp"
 #include "tpcomm/error.hpp"
-#include "tpcomm/log.hpp"
 #include "vmm_workspace.hpp"
 
 namespace tpcomm::transport {
 namespace {
 
 using cuda::KernelArgs;
-using cuda::KernelFailure;
 using cuda::KernelOp;
 
 constexpr std::uint64_t kProbeMagic = 0x7470636f6d6d0000ULL;  // "tpcomm\0\0" + sender, receiver
@@ -29,11 +26,6 @@ constexpr std::uint64_t kProbeMagic = 0x7470636f6d6d0000ULL;  // "tpcomm\0\0" + 
 class CustomBackend final : public CollectiveBackend {
  public:
   explicit CustomBackend(CustomConfig config) : config_(std::move(config)) {}
-  ~CustomBackend() override {
-    stop_.store(true);
-    if (watchdog_.joinable()) watchdog_.join();
-    if (host_ != nullptr) cudaFreeHost(host_);
-  }
 
   Backend kind() const override { return Backend::kCustom; }
   int setup_steps() const override { return 3; }
@@ -50,7 +42,7 @@ class CustomBackend final : public CollectiveBackend {
 
   void setup_complete() override {
     listener_.reset();
-    watchdog_ = std::thread([this] { watch(); });
+    watchdog_.start(config_.on_async_failure);
   }
 
   // (A failure of an earlier call is picked up by the communicator before this one.)
@@ -87,29 +79,16 @@ class CustomBackend final : public CollectiveBackend {
     }
   }
 
-  void abort() override {
-    if (host_ != nullptr) host_->abort_word = 1;
-  }
+  void abort() override { watchdog_.abort(); }
 
   std::size_t register_graph_buffers(const Deadline& deadline) override {
     cuda::check_cuda(cudaSetDevice(config_.device), "cudaSetDevice");
     return graph_buffers_.register_all(*config_.bootstrap, deadline);
   }
 
-  std::optional<std::string> take_async_failure() override {
-    if (host_ == nullptr || read_failure().code == 0 || reported_.exchange(true)) {
-      return std::nullopt;
-    }
-    return failure_text();
-  }
+  std::optional<std::string> take_async_failure() override { return watchdog_.take_failure(); }
 
  private:
-  // Host-mapped memory the kernels write their failure into and read the abort word from.
-  struct HostShared {
-    volatile std::int32_t abort_word;
-    KernelFailure failure;
-  };
-
   void create_workspace() {
     if (std::string why = cuda::gpu_unavailable_reason(); !why.empty()) {
       throw Error(ErrorCode::kUnavailable, why);
@@ -118,21 +97,14 @@ class CustomBackend final : public CollectiveBackend {
     const auto layout = cuda::workspace_layout(2 * config_.buffer_bytes,
                                                cuda::VmmWorkspace::granularity(config_.device));
     workspace_.create(config_.device, layout.total_bytes);
-    void* host = nullptr;
-    cuda::check_cuda(cudaHostAlloc(&host, sizeof(HostShared), cudaHostAllocMapped),
-                     "cudaHostAlloc (watchdog record)");
-    std::memset(host, 0, sizeof(HostShared));
-    host_ = static_cast<HostShared*>(host);
-    void* device_view = nullptr;
-    cuda::check_cuda(cudaHostGetDevicePointer(&device_view, host_, 0), "cudaHostGetDevicePointer");
-    auto* dev = static_cast<HostShared*>(device_view);
+    watchdog_.create("custom kernel", config_.timeout, config_.device);
     base_args_.rank = config_.rank;
     base_args_.world = config_.size;
     base_args_.data_offset = layout.data_offset;
     base_args_.half_bytes = config_.buffer_bytes;
-    base_args_.abort_word = &dev->abort_word;
-    base_args_.failure = &dev->failure;
-    base_args_.cycle_budget = cycle_budget();
+    base_args_.abort_word = watchdog_.device_abort_word();
+    base_args_.failure = watchdog_.device_failure();
+    base_args_.cycle_budget = watchdog_.cycle_budget();
     graph_buffers_.create();
     listener_ = cuda::listen_abstract(cuda::listener_name(config_.comm_id, config_.rank));
   }
@@ -184,62 +156,12 @@ class CustomBackend final : public CollectiveBackend {
     config_.bootstrap->barrier("custom peer probe done", deadline);
   }
 
-  // The timeout in GPU cycles (the SM clock; 2 GHz when the driver does not say).
-  std::uint64_t cycle_budget() const {
-    int khz = 0;
-    if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, config_.device) != cudaSuccess ||
-        khz <= 0) {
-      cudaGetLastError();
-      khz = 2'000'000;
-    }
-    return static_cast<std::uint64_t>(config_.timeout.count()) * static_cast<std::uint64_t>(khz);
-  }
-
-  KernelFailure read_failure() const {
-    const volatile KernelFailure& v = host_->failure;
-    KernelFailure f;
-    f.code = v.code;
-    f.rank = v.rank;
-    f.peer = v.peer;
-    f.phase = v.phase;
-    f.step = v.step;
-    return f;
-  }
-
-  std::string failure_text() const {
-    const KernelFailure f = read_failure();
-    if (f.code == 2) {
-      return fmt::format("custom kernel on rank {} stopped at step {}: the group was aborted",
-                         f.rank, f.step);
-    }
-    return fmt::format(
-        "custom kernel on rank {}: rank {} did not signal step {} ({} barrier) "
-        "within {} ms (custom kernel watchdog)",
-        f.rank, f.peer, f.step, f.phase == 0 ? "start" : "middle", config_.timeout.count());
-  }
-
-  // The watchdog: a kernel that gave up has written its failure; report it once.
-  void watch() {
-    while (!stop_.load()) {
-      const int code = read_failure().code;
-      if (code != 0 && code != 2 && !reported_.exchange(true)) {
-        const std::string text = failure_text();
-        TPCOMM_LOG(kError, "custom", "{}", text);
-        if (config_.on_async_failure) config_.on_async_failure(text);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
-
   CustomConfig config_;
   cuda::VmmWorkspace workspace_;
   cuda::GraphBuffers graph_buffers_;
   net::Fd listener_;
   KernelArgs base_args_;
-  HostShared* host_ = nullptr;  // host-mapped; the GPU writes `failure`, read through volatile
-  std::thread watchdog_;
-  std::atomic<bool> stop_{false};
-  std::atomic<bool> reported_{false};
+  cuda::KernelWatchdog watchdog_;
 };
 
 }  // namespace

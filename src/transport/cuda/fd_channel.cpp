@@ -155,6 +155,48 @@ net::Fd connect_abstract(const std::string& name, const Deadline& deadline) {
   }
 }
 
+namespace {
+
+// Accepts one connection on `listener` and receives its checked message.
+ReceivedHandle accept_handle(int listener, std::uint64_t comm_id, const Deadline& deadline,
+                             const std::string& waiting_for) {
+  if (!wait_ready(listener, POLLIN, deadline)) {
+    throw Error(ErrorCode::kTimeout, fmt::format("{} before the deadline", waiting_for));
+  }
+  net::Fd c(accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
+  if (c.get() < 0) {
+    throw Error(ErrorCode::kUnavailable,
+                fmt::format("accepting a workspace handle: {}", net::errno_text()));
+  }
+  return receive_handle(c.get(), comm_id, deadline, "a peer");
+}
+
+}  // namespace
+
+net::Fd broadcast_handle(int rank, int world, int root, std::uint64_t comm_id, int listener,
+                         int root_fd, std::uint64_t bytes, const Deadline& deadline) {
+  if (rank == root) {
+    HandleHeader h;
+    h.from_rank = rank;
+    h.comm_id = comm_id;
+    h.bytes = bytes;
+    for (int p = 0; p < world; ++p) {
+      if (p == rank) continue;
+      net::Fd s = connect_abstract(listener_name(comm_id, p), deadline);
+      send_handle(s.get(), h, root_fd, deadline);
+    }
+    return net::Fd();
+  }
+  ReceivedHandle h = accept_handle(listener, comm_id, deadline,
+                                   fmt::format("rank {} did not send its handle", root));
+  if (h.header.from_rank != root) {
+    throw Error(ErrorCode::kMismatch,
+                fmt::format("expected the handle of rank {}, got one from rank {}", root,
+                            h.header.from_rank));
+  }
+  return std::move(h.fd);
+}
+
 std::vector<net::Fd> exchange_handles(int rank, int world, std::uint64_t comm_id, int listener,
                                       int my_fd, std::uint64_t bytes, const Deadline& deadline) {
   std::vector<net::Fd> out(static_cast<std::size_t>(world));
@@ -171,17 +213,9 @@ std::vector<net::Fd> exchange_handles(int rank, int world, std::uint64_t comm_id
     sent.push_back(std::move(s));
   }
   for (int got = 0; got < world - 1; ++got) {
-    if (!wait_ready(listener, POLLIN, deadline)) {
-      throw Error(ErrorCode::kTimeout, fmt::format("{} of {} peers sent their workspace handle "
-                                                   "before the deadline",
-                                                   got, world - 1));
-    }
-    net::Fd c(accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
-    if (c.get() < 0) {
-      throw Error(ErrorCode::kUnavailable,
-                  fmt::format("accepting a workspace handle: {}", net::errno_text()));
-    }
-    ReceivedHandle h = receive_handle(c.get(), comm_id, deadline, "a peer");
+    ReceivedHandle h = accept_handle(
+        listener, comm_id, deadline,
+        fmt::format("{} of {} peers sent their workspace handle", got, world - 1));
     const int from = h.header.from_rank;
     if (from < 0 || from >= world || from == rank ||
         out[static_cast<std::size_t>(from)].get() >= 0) {

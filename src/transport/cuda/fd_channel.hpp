@@ -52,4 +52,9 @@ net::Fd connect_abstract(const std::string& name, const Deadline& deadline);
 std::vector<net::Fd> exchange_handles(int rank, int world, std::uint64_t comm_id, int listener,
                                       int my_fd, std::uint64_t bytes, const Deadline& deadline);
 
+// Rank `root` sends `root_fd` to every other rank, which returns it (root returns an empty Fd).
+// `listener` must already be listening on every rank.
+net::Fd broadcast_handle(int rank, int world, int root, std::uint64_t comm_id, int listener,
+                         int root_fd, std::uint64_t bytes, const Deadline& deadline);
+
 }  // namespace tpcomm::transport::cuda
