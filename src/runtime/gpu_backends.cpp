@@ -1,11 +1,12 @@
-// The GPU backends' factories: custom and nccl in a CUDA build, nothing otherwise (a kCuda
-// communicator is then refused with the reason).
+// The GPU backends' factories: custom, multimem and nccl in a CUDA build, nothing otherwise (a
+// kCuda communicator is then refused with the reason).
 #include "communicator_impl.hpp"
 
 #ifdef TPCOMM_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
 #include "transport/cuda/custom_backend.hpp"
+#include "transport/cuda/multimem_backend.hpp"
 #include "transport/nccl/nccl_backend.hpp"
 #endif
 
@@ -25,6 +26,17 @@ void add_gpu_backend_factories(std::map<Backend, BackendFactory>& f) {
     config.on_async_failure = ctx.on_async_failure;
     config.zero_copy = ctx.zero_copy;
     return transport::make_custom_backend(config);
+  };
+  f[Backend::kMultimem] = [](const BackendContext& ctx) {
+    transport::MultimemConfig config;
+    config.rank = ctx.rank;
+    config.size = ctx.size;
+    config.device = ctx.cuda_device;
+    config.bootstrap = ctx.bootstrap;
+    config.comm_id = ctx.comm_id;
+    config.timeout = ctx.timeout;
+    config.on_async_failure = ctx.on_async_failure;
+    return transport::make_multimem_backend(config);
   };
   f[Backend::kNccl] = [](const BackendContext& ctx) {
     transport::NcclConfig config;

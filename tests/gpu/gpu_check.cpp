@@ -10,7 +10,10 @@
 //   tpcomm_gpu_check timing W        time per call of each algorithm next to a device-to-device
 //                                    copy of the same bytes
 //   tpcomm_gpu_check process         under `tpcomm run -n 2`: real fd export/import between two
-//                                    processes, with a copy check
+//                                    processes, with a copy check, and a captured call registered
+//                                    through a CUDA IPC handle
+//   tpcomm_gpu_check multimem        what device 0 offers for multicast (the kernels need two
+//                                    GPUs or more on an NVSwitch)
 //
 // Without a usable GPU it says why and exits 77 (ctest shows the test as skipped).
 #include <cuda_runtime_api.h>
@@ -33,6 +36,7 @@
 #include "tpcomm/error.hpp"
 #include "transport/common/convert.hpp"
 #include "transport/cuda/custom_backend.hpp"
+#include "transport/cuda/multicast_object.hpp"
 
 namespace tpcomm {
 namespace {
@@ -519,6 +523,19 @@ int process() {
   return bad == 0 ? 0 : 1;
 }
 
+// multimem needs a multicast group of at least two GPUs on an NVSwitch: on one GPU this says what
+// the device offers and that the kernels cannot run here (the set-up probe checks them where
+// they can).
+int multimem(int devices) {
+  const std::string why = transport::cuda::MulticastObject::unsupported_reason(0);
+  std::printf("multimem: device 0 multicast: %s\n", why.empty() ? "supported" : why.c_str());
+  if (devices < 2) {
+    std::printf("multimem: NOT CHECKED: a multicast group needs at least two GPUs (%d visible)\n",
+                devices);
+  }
+  return 0;
+}
+
 int main_checked(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   const int world = argc > 2 ? std::atoi(argv[2]) : 2;
@@ -535,7 +552,9 @@ int main_checked(int argc, char** argv) {
   if (mode == "stall") return stall();
   if (mode == "timing") return timing(world);
   if (mode == "process") return process();
-  std::fprintf(stderr, "usage: tpcomm_gpu_check correctness W | stall | timing W | process\n");
+  if (mode == "multimem") return multimem(devices);
+  std::fprintf(stderr,
+               "usage: tpcomm_gpu_check correctness W | stall | timing W | process | multimem\n");
   return 2;
 }
 

@@ -63,9 +63,9 @@ class RecordedSetUp final : public transport::CollectiveBackend {
   StepLog& log_;
 };
 
-detail::Platform fake_gpu_platform(int ranks, StepLog& log) {
+detail::Platform fake_gpu_platform(int ranks, StepLog& log, bool multicast = false) {
   detail::Platform p = detail::builtin_platform();
-  p.probe = [ranks] {
+  p.probe = [ranks, multicast] {
     LocalFacts local = probe_local();
     for (int i = 0; i < ranks; ++i) {
       DeviceFacts d;
@@ -75,12 +75,13 @@ detail::Platform fake_gpu_platform(int ranks, StepLog& log) {
       d.nvlink_island = 0;
       d.p2p = true;
       d.vmm = true;
+      d.multicast = multicast;
       local.gpus.push_back(d);
     }
     return local;
   };
   p.gpu_unavailable_reason = [] { return std::string(); };
-  for (Backend b : {Backend::kCustom, Backend::kNccl}) {
+  for (Backend b : {Backend::kCustom, Backend::kMultimem, Backend::kNccl}) {
     BackendFactory real = p.factories.at(b);
     p.factories[b] = [&log, real](const BackendContext& ctx) {
       return std::make_unique<RecordedSetUp>(real(ctx), ctx.rank, log);
@@ -137,6 +138,44 @@ TEST(GpuSetUpVotes, AFailedCustomStepOnOneRankDisablesCustomEverywhereAndNcclCar
     EXPECT_EQ(log.of(r, Backend::kCustom),
               (std::vector<std::string>{"custom.workspace", "custom.exchange"}));
     EXPECT_EQ(log.of(r, Backend::kNccl), (std::vector<std::string>{"nccl.load", "nccl.init"}));
+  });
+}
+
+// Four H100s on an NVSwitch with multicast: multimem is set up in its four steps; a failure in
+// one rank's bind disables it everywhere, and custom two-shot (the second choice) takes its sizes.
+TEST(GpuSetUpVotes, MultimemStepsAreVotedAndAFailedBindFallsBackToCustom) {
+  {
+    StepLog log;
+    const auto platform = fake_gpu_platform(4, log, true);
+    on_ranks(make_thread_group(4), [&](int r, std::shared_ptr<Bootstrap> bs) {
+      auto comm = detail::create_communicator(bs, cuda_options(), platform);
+      const auto& ar = comm->plan().ops.at(Op::kAllReduce);
+      EXPECT_TRUE(ar.is_eligible(Backend::kMultimem));
+      bool uses_multimem = false;
+      for (const auto& row : ar.table) uses_multimem |= row.backend == Backend::kMultimem;
+      EXPECT_TRUE(uses_multimem);
+      EXPECT_EQ(log.of(r, Backend::kMultimem),
+                (std::vector<std::string>{"multimem.workspace", "multimem.share", "multimem.bind",
+                                          "multimem.probe"}));
+    });
+  }
+  ScopedEnv fault("TPCOMM_FAULT", "multimem.bind:fail@2");
+  StepLog log;
+  const auto platform = fake_gpu_platform(4, log, true);
+  on_ranks(make_thread_group(4), [&](int r, std::shared_ptr<Bootstrap> bs) {
+    auto comm = detail::create_communicator(bs, cuda_options(), platform);
+    const auto& ar = comm->plan().ops.at(Op::kAllReduce);
+    EXPECT_NE(ar.rejected.at(Backend::kMultimem)
+                  .find("step multimem.bind failed on rank 2: injected fault"),
+              std::string::npos);
+    bool two_shot = false;
+    for (const auto& row : ar.table) {
+      EXPECT_NE(row.backend, Backend::kMultimem);
+      two_shot |= row.backend == Backend::kCustom && row.algorithm == "two_shot";
+    }
+    EXPECT_TRUE(two_shot);
+    EXPECT_EQ(log.of(r, Backend::kMultimem),
+              (std::vector<std::string>{"multimem.workspace", "multimem.share", "multimem.bind"}));
   });
 }
 

@@ -16,6 +16,7 @@
 #include "tpcomm/error.hpp"
 #include "transport/cuda/cuda_layout.hpp"
 #include "transport/cuda/fd_channel.hpp"
+#include "transport/cuda/multimem_layout.hpp"
 
 namespace tpcomm::transport::cuda {
 namespace {
@@ -74,6 +75,51 @@ TEST(CudaLayout, WorkspaceRegionsAreAlignedAndDisjoint) {
         const std::size_t i = pad_index(ph, b, r);
         EXPECT_LT(i, static_cast<std::size_t>(kPhases * kMaxBlocks * kMaxRanks));
         EXPECT_TRUE(seen.insert(i).second);
+      }
+    }
+  }
+}
+
+TEST(MultimemLayout, RegionsAreAlignedDisjointAndAMultipleOfTheGranularity) {
+  for (std::size_t g : {0u, 2u << 20, 512u << 20}) {
+    const MultimemLayout l = multimem_layout(8u << 20, g);
+    EXPECT_GE(l.local_offset, sizeof(std::uint64_t) * kPhases * kMaxBlocks);  // after the pads
+    EXPECT_GE(l.probe_offset, l.local_offset + 8 * (2 + kPhases * kMaxBlocks));
+    EXPECT_EQ(l.probe_offset % kVecBytes, 0u);
+    EXPECT_GE(l.data_offset, l.probe_offset + kVecBytes);
+    EXPECT_EQ(l.data_offset % 4096, 0u);
+    EXPECT_EQ(l.area_bytes % 4096, 0u);
+    EXPECT_GE(l.total_bytes, l.data_offset + 2 * l.area_bytes);
+    if (g != 0) {
+      EXPECT_EQ(l.total_bytes % g, 0u);
+    }
+  }
+}
+
+// What the kernels put in one data area must fit it, for every mode, world and element size
+// (whole vectors: a block stride is the byte count rounded up to 16).
+TEST(MultimemLayout, EveryStepFitsItsArea) {
+  const std::size_t area = multimem_layout(8u << 20, 0).area_bytes;
+  auto vec_bytes = [](std::size_t bytes) {
+    return (bytes + kVecBytes - 1) / kVecBytes * kVecBytes;
+  };
+  for (int w : {2, 3, 4, 7, 8, 16}) {
+    const std::size_t slot = area / static_cast<std::size_t>(w) / kVecBytes * kVecBytes;
+    for (std::size_t es : {2u, 4u}) {
+      const std::size_t ar_sum =
+          multimem_chunk_elements(area, es, w, false, MultimemMode::kReduceSum);
+      EXPECT_LE(2 * vec_bytes(ar_sum * es), area) << w << " " << es;  // input, then sums
+      const std::size_t rs_sum =
+          multimem_chunk_elements(area, es, w, true, MultimemMode::kReduceSum);
+      EXPECT_LE(static_cast<std::size_t>(w) * vec_bytes(rs_sum * es), area);
+      const std::size_t gather = multimem_chunk_elements(area, es, w, false, MultimemMode::kGather);
+      EXPECT_LE(vec_bytes(gather * es), slot);
+      const std::size_t rs_gather =
+          multimem_chunk_elements(area, es, w, true, MultimemMode::kGather);
+      EXPECT_LE(static_cast<std::size_t>(w) * vec_bytes(rs_gather * es), slot);
+      for (std::size_t n : {ar_sum, rs_sum, gather, rs_gather}) {
+        EXPECT_GT(n, 0u);
+        EXPECT_EQ(n * es % kVecBytes, 0u);  // every step but the last moves whole vectors
       }
     }
   }
@@ -214,8 +260,9 @@ TEST(HandleFraming, TheRootsDescriptorReachesEveryRank) {
   for (int r = 0; r < kWorld; ++r) {
     ranks.emplace_back([&, r] {
       net::Fd mine = r == 1 ? file_with("multicast of rank 1") : net::Fd();
-      net::Fd got = broadcast_handle(r, kWorld, 1, comm, listeners[static_cast<std::size_t>(r)].get(),
-                                     mine.get(), 4096, Deadline::after(std::chrono::seconds(10)));
+      net::Fd got =
+          broadcast_handle(r, kWorld, 1, comm, listeners[static_cast<std::size_t>(r)].get(),
+                           mine.get(), 4096, Deadline::after(std::chrono::seconds(10)));
       seen[static_cast<std::size_t>(r)] = got.get() >= 0 ? content_of(got.get()) : "";
     });
   }

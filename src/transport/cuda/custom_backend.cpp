@@ -3,8 +3,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <cstring>
-
 #include <fmt/format.h>
 
 #include "custom_kernel_args.hpp"

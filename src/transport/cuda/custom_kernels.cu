@@ -8,20 +8,10 @@
 
 #include "custom_kernel_args.hpp"
 #include "custom_kernel_list.hpp"
+#include "kernel_common.cuh"
 
 namespace tpcomm::transport::cuda {
 namespace {
-
-constexpr int kThreads = 512;
-
-__device__ __forceinline__ void store_release(std::uint64_t* p, std::uint64_t v) {
-  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ std::uint64_t load_acquire(const std::uint64_t* p) {
-  std::uint64_t v;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
 
 __device__ __forceinline__ std::uint64_t* pads(void* workspace) {
   return static_cast<std::uint64_t*>(workspace);
@@ -64,60 +54,8 @@ __device__ bool barrier(const KernelArgs& a, int phase, std::uint64_t step) {
   return failed == 0;
 }
 
-// Elements as fp32 and back (round to nearest even).
-__device__ __forceinline__ float to_float(float x) {
-  return x;
-}
-__device__ __forceinline__ float to_float(__half x) {
-  return __half2float(x);
-}
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-template <typename T>
-__device__ __forceinline__ T from_float(float f);
-template <>
-__device__ __forceinline__ float from_float<float>(float f) {
-  return f;
-}
-template <>
-__device__ __forceinline__ __half from_float<__half>(float f) {
-  return __float2half_rn(f);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float f) {
-  return __float2bfloat16_rn(f);
-}
-
-// 16 bytes of T as fp32 values and back, and single elements for the unaligned rest.
-template <typename T>
-struct Vec {
-  static constexpr int kN = static_cast<int>(kVecBytes / sizeof(T));
-  __device__ static void widen(const uint4& v, float* f) {
-    const T* e = reinterpret_cast<const T*>(&v);
-    for (int i = 0; i < kN; ++i) f[i] = to_float(e[i]);
-  }
-  __device__ static uint4 narrow(const float* f) {
-    uint4 v;
-    T* e = reinterpret_cast<T*>(&v);
-    for (int i = 0; i < kN; ++i) e[i] = from_float<T>(f[i]);
-    return v;
-  }
-  __device__ static float to_f(const void* p) { return to_float(*static_cast<const T*>(p)); }
-  __device__ static void from_f(void* p, float f) { *static_cast<T*>(p) = from_float<T>(f); }
-};
-
-__device__ __forceinline__ float combine(float acc, float x, int reduce) {
-  // tpcomm::ReduceOp: 0 sum, 1 max, 2 min, 3 avg (a sum divided at the end)
-  return reduce == 1 ? fmaxf(acc, x) : reduce == 2 ? fminf(acc, x) : acc + x;
-}
-
 // Every rank's source of this step: its data buffer at `offset` (the copy protocol), or its own
 // input in place (a registered graph buffer slot).
-template <int MaxW>
-struct Sources {
-  const char* at[MaxW];
-};
 template <int MaxW>
 __device__ Sources<MaxW> data_sources(const KernelArgs& a, std::uint64_t step, std::size_t offset) {
   Sources<MaxW> s;
@@ -132,67 +70,6 @@ __device__ Sources<MaxW> registered_sources(const KernelArgs& a) {
         r < a.world ? reinterpret_cast<const char*>(a.graph_slot[1 + r]) + a.slot_offset : nullptr;
   }
   return s;
-}
-
-// Reduces elements [begin, end) of every rank's source in rank order into `out`. Whole vectors
-// where the element range and every side allow it, single elements for the rest.
-template <typename T, int MaxW>
-__device__ void reduce_range(const KernelArgs& a, const Sources<MaxW>& sources, std::size_t begin,
-                             std::size_t end, char* out) {
-  using V = Vec<T>;
-  constexpr std::size_t es = sizeof(T);
-  const char* const* src = sources.at;
-  // Vector loads need every source aligned too: a reduce-scatter block starts at
-  // rank * count elements, which is not a whole vector for every count, and registered inputs
-  // are wherever the caller put them.
-  bool aligned = reinterpret_cast<std::uintptr_t>(out) % kVecBytes == 0;
-  for (int r = 0; r < MaxW && r < a.world; ++r) {
-    aligned = aligned && reinterpret_cast<std::uintptr_t>(src[r]) % kVecBytes == 0;
-  }
-  const std::size_t vb = (begin + V::kN - 1) / V::kN, ve = end / V::kN;
-  auto finish = [&](float x) { return a.reduce == 3 ? x / static_cast<float>(a.world) : x; };
-  if (aligned && vb < ve) {
-    for (std::size_t v = vb + threadIdx.x; v < ve; v += blockDim.x) {
-      float acc[V::kN], x[V::kN];
-      V::widen(*reinterpret_cast<const uint4*>(src[0] + v * kVecBytes), acc);
-      for (int r = 1; r < MaxW; ++r) {
-        if (r >= a.world) break;
-        V::widen(*reinterpret_cast<const uint4*>(src[r] + v * kVecBytes), x);
-        for (int i = 0; i < V::kN; ++i) acc[i] = combine(acc[i], x[i], a.reduce);
-      }
-      for (int i = 0; i < V::kN; ++i) acc[i] = finish(acc[i]);
-      *reinterpret_cast<uint4*>(out + v * kVecBytes) = V::narrow(acc);
-    }
-  }
-  auto scalar = [&](std::size_t i) {
-    float acc = V::to_f(src[0] + i * es);
-    for (int r = 1; r < MaxW; ++r) {
-      if (r >= a.world) break;
-      acc = combine(acc, V::to_f(src[r] + i * es), a.reduce);
-    }
-    V::from_f(out + i * es, finish(acc));
-  };
-  if (aligned && vb < ve) {
-    for (std::size_t i = begin + threadIdx.x; i < vb * V::kN; i += blockDim.x) scalar(i);
-    for (std::size_t i = ve * V::kN + threadIdx.x; i < end; i += blockDim.x) scalar(i);
-  } else {
-    for (std::size_t i = begin + threadIdx.x; i < end; i += blockDim.x) scalar(i);
-  }
-}
-
-// Copies `bytes` (16-byte vectors where both sides are aligned).
-__device__ void copy_bytes(char* dst, const char* src, std::size_t bytes) {
-  if (reinterpret_cast<std::uintptr_t>(dst) % kVecBytes == 0 &&
-      reinterpret_cast<std::uintptr_t>(src) % kVecBytes == 0) {
-    const std::size_t vecs = bytes / kVecBytes;
-    for (std::size_t v = threadIdx.x; v < vecs; v += blockDim.x) {
-      reinterpret_cast<uint4*>(dst)[v] = reinterpret_cast<const uint4*>(src)[v];
-    }
-    for (std::size_t i = vecs * kVecBytes + threadIdx.x; i < bytes; i += blockDim.x)
-      dst[i] = src[i];
-  } else {
-    for (std::size_t i = threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
-  }
 }
 
 template <typename T, int MaxW>
@@ -232,7 +109,7 @@ __global__ void __launch_bounds__(kThreads) custom_kernel(KernelArgs a) {
                    r.size() * es);
       }
       if (!barrier<MaxW>(a, 0, step)) return;
-      reduce_range<T, MaxW>(a,
+      reduce_range<T, MaxW>(a.world, a.reduce,
                             in_place ? registered_sources<MaxW>(a) : data_sources<MaxW>(a, step, 0),
                             r.begin, r.end, static_cast<char*>(a.output));
       // Inputs read in place must stay as they are until every peer has read them.
@@ -250,7 +127,7 @@ __global__ void __launch_bounds__(kThreads) custom_kernel(KernelArgs a) {
       // other slices of it, never this one, so the write cannot race their reads). The middle
       // barrier then proves every peer is done with the inputs.
       const Range s = split(r.size(), a.world, a.rank);
-      reduce_range<T, MaxW>(a,
+      reduce_range<T, MaxW>(a.world, a.reduce,
                             in_place ? registered_sources<MaxW>(a) : data_sources<MaxW>(a, step, 0),
                             r.begin + s.begin, r.begin + s.end, mine);
       if (!barrier<MaxW>(a, 1, step)) return;
@@ -280,8 +157,8 @@ __global__ void __launch_bounds__(kThreads) custom_kernel(KernelArgs a) {
                    r.size() * es);
       }
       if (!barrier<MaxW>(a, 0, step)) return;
-      reduce_range<T, MaxW>(a, data_sources<MaxW>(a, step, a.rank * a.count * es), r.begin, r.end,
-                            static_cast<char*>(a.output));
+      reduce_range<T, MaxW>(a.world, a.reduce, data_sources<MaxW>(a, step, a.rank * a.count * es),
+                            r.begin, r.end, static_cast<char*>(a.output));
       return;
     }
   }

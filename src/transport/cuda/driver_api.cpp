@@ -72,6 +72,9 @@ Loaded load() {
   resolve("cuMulticastAddDevice", a.multicast_add_device, nullptr);
   resolve("cuMulticastBindMem", a.multicast_bind_mem, nullptr);
   resolve("cuMulticastGetGranularity", a.multicast_get_granularity, nullptr);
+  resolve("cuMulticastUnbind", a.multicast_unbind, nullptr);
+  resolve("cuDeviceGet", a.device_get, nullptr);
+  resolve("cuDeviceGetAttribute", a.device_get_attribute, nullptr);
   return l;
 }
 

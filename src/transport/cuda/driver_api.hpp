@@ -27,6 +27,9 @@ struct DriverApi {
   decltype(&::cuMulticastAddDevice) multicast_add_device = nullptr;
   decltype(&::cuMulticastBindMem) multicast_bind_mem = nullptr;
   decltype(&::cuMulticastGetGranularity) multicast_get_granularity = nullptr;
+  decltype(&::cuMulticastUnbind) multicast_unbind = nullptr;
+  decltype(&::cuDeviceGet) device_get = nullptr;
+  decltype(&::cuDeviceGetAttribute) device_get_attribute = nullptr;
 };
 
 // The driver API of this process, or throws kUnavailable saying why (no driver, no device, an

@@ -213,9 +213,9 @@ std::vector<net::Fd> exchange_handles(int rank, int world, std::uint64_t comm_id
     sent.push_back(std::move(s));
   }
   for (int got = 0; got < world - 1; ++got) {
-    ReceivedHandle h = accept_handle(
-        listener, comm_id, deadline,
-        fmt::format("{} of {} peers sent their workspace handle", got, world - 1));
+    ReceivedHandle h =
+        accept_handle(listener, comm_id, deadline,
+                      fmt::format("{} of {} peers sent their workspace handle", got, world - 1));
     const int from = h.header.from_rank;
     if (from < 0 || from >= world || from == rank ||
         out[static_cast<std::size_t>(from)].get() >= 0) {

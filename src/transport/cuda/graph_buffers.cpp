@@ -44,8 +44,8 @@ SharedBuffer describe(const void* input, std::string* why) {
   if (e != cudaSuccess) {
     cudaGetLastError();
     // VMM allocations (PyTorch's expandable segments) have no legacy IPC handle.
-    *why = fmt::format("no IPC handle for the allocation at {:#x}: {}", static_cast<std::uint64_t>(base),
-                       cudaGetErrorString(e));
+    *why = fmt::format("no IPC handle for the allocation at {:#x}: {}",
+                       static_cast<std::uint64_t>(base), cudaGetErrorString(e));
     return s;
   }
   s.ok = 1;
@@ -146,8 +146,7 @@ std::size_t GraphBuffers::register_all(Bootstrap& bootstrap, const Deadline& dea
       auto it = opened_.find(key);
       if (it == opened_.end()) {
         void* base = nullptr;
-        const cudaError_t e =
-            cudaIpcOpenMemHandle(&base, s.handle, cudaIpcMemLazyEnablePeerAccess);
+        const cudaError_t e = cudaIpcOpenMemHandle(&base, s.handle, cudaIpcMemLazyEnablePeerAccess);
         if (e != cudaSuccess) {
           cudaGetLastError();
           why[i] = fmt::format("cannot open rank {}'s IPC handle: {}", r, cudaGetErrorString(e));

@@ -58,12 +58,14 @@ std::string KernelWatchdog::text() const {
   }
   static const char* phases[] = {"start", "middle", "end"};
   const char* phase = f.phase >= 0 && f.phase < 3 ? phases[f.phase] : "?";
-  return f.peer >= 0 ? fmt::format("{} on rank {}: rank {} did not signal step {} ({} barrier) "
-                                   "within {} ms (kernel watchdog)",
-                                   what_, f.rank, f.peer, f.step, phase, timeout_.count())
-                     : fmt::format("{} on rank {}: not every rank signalled step {} ({} barrier) "
-                                   "within {} ms (kernel watchdog)",
-                                   what_, f.rank, f.step, phase, timeout_.count());
+  return f.peer >= 0 ? fmt::format(
+                           "{} on rank {}: rank {} did not signal step {} ({} barrier) "
+                           "within {} ms (kernel watchdog)",
+                           what_, f.rank, f.peer, f.step, phase, timeout_.count())
+                     : fmt::format(
+                           "{} on rank {}: not every rank signalled step {} ({} barrier) "
+                           "within {} ms (kernel watchdog)",
+                           what_, f.rank, f.step, phase, timeout_.count());
 }
 
 void KernelWatchdog::start(std::function<void(const std::string&)> on_failure) {

@@ -29,6 +29,7 @@ class VmmWorkspace {
   void* map_peer(int fd, std::size_t bytes);
 
   void* own() const { return own_.address; }
+  CUmemGenericAllocationHandle handle() const { return own_.handle; }
   std::size_t bytes() const { return own_.bytes; }
 
  private:

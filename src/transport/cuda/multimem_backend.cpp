@@ -1,0 +1,171 @@
+// Set-up and calls of the multimem backend (multimem_backend.hpp).
+#include "multimem_backend.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "driver_api.hpp"
+#include "fd_channel.hpp"
+#include "kernel_watchdog.hpp"
+#include "multicast_object.hpp"
+#include "multimem_kernel_args.hpp"
+#include "tpcomm/error.hpp"
+#include "vmm_workspace.hpp"
+
+namespace tpcomm::transport {
+namespace {
+
+using cuda::KernelOp;
+using cuda::MultimemArgs;
+using cuda::MultimemMode;
+
+// The multimem backend's Unix sockets: a channel of its own beside the custom backend's.
+constexpr std::uint64_t kChannelSalt = 0x6d756c74696d656dULL;  // "multimem"
+
+class MultimemBackend final : public CollectiveBackend {
+ public:
+  explicit MultimemBackend(MultimemConfig config) : config_(std::move(config)) {}
+
+  Backend kind() const override { return Backend::kMultimem; }
+  int setup_steps() const override { return 4; }
+  std::string setup_step_name(int step) const override {
+    static const char* names[] = {"multimem.workspace", "multimem.share", "multimem.bind",
+                                  "multimem.probe"};
+    return names[step];
+  }
+
+  void run_setup_step(int step, const Deadline& deadline) override {
+    if (step == 0) return create(deadline);
+    if (step == 1) return share(deadline);
+    if (step == 2) return bind();
+    probe(deadline);
+  }
+
+  void setup_complete() override {
+    listener_.reset();
+    watchdog_.start(config_.on_async_failure);
+  }
+
+  void run(const Call& c) override {
+    const std::size_t es = size_of(c.type);
+    const bool rs = c.op == Op::kReduceScatter;
+    MultimemArgs a = base_;
+    a.type = static_cast<int>(c.type);
+    a.reduce = static_cast<int>(c.reduce);
+    a.blocks = std::clamp(c.blocks > 0 ? c.blocks : 16, 1, cuda::kMaxBlocks);
+    a.op = c.op == Op::kAllGather ? KernelOp::kAllGather
+           : rs                   ? KernelOp::kReduceScatter
+                                  : KernelOp::kOneShot;
+    // The switch only adds; max, min and avg gather and reduce in rank order instead.
+    a.mode = c.op != Op::kAllGather && c.reduce == ReduceOp::kSum ? MultimemMode::kReduceSum
+                                                                   : MultimemMode::kGather;
+    const std::size_t per_chunk =
+        cuda::multimem_chunk_elements(a.layout.area_bytes, es, config_.size, rs, a.mode);
+    const std::size_t chunks = cuda::chunk_count(c.count, per_chunk);
+    for (std::size_t k = 0; k < chunks; ++k) {
+      const std::size_t base = k * per_chunk;
+      a.count = std::min(per_chunk, c.count - std::min(base, c.count));
+      a.input = static_cast<const char*>(c.input) + base * es;
+      a.output = static_cast<char*>(c.output) + base * es;
+      a.in_rank_stride = c.count * es;
+      a.out_rank_stride = c.count * es;
+      cuda::check_cuda(cuda::launch_multimem_kernel(a, c.stream), "launching the multimem kernel");
+    }
+  }
+
+  void abort() override { watchdog_.abort(); }
+  std::optional<std::string> take_async_failure() override { return watchdog_.take_failure(); }
+
+ private:
+  std::uint64_t channel() const { return config_.comm_id ^ kChannelSalt; }
+
+  void create(const Deadline&) {
+    if (std::string why = cuda::MulticastObject::unsupported_reason(config_.device); !why.empty()) {
+      throw Error(ErrorCode::kUnavailable, why);
+    }
+    cuda::check_cuda(cudaSetDevice(config_.device), "cudaSetDevice");
+    // Sized once with the VMM granularity, then again so the multicast granularity divides it.
+    auto layout = cuda::multimem_layout(config_.area_bytes,
+                                        cuda::VmmWorkspace::granularity(config_.device));
+    const std::size_t mc_granularity =
+        cuda::MulticastObject::granularity(config_.size, layout.total_bytes);
+    layout = cuda::multimem_layout(
+        config_.area_bytes,
+        std::max(cuda::VmmWorkspace::granularity(config_.device), mc_granularity));
+    workspace_.create(config_.device, layout.total_bytes);
+    watchdog_.create("multimem kernel", config_.timeout, config_.device);
+    if (config_.rank == 0) multicast_.create(config_.size, layout.total_bytes);
+    base_.rank = config_.rank;
+    base_.world = config_.size;
+    base_.layout = layout;
+    base_.unicast = static_cast<char*>(workspace_.own());
+    base_.abort_word = watchdog_.device_abort_word();
+    base_.failure = watchdog_.device_failure();
+    base_.cycle_budget = watchdog_.cycle_budget();
+    listener_ = cuda::listen_abstract(cuda::listener_name(channel(), config_.rank));
+  }
+
+  void share(const Deadline& deadline) {
+    net::Fd mine = config_.rank == 0 ? multicast_.export_fd() : net::Fd();
+    net::Fd got = cuda::broadcast_handle(config_.rank, config_.size, 0, channel(), listener_.get(),
+                                         mine.get(), base_.layout.total_bytes, deadline);
+    if (config_.rank != 0) multicast_.import(got.get(), base_.layout.total_bytes);
+    multicast_.add_device(config_.device);
+  }
+
+  void bind() {
+    base_.multicast = static_cast<char*>(multicast_.bind_and_map(workspace_.handle()));
+  }
+
+  // Every rank puts four copies of rank + 1 into its probe area; one multicast load must then
+  // read their sum on every rank (a multicast that does not reach every workspace fails here).
+  void probe(const Deadline& deadline) {
+    const float mine[4] = {static_cast<float>(config_.rank + 1), static_cast<float>(config_.rank + 1),
+                           static_cast<float>(config_.rank + 1), static_cast<float>(config_.rank + 1)};
+    char* probe_in = base_.unicast + base_.layout.probe_offset;
+    cuda::check_cuda(cudaMemcpy(probe_in, mine, sizeof(mine), cudaMemcpyHostToDevice),
+                     "writing the multimem probe");
+    config_.bootstrap->barrier("multimem probe", deadline);
+    void* result = nullptr;
+    cuda::check_cuda(cudaMalloc(&result, sizeof(mine)), "cudaMalloc (multimem probe)");
+    const int launched = cuda::launch_multimem_probe(
+        base_.multicast + base_.layout.probe_offset, result, nullptr);
+    float got[4] = {};
+    const int synced = launched == 0 ? cudaDeviceSynchronize() : launched;
+    if (synced == 0) cudaMemcpy(got, result, sizeof(got), cudaMemcpyDeviceToHost);
+    cudaFree(result);
+    cuda::check_cuda(synced, "the multimem probe kernel");
+    config_.bootstrap->barrier("multimem probe done", deadline);
+    const float want = static_cast<float>(config_.size * (config_.size + 1) / 2);
+    for (float g : got) {
+      if (g != want) {
+        throw Error(ErrorCode::kUnavailable,
+                    fmt::format("multimem probe: a multicast sum of {} ranks read {}, expected {}; "
+                                "the multicast object does not reach every workspace",
+                                config_.size, g, want));
+      }
+    }
+  }
+
+  MultimemConfig config_;
+  cuda::VmmWorkspace workspace_;
+  cuda::MulticastObject multicast_;  // after workspace_: unbound before the memory goes
+  cuda::KernelWatchdog watchdog_;
+  net::Fd listener_;
+  MultimemArgs base_;
+};
+
+}  // namespace
+
+std::unique_ptr<CollectiveBackend> make_multimem_backend(const MultimemConfig& config) {
+  if (config.size < 2 || config.size > cuda::kMaxRanks) {
+    throw invalid_input(fmt::format("multimem backend: {} ranks, expected 2 to {}", config.size,
+                                    cuda::kMaxRanks));
+  }
+  return std::make_unique<MultimemBackend>(config);
+}
+
+}  // namespace tpcomm::transport

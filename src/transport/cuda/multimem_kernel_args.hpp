@@ -1,0 +1,42 @@
+// The arguments of one multimem kernel launch (one step of one call), shared by the host backend
+// and the kernels. Plain data, like custom_kernel_args.hpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "custom_kernel_args.hpp"
+#include "multimem_layout.hpp"
+
+namespace tpcomm::transport::cuda {
+
+struct MultimemArgs {
+  KernelOp op = KernelOp::kOneShot;  // kOneShot: all-reduce; kAllGather; kReduceScatter
+  MultimemMode mode = MultimemMode::kReduceSum;
+  int type = 0;    // tpcomm::DataType
+  int reduce = 0;  // tpcomm::ReduceOp
+  int rank = 0;
+  int world = 2;
+  int blocks = 1;
+  std::size_t count = 0;  // elements of this step (per rank for all-gather / reduce-scatter)
+  char* unicast = nullptr;    // this rank's workspace
+  char* multicast = nullptr;  // the same offsets on every rank at once
+  MultimemLayout layout;
+  const void* input = nullptr;
+  void* output = nullptr;
+  std::size_t in_rank_stride = 0;   // reduce-scatter: bytes between rank blocks of the input
+  std::size_t out_rank_stride = 0;  // all-gather: bytes between rank blocks of the output
+  std::uint64_t cycle_budget = 0;
+  const volatile std::int32_t* abort_word = nullptr;
+  KernelFailure* failure = nullptr;
+};
+
+// Launches one step on `stream` (a cudaStream_t); returns the cudaError_t of the launch. On a
+// device below sm_90 the kernel traps (the plan never admits multimem there).
+int launch_multimem_kernel(const MultimemArgs& args, void* stream);
+
+// The set-up self-test: one thread reads the sum of every rank's four floats at `multicast_in`
+// (multimem.ld_reduce) and writes it to `result`.
+int launch_multimem_probe(const void* multicast_in, void* result, void* stream);
+
+}  // namespace tpcomm::transport::cuda

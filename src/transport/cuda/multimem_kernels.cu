@@ -1,0 +1,294 @@
+// The multimem kernels (sm_90+ with NVSwitch multicast): all-reduce and reduce-scatter with the
+// sum reduced in the switch (multimem.ld_reduce, fp32 accumulation for fp16/bf16) and broadcast
+// back (multimem.st); all-gather, and all-reduce / reduce-scatter with max, min or avg, by every
+// rank storing its input into its slot on every rank at once (multimem.st) and each rank then
+// reducing the slots in rank order, bitwise as the custom kernels do. Barriers add to a counter
+// on every rank at once (multimem.red) and wait on their own copy; every wait is bounded by the
+// abort word and a cycle budget. Layout and step sizes: multimem_layout.hpp.
+#include "custom_kernel_list.hpp"
+#include "kernel_common.cuh"
+#include "multimem_kernel_args.hpp"
+
+namespace tpcomm::transport::cuda {
+namespace {
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define TPCOMM_MULTIMEM 1
+#endif
+
+__device__ __forceinline__ void fence_alias() {
+#ifdef TPCOMM_MULTIMEM
+  asm volatile("fence.proxy.alias;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void multicast_add(std::uint64_t* mc, std::uint64_t v) {
+#ifdef TPCOMM_MULTIMEM
+  asm volatile("multimem.red.release.sys.global.add.u64 [%0], %1;" ::"l"(mc), "l"(v) : "memory");
+#else
+  __trap();
+#endif
+}
+
+// 16 bytes stored into every rank's copy.
+__device__ __forceinline__ void multicast_store(char* mc, const uint4& v) {
+#ifdef TPCOMM_MULTIMEM
+  asm volatile("multimem.st.relaxed.sys.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(mc),
+               "f"(__uint_as_float(v.x)), "f"(__uint_as_float(v.y)), "f"(__uint_as_float(v.z)),
+               "f"(__uint_as_float(v.w))
+               : "memory");
+#else
+  __trap();
+#endif
+}
+
+// The sum of every rank's 16 bytes at `mc`, reduced in the switch.
+template <typename T>
+__device__ __forceinline__ uint4 multicast_sum(const char* mc);
+template <>
+__device__ __forceinline__ uint4 multicast_sum<float>(const char* mc) {
+  uint4 v{};
+#ifdef TPCOMM_MULTIMEM
+  float a, b, c, d;
+  asm volatile("multimem.ld_reduce.relaxed.sys.global.add.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(a), "=f"(b), "=f"(c), "=f"(d)
+               : "l"(mc)
+               : "memory");
+  v = make_uint4(__float_as_uint(a), __float_as_uint(b), __float_as_uint(c), __float_as_uint(d));
+#else
+  __trap();
+#endif
+  return v;
+}
+template <>
+__device__ __forceinline__ uint4 multicast_sum<__nv_bfloat16>(const char* mc) {
+  uint4 v{};
+#ifdef TPCOMM_MULTIMEM
+  asm volatile(
+      "multimem.ld_reduce.relaxed.sys.global.add.acc::f32.v4.bf16x2 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(mc)
+      : "memory");
+#else
+  __trap();
+#endif
+  return v;
+}
+template <>
+__device__ __forceinline__ uint4 multicast_sum<__half>(const char* mc) {
+  uint4 v{};
+#ifdef TPCOMM_MULTIMEM
+  asm volatile(
+      "multimem.ld_reduce.relaxed.sys.global.add.acc::f32.v4.f16x2 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(mc)
+      : "memory");
+#else
+  __trap();
+#endif
+  return v;
+}
+
+// The local counters: steps[0] last step, steps[1] finished blocks, then one barrier target per
+// (phase, block).
+__device__ __forceinline__ unsigned long long* local_words(const MultimemArgs& a) {
+  return reinterpret_cast<unsigned long long*>(a.unicast + a.layout.local_offset);
+}
+
+// Every rank adds 1 to this block's pad of `phase` on every rank, then waits until its own copy
+// reaches the next multiple of W. Returns false on every thread when the wait gave up.
+__device__ bool multicast_barrier(const MultimemArgs& a, int phase, std::uint64_t step) {
+  __shared__ int failed;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    failed = 0;
+    const std::size_t pad = static_cast<std::size_t>(phase) * kMaxBlocks + blockIdx.x;
+    unsigned long long* target_word = local_words(a) + 2 + pad;
+    const std::uint64_t target = *target_word + static_cast<std::uint64_t>(a.world);
+    *target_word = target;
+    __threadfence_system();  // the block's writes (ordered by __syncthreads) before the signal
+    fence_alias();
+    multicast_add(reinterpret_cast<std::uint64_t*>(a.multicast + a.layout.pads_offset) + pad, 1);
+    const auto* mine = reinterpret_cast<const std::uint64_t*>(a.unicast + a.layout.pads_offset) + pad;
+    const long long start = clock64();
+    while (load_acquire(mine) < target) {
+      int code = 0;
+      if (*a.abort_word != 0) code = 2;
+      if (static_cast<std::uint64_t>(clock64() - start) > a.cycle_budget) code = 1;
+      if (code != 0) {
+        if (atomicCAS(&a.failure->code, 0, code) == 0) {
+          a.failure->rank = a.rank;
+          a.failure->peer = -1;  // a counter does not say who is missing
+          a.failure->phase = phase;
+          a.failure->step = step;
+          __threadfence_system();
+        }
+        failed = 1;
+        break;
+      }
+    }
+    fence_alias();
+  }
+  __syncthreads();
+  return failed == 0;
+}
+
+// 16 bytes of `src` at vector `v` of a buffer of `bytes` (zeros past the end; any alignment).
+__device__ __forceinline__ uint4 load_padded(const char* src, std::size_t v, std::size_t bytes) {
+  const std::size_t at = v * kVecBytes;
+  if (at + kVecBytes <= bytes && reinterpret_cast<std::uintptr_t>(src) % kVecBytes == 0) {
+    return *reinterpret_cast<const uint4*>(src + at);
+  }
+  uint4 out{};
+  char* o = reinterpret_cast<char*>(&out);
+  for (std::size_t i = 0; i < kVecBytes; ++i) o[i] = at + i < bytes ? src[at + i] : 0;
+  return out;
+}
+
+// Writes the part of vector `v` that lies within `bytes` of `dst`.
+__device__ __forceinline__ void store_clipped(char* dst, std::size_t v, std::size_t bytes,
+                                              const uint4& value) {
+  const std::size_t at = v * kVecBytes;
+  if (at + kVecBytes <= bytes && reinterpret_cast<std::uintptr_t>(dst) % kVecBytes == 0) {
+    *reinterpret_cast<uint4*>(dst + at) = value;
+    return;
+  }
+  const char* in = reinterpret_cast<const char*>(&value);
+  for (std::size_t i = 0; i < kVecBytes && at + i < bytes; ++i) dst[at + i] = in[i];
+}
+
+__device__ __forceinline__ std::size_t vectors(std::size_t bytes) {
+  return (bytes + kVecBytes - 1) / kVecBytes;
+}
+
+template <typename T, int MaxW>
+__global__ void __launch_bounds__(kThreads) multimem_kernel(MultimemArgs a) {
+  constexpr std::size_t es = sizeof(T);
+  __shared__ std::uint64_t step;
+  unsigned long long* steps = local_words(a);
+  if (threadIdx.x == 0) step = steps[0] + 1;
+  __syncthreads();
+  struct Finish {  // as in the custom kernels: the last block to finish publishes the step
+    unsigned long long* steps;
+    std::uint64_t step;
+    __device__ ~Finish() {
+      __syncthreads();
+      if (threadIdx.x == 0 && atomicAdd(&steps[1], 1ull) + 1 == gridDim.x) {
+        steps[1] = 0;
+        steps[0] = step;
+      }
+    }
+  } finish{steps, step};
+  const int b = static_cast<int>(blockIdx.x);
+  const int nb = static_cast<int>(gridDim.x);
+  const std::size_t area = a.layout.data_offset + (step % 2) * a.layout.area_bytes;
+  char* uc = a.unicast + area;
+  char* mc = a.multicast + area;
+  const auto* in = static_cast<const char*>(a.input);
+  auto* out = static_cast<char*>(a.output);
+
+  if (a.mode == MultimemMode::kReduceSum && a.op == KernelOp::kOneShot) {
+    // Copy in (zeros past the end), barrier, each rank reduces its share of the block's vectors
+    // in the switch and stores the sums into every rank's result half, barrier, copy out.
+    const std::size_t bytes = a.count * es, half = a.layout.area_bytes / 2;
+    const Range rv = split(vectors(bytes), nb, b);
+    for (std::size_t v = rv.begin + threadIdx.x; v < rv.end; v += blockDim.x) {
+      *reinterpret_cast<uint4*>(uc + v * kVecBytes) = load_padded(in, v, bytes);
+    }
+    if (!multicast_barrier(a, 0, step)) return;
+    const Range mine = split(rv.size(), a.world, a.rank);
+    for (std::size_t v = rv.begin + mine.begin + threadIdx.x; v < rv.begin + mine.end;
+         v += blockDim.x) {
+      multicast_store(mc + half + v * kVecBytes, multicast_sum<T>(mc + v * kVecBytes));
+    }
+    if (!multicast_barrier(a, 1, step)) return;
+    for (std::size_t v = rv.begin + threadIdx.x; v < rv.end; v += blockDim.x) {
+      store_clipped(out, v, bytes, *reinterpret_cast<const uint4*>(uc + half + v * kVecBytes));
+    }
+    return;
+  }
+  if (a.mode == MultimemMode::kReduceSum) {
+    // Reduce-scatter: every input block at a whole-vector stride, barrier, this rank sums its
+    // own block of every rank's copy in the switch.
+    const std::size_t bytes = a.count * es, stride = vectors(bytes) * kVecBytes;
+    const Range rv = split(vectors(bytes), nb, b);
+    for (int q = 0; q < a.world; ++q) {
+      const char* src = in + static_cast<std::size_t>(q) * a.in_rank_stride;
+      for (std::size_t v = rv.begin + threadIdx.x; v < rv.end; v += blockDim.x) {
+        *reinterpret_cast<uint4*>(uc + q * stride + v * kVecBytes) = load_padded(src, v, bytes);
+      }
+    }
+    if (!multicast_barrier(a, 0, step)) return;
+    for (std::size_t v = rv.begin + threadIdx.x; v < rv.end; v += blockDim.x) {
+      store_clipped(out, v, bytes, multicast_sum<T>(mc + a.rank * stride + v * kVecBytes));
+    }
+    return;
+  }
+  // Gather: this rank's input into its slot on every rank, barrier, then the slots locally. A
+  // reduce-scatter input is W blocks (not always contiguous), each at a whole-vector stride.
+  // Each thread block reads only what the same block of every rank stored (its barrier covers
+  // nothing else), so stores and reads use the same vector range.
+  const std::size_t slot = a.layout.area_bytes / static_cast<std::size_t>(a.world) / kVecBytes *
+                           kVecBytes;
+  const std::size_t block_bytes = a.count * es, stride = vectors(block_bytes) * kVecBytes;
+  const int blocks_in = a.op == KernelOp::kReduceScatter ? a.world : 1;
+  const Range rv = split(vectors(block_bytes), nb, b);
+  for (int q = 0; q < blocks_in; ++q) {
+    const char* src = in + static_cast<std::size_t>(q) * a.in_rank_stride;
+    for (std::size_t v = rv.begin + threadIdx.x; v < rv.end; v += blockDim.x) {
+      multicast_store(mc + a.rank * slot + q * stride + v * kVecBytes,
+                      load_padded(src, v, block_bytes));
+    }
+  }
+  if (!multicast_barrier(a, 0, step)) return;
+  constexpr std::size_t per_vec = kVecBytes / es;
+  const std::size_t first = rv.begin * per_vec;
+  const std::size_t last = rv.end * per_vec < a.count ? rv.end * per_vec : a.count;
+  if (first >= last) return;
+  if (a.op == KernelOp::kAllGather) {
+    for (int q = 0; q < a.world; ++q) {
+      copy_bytes(out + q * a.out_rank_stride + first * es, uc + q * slot + first * es,
+                 (last - first) * es);
+    }
+    return;
+  }
+  // All-reduce (each slot's only block) or reduce-scatter (block `rank`), in rank order.
+  const std::size_t at = a.op == KernelOp::kReduceScatter ? a.rank * stride : 0;
+  Sources<MaxW> src;
+  for (int q = 0; q < MaxW; ++q) src.at[q] = q < a.world ? uc + q * slot + at : nullptr;
+  reduce_range<T, MaxW>(a.world, a.reduce, src, first, last, out);
+}
+
+template <typename T, int MaxW>
+int launch(const MultimemArgs& a, cudaStream_t stream) {
+  multimem_kernel<T, MaxW><<<a.blocks, kThreads, 0, stream>>>(a);
+  return static_cast<int>(cudaGetLastError());
+}
+
+__global__ void multimem_probe(const char* multicast_in, float* result) {
+  const uint4 v = multicast_sum<float>(multicast_in);
+  result[0] = __uint_as_float(v.x);
+  result[1] = __uint_as_float(v.y);
+  result[2] = __uint_as_float(v.z);
+  result[3] = __uint_as_float(v.w);
+}
+
+}  // namespace
+
+int launch_multimem_kernel(const MultimemArgs& a, void* stream) {
+  auto s = static_cast<cudaStream_t>(stream);
+  const int bucket = world_bucket(a.world);
+#define TPCOMM_DISPATCH(T, TYPE_ID, MAXW) \
+  if (a.type == TYPE_ID && bucket == MAXW) return launch<T, MAXW>(a, s);
+  TPCOMM_CUSTOM_KERNELS(TPCOMM_DISPATCH)
+#undef TPCOMM_DISPATCH
+  return static_cast<int>(cudaErrorInvalidValue);
+}
+
+int launch_multimem_probe(const void* multicast_in, void* result, void* stream) {
+  multimem_probe<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<const char*>(multicast_in), static_cast<float*>(result));
+  return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace tpcomm::transport::cuda
