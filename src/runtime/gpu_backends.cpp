@@ -14,6 +14,18 @@ namespace tpcomm::detail {
 
 #ifdef TPCOMM_HAVE_CUDA
 
+namespace {
+
+bool spans_nodes(const BackendContext& ctx) {
+  if (ctx.facts == nullptr) return false;
+  for (const auto& r : ctx.facts->ranks) {
+    if (r.host != ctx.facts->ranks.front().host) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 void add_gpu_backend_factories(std::map<Backend, BackendFactory>& f) {
   f[Backend::kCustom] = [](const BackendContext& ctx) {
     transport::CustomConfig config;
@@ -25,6 +37,7 @@ void add_gpu_backend_factories(std::map<Backend, BackendFactory>& f) {
     config.timeout = ctx.timeout;
     config.on_async_failure = ctx.on_async_failure;
     config.zero_copy = ctx.zero_copy;
+    config.cross_node = spans_nodes(ctx);
     return transport::make_custom_backend(config);
   };
   f[Backend::kMultimem] = [](const BackendContext& ctx) {
@@ -36,6 +49,7 @@ void add_gpu_backend_factories(std::map<Backend, BackendFactory>& f) {
     config.comm_id = ctx.comm_id;
     config.timeout = ctx.timeout;
     config.on_async_failure = ctx.on_async_failure;
+    config.cross_node = spans_nodes(ctx);
     return transport::make_multimem_backend(config);
   };
   f[Backend::kNccl] = [](const BackendContext& ctx) {

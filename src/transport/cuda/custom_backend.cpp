@@ -3,6 +3,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include "custom_kernel_args.hpp"
@@ -92,9 +94,9 @@ class CustomBackend final : public CollectiveBackend {
       throw Error(ErrorCode::kUnavailable, why);
     }
     cuda::check_cuda(cudaSetDevice(config_.device), "cudaSetDevice");
-    const auto layout = cuda::workspace_layout(2 * config_.buffer_bytes,
-                                               cuda::VmmWorkspace::granularity(config_.device));
-    workspace_.create(config_.device, layout.total_bytes);
+    const auto layout = cuda::workspace_layout(
+        2 * config_.buffer_bytes, cuda::VmmWorkspace::granularity(config_.device, sharing()));
+    workspace_.create(config_.device, layout.total_bytes, sharing());
     watchdog_.create("custom kernel", config_.timeout, config_.device);
     base_args_.rank = config_.rank;
     base_args_.world = config_.size;
@@ -104,10 +106,18 @@ class CustomBackend final : public CollectiveBackend {
     base_args_.failure = watchdog_.device_failure();
     base_args_.cycle_budget = watchdog_.cycle_budget();
     graph_buffers_.create();
-    listener_ = cuda::listen_abstract(cuda::listener_name(config_.comm_id, config_.rank));
+    if (!config_.cross_node) {
+      listener_ = cuda::listen_abstract(cuda::listener_name(config_.comm_id, config_.rank));
+    }
+  }
+
+  cuda::VmmWorkspace::Sharing sharing() const {
+    return config_.cross_node ? cuda::VmmWorkspace::Sharing::kFabric
+                              : cuda::VmmWorkspace::Sharing::kPosixFd;
   }
 
   void exchange_and_map(const Deadline& deadline) {
+    if (config_.cross_node) return exchange_fabric_handles(deadline);
     net::Fd mine = workspace_.export_fd();
     auto fds = cuda::exchange_handles(config_.rank, config_.size, config_.comm_id, listener_.get(),
                                       mine.get(), workspace_.bytes(), deadline);
@@ -116,6 +126,25 @@ class CustomBackend final : public CollectiveBackend {
           p == config_.rank
               ? workspace_.own()
               : workspace_.map_peer(fds[static_cast<std::size_t>(p)].get(), workspace_.bytes());
+    }
+  }
+
+  // Across the nodes of one NVLink clique: fabric handles (plain bytes) through the bootstrap.
+  void exchange_fabric_handles(const Deadline& deadline) {
+    const CUmemFabricHandle mine = workspace_.export_fabric();
+    Bytes out(sizeof(mine));
+    std::memcpy(out.data(), &mine, sizeof(mine));
+    auto all = config_.bootstrap->all_gather(out, "custom fabric handles", deadline);
+    for (int p = 0; p < config_.size; ++p) {
+      const Bytes& got = all[static_cast<std::size_t>(p)];
+      if (got.size() != sizeof(CUmemFabricHandle)) {
+        throw Error(ErrorCode::kMismatch,
+                    fmt::format("rank {} sent a {}-byte fabric handle", p, got.size()));
+      }
+      CUmemFabricHandle h;
+      std::memcpy(&h, got.data(), sizeof(h));
+      base_args_.peers[p] =
+          p == config_.rank ? workspace_.own() : workspace_.map_peer(h, workspace_.bytes());
     }
   }
 

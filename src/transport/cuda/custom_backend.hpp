@@ -26,6 +26,9 @@ struct CustomConfig {
   // The plan allows reading peers' buffers in place: captured all-reduces get graph buffer
   // slots that register_graph_buffers() can switch to zero-copy (graph_buffers.hpp).
   bool zero_copy = false;
+  // Ranks on several nodes (one NVLink clique, as the plan admitted): the workspaces are shared
+  // as fabric handles through the bootstrap instead of POSIX fds over Unix sockets.
+  bool cross_node = false;
   // Called from the watchdog thread when a kernel gave up (rank, op, step in the text).
   std::function<void(const std::string&)> on_async_failure;
 };

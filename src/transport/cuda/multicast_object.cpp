@@ -12,11 +12,11 @@
 namespace tpcomm::transport::cuda {
 namespace {
 
-CUmulticastObjectProp properties(int world, std::size_t bytes) {
+CUmulticastObjectProp properties(int world, std::size_t bytes, bool fabric) {
   CUmulticastObjectProp p{};
   p.numDevices = static_cast<unsigned int>(world);
   p.size = bytes;
-  p.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  p.handleTypes = fabric ? CU_MEM_HANDLE_TYPE_FABRIC : CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   return p;
 }
 
@@ -39,23 +39,24 @@ std::string MulticastObject::unsupported_reason(int device) {
     return fmt::format("cannot read CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED of device {}", device);
   }
   if (supported == 0) {
-    return fmt::format("device {} does not support multicast (no NVSwitch, or the fabric manager "
-                       "is not running)",
-                       device);
+    return fmt::format(
+        "device {} does not support multicast (no NVSwitch, or the fabric manager "
+        "is not running)",
+        device);
   }
   return std::string();
 }
 
-std::size_t MulticastObject::granularity(int world, std::size_t bytes) {
-  const CUmulticastObjectProp p = properties(world, bytes);
+std::size_t MulticastObject::granularity(int world, std::size_t bytes, bool fabric) {
+  const CUmulticastObjectProp p = properties(world, bytes, fabric);
   std::size_t g = 0;
   check_cu(driver_api().multicast_get_granularity(&g, &p, CU_MULTICAST_GRANULARITY_MINIMUM),
            "cuMulticastGetGranularity");
   return g;
 }
 
-void MulticastObject::create(int world, std::size_t bytes) {
-  const CUmulticastObjectProp p = properties(world, bytes);
+void MulticastObject::create(int world, std::size_t bytes, bool fabric) {
+  const CUmulticastObjectProp p = properties(world, bytes, fabric);
   check_cu(driver_api().multicast_create(&handle_, &p), "cuMulticastCreate");
   bytes_ = bytes;
 }
@@ -67,10 +68,26 @@ net::Fd MulticastObject::export_fd() const {
   return net::Fd(fd);
 }
 
+CUmemFabricHandle MulticastObject::export_fabric() const {
+  CUmemFabricHandle h{};
+  check_cu(driver_api().mem_export(&h, handle_, CU_MEM_HANDLE_TYPE_FABRIC, 0),
+           "cuMemExportToShareableHandle (multicast object, fabric; is an IMEX channel "
+           "available?)");
+  return h;
+}
+
+void MulticastObject::import(const CUmemFabricHandle& handle, std::size_t bytes) {
+  CUmemFabricHandle copy = handle;
+  check_cu(driver_api().mem_import(&handle_, &copy, CU_MEM_HANDLE_TYPE_FABRIC),
+           "cuMemImportFromShareableHandle (multicast object, fabric)");
+  bytes_ = bytes;
+}
+
 void MulticastObject::import(int fd, std::size_t bytes) {
-  check_cu(driver_api().mem_import(&handle_, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),
-                                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
-           "cuMemImportFromShareableHandle (multicast object)");
+  check_cu(
+      driver_api().mem_import(&handle_, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),
+                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+      "cuMemImportFromShareableHandle (multicast object)");
   bytes_ = bytes;
 }
 

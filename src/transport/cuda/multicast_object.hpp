@@ -23,13 +23,16 @@ class MulticastObject {
   // Why `device` cannot take part in multicast, or empty (driver entry points, device attribute).
   static std::string unsupported_reason(int device);
   // The granularity a multicast object of `world` devices needs (the minimum).
-  static std::size_t granularity(int world, std::size_t bytes);
+  static std::size_t granularity(int world, std::size_t bytes, bool fabric);
 
-  // The creating rank: a new object for `world` devices of `bytes` each.
-  void create(int world, std::size_t bytes);
+  // The creating rank: a new object for `world` devices of `bytes` each, shareable as a POSIX
+  // fd (one node) or a fabric handle (several nodes of one NVLink clique).
+  void create(int world, std::size_t bytes, bool fabric);
   net::Fd export_fd() const;
-  // The other ranks: the creator's object, from its descriptor.
+  CUmemFabricHandle export_fabric() const;
+  // The other ranks: the creator's object, from its descriptor or fabric handle.
   void import(int fd, std::size_t bytes);
+  void import(const CUmemFabricHandle& handle, std::size_t bytes);
   // Every rank, after create/import; every device must be added before any binds memory.
   void add_device(int device);
   // Binds `memory` (this rank's workspace, `bytes` long) at offset 0 and maps the object.

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -61,7 +62,7 @@ class MultimemBackend final : public CollectiveBackend {
                                   : KernelOp::kOneShot;
     // The switch only adds; max, min and avg gather and reduce in rank order instead.
     a.mode = c.op != Op::kAllGather && c.reduce == ReduceOp::kSum ? MultimemMode::kReduceSum
-                                                                   : MultimemMode::kGather;
+                                                                  : MultimemMode::kGather;
     const std::size_t per_chunk =
         cuda::multimem_chunk_elements(a.layout.area_bytes, es, config_.size, rs, a.mode);
     const std::size_t chunks = cuda::chunk_count(c.count, per_chunk);
@@ -88,16 +89,16 @@ class MultimemBackend final : public CollectiveBackend {
     }
     cuda::check_cuda(cudaSetDevice(config_.device), "cudaSetDevice");
     // Sized once with the VMM granularity, then again so the multicast granularity divides it.
-    auto layout = cuda::multimem_layout(config_.area_bytes,
-                                        cuda::VmmWorkspace::granularity(config_.device));
+    const auto sharing = config_.cross_node ? cuda::VmmWorkspace::Sharing::kFabric
+                                            : cuda::VmmWorkspace::Sharing::kPosixFd;
+    const std::size_t vmm_granularity = cuda::VmmWorkspace::granularity(config_.device, sharing);
+    auto layout = cuda::multimem_layout(config_.area_bytes, vmm_granularity);
     const std::size_t mc_granularity =
-        cuda::MulticastObject::granularity(config_.size, layout.total_bytes);
-    layout = cuda::multimem_layout(
-        config_.area_bytes,
-        std::max(cuda::VmmWorkspace::granularity(config_.device), mc_granularity));
-    workspace_.create(config_.device, layout.total_bytes);
+        cuda::MulticastObject::granularity(config_.size, layout.total_bytes, config_.cross_node);
+    layout = cuda::multimem_layout(config_.area_bytes, std::max(vmm_granularity, mc_granularity));
+    workspace_.create(config_.device, layout.total_bytes, sharing);
     watchdog_.create("multimem kernel", config_.timeout, config_.device);
-    if (config_.rank == 0) multicast_.create(config_.size, layout.total_bytes);
+    if (config_.rank == 0) multicast_.create(config_.size, layout.total_bytes, config_.cross_node);
     base_.rank = config_.rank;
     base_.world = config_.size;
     base_.layout = layout;
@@ -105,10 +106,32 @@ class MultimemBackend final : public CollectiveBackend {
     base_.abort_word = watchdog_.device_abort_word();
     base_.failure = watchdog_.device_failure();
     base_.cycle_budget = watchdog_.cycle_budget();
-    listener_ = cuda::listen_abstract(cuda::listener_name(channel(), config_.rank));
+    if (!config_.cross_node) {
+      listener_ = cuda::listen_abstract(cuda::listener_name(channel(), config_.rank));
+    }
   }
 
   void share(const Deadline& deadline) {
+    if (config_.cross_node) {
+      Bytes handle;
+      if (config_.rank == 0) {
+        const CUmemFabricHandle h = multicast_.export_fabric();
+        handle.assign(reinterpret_cast<const std::uint8_t*>(&h),
+                      reinterpret_cast<const std::uint8_t*>(&h) + sizeof(h));
+      }
+      handle = config_.bootstrap->broadcast(handle, 0, "multimem fabric handle", deadline);
+      if (handle.size() != sizeof(CUmemFabricHandle)) {
+        throw Error(ErrorCode::kMismatch,
+                    fmt::format("rank 0 sent a {}-byte multicast fabric handle", handle.size()));
+      }
+      if (config_.rank != 0) {
+        CUmemFabricHandle h;
+        std::memcpy(&h, handle.data(), sizeof(h));
+        multicast_.import(h, base_.layout.total_bytes);
+      }
+      multicast_.add_device(config_.device);
+      return;
+    }
     net::Fd mine = config_.rank == 0 ? multicast_.export_fd() : net::Fd();
     net::Fd got = cuda::broadcast_handle(config_.rank, config_.size, 0, channel(), listener_.get(),
                                          mine.get(), base_.layout.total_bytes, deadline);
@@ -123,16 +146,17 @@ class MultimemBackend final : public CollectiveBackend {
   // Every rank puts four copies of rank + 1 into its probe area; one multicast load must then
   // read their sum on every rank (a multicast that does not reach every workspace fails here).
   void probe(const Deadline& deadline) {
-    const float mine[4] = {static_cast<float>(config_.rank + 1), static_cast<float>(config_.rank + 1),
-                           static_cast<float>(config_.rank + 1), static_cast<float>(config_.rank + 1)};
+    const float mine[4] = {
+        static_cast<float>(config_.rank + 1), static_cast<float>(config_.rank + 1),
+        static_cast<float>(config_.rank + 1), static_cast<float>(config_.rank + 1)};
     char* probe_in = base_.unicast + base_.layout.probe_offset;
     cuda::check_cuda(cudaMemcpy(probe_in, mine, sizeof(mine), cudaMemcpyHostToDevice),
                      "writing the multimem probe");
     config_.bootstrap->barrier("multimem probe", deadline);
     void* result = nullptr;
     cuda::check_cuda(cudaMalloc(&result, sizeof(mine)), "cudaMalloc (multimem probe)");
-    const int launched = cuda::launch_multimem_probe(
-        base_.multicast + base_.layout.probe_offset, result, nullptr);
+    const int launched =
+        cuda::launch_multimem_probe(base_.multicast + base_.layout.probe_offset, result, nullptr);
     float got[4] = {};
     const int synced = launched == 0 ? cudaDeviceSynchronize() : launched;
     if (synced == 0) cudaMemcpy(got, result, sizeof(got), cudaMemcpyDeviceToHost);
@@ -162,8 +186,8 @@ class MultimemBackend final : public CollectiveBackend {
 
 std::unique_ptr<CollectiveBackend> make_multimem_backend(const MultimemConfig& config) {
   if (config.size < 2 || config.size > cuda::kMaxRanks) {
-    throw invalid_input(fmt::format("multimem backend: {} ranks, expected 2 to {}", config.size,
-                                    cuda::kMaxRanks));
+    throw invalid_input(
+        fmt::format("multimem backend: {} ranks, expected 2 to {}", config.size, cuda::kMaxRanks));
   }
   return std::make_unique<MultimemBackend>(config);
 }

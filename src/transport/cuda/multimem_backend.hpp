@@ -23,6 +23,9 @@ struct MultimemConfig {
   std::uint64_t comm_id = 0;
   std::chrono::milliseconds timeout{60000};
   std::size_t area_bytes = 8u << 20;  // each of the two data areas per rank
+  // Ranks on several nodes (sm_100, one NVLink clique, as the plan admitted): the object and
+  // the workspaces use fabric handles, passed through the bootstrap.
+  bool cross_node = false;
   std::function<void(const std::string&)> on_async_failure;
 };
 

@@ -18,7 +18,7 @@ struct MultimemArgs {
   int rank = 0;
   int world = 2;
   int blocks = 1;
-  std::size_t count = 0;  // elements of this step (per rank for all-gather / reduce-scatter)
+  std::size_t count = 0;      // elements of this step (per rank for all-gather / reduce-scatter)
   char* unicast = nullptr;    // this rank's workspace
   char* multicast = nullptr;  // the same offsets on every rank at once
   MultimemLayout layout;

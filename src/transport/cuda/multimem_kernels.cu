@@ -78,11 +78,10 @@ template <>
 __device__ __forceinline__ uint4 multicast_sum<__half>(const char* mc) {
   uint4 v{};
 #ifdef TPCOMM_MULTIMEM
-  asm volatile(
-      "multimem.ld_reduce.relaxed.sys.global.add.acc::f32.v4.f16x2 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(mc)
-      : "memory");
+  asm volatile("multimem.ld_reduce.relaxed.sys.global.add.acc::f32.v4.f16x2 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(mc)
+               : "memory");
 #else
   __trap();
 #endif
@@ -109,7 +108,8 @@ __device__ bool multicast_barrier(const MultimemArgs& a, int phase, std::uint64_
     __threadfence_system();  // the block's writes (ordered by __syncthreads) before the signal
     fence_alias();
     multicast_add(reinterpret_cast<std::uint64_t*>(a.multicast + a.layout.pads_offset) + pad, 1);
-    const auto* mine = reinterpret_cast<const std::uint64_t*>(a.unicast + a.layout.pads_offset) + pad;
+    const auto* mine =
+        reinterpret_cast<const std::uint64_t*>(a.unicast + a.layout.pads_offset) + pad;
     const long long start = clock64();
     while (load_acquire(mine) < target) {
       int code = 0;
@@ -228,8 +228,8 @@ __global__ void __launch_bounds__(kThreads) multimem_kernel(MultimemArgs a) {
   // reduce-scatter input is W blocks (not always contiguous), each at a whole-vector stride.
   // Each thread block reads only what the same block of every rank stored (its barrier covers
   // nothing else), so stores and reads use the same vector range.
-  const std::size_t slot = a.layout.area_bytes / static_cast<std::size_t>(a.world) / kVecBytes *
-                           kVecBytes;
+  const std::size_t slot =
+      a.layout.area_bytes / static_cast<std::size_t>(a.world) / kVecBytes * kVecBytes;
   const std::size_t block_bytes = a.count * es, stride = vectors(block_bytes) * kVecBytes;
   const int blocks_in = a.op == KernelOp::kReduceScatter ? a.world : 1;
   const Range rv = split(vectors(block_bytes), nb, b);

@@ -35,7 +35,8 @@ TPCOMM_HD MultimemLayout multimem_layout(std::size_t area_bytes, std::size_t gra
   MultimemLayout l;
   const std::size_t pads = sizeof(std::uint64_t) * kPhases * kMaxBlocks;
   l.local_offset = round_up(pads, 256);
-  l.probe_offset = round_up(l.local_offset + sizeof(std::uint64_t) * (2 + kPhases * kMaxBlocks), 256);
+  l.probe_offset =
+      round_up(l.local_offset + sizeof(std::uint64_t) * (2 + kPhases * kMaxBlocks), 256);
   l.data_offset = round_up(l.probe_offset + kVecBytes, 4096);
   l.area_bytes = round_up(area_bytes, 4096);
   l.total_bytes = round_up(l.data_offset + 2 * l.area_bytes, granularity == 0 ? 1 : granularity);

@@ -11,30 +11,32 @@
 namespace tpcomm::transport::cuda {
 namespace {
 
-CUmemAllocationProp exportable(int device) {
+CUmemAllocationProp exportable(int device, VmmWorkspace::Sharing sharing) {
   CUmemAllocationProp p{};
   p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   p.location.id = device;
-  p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  p.requestedHandleTypes = sharing == VmmWorkspace::Sharing::kFabric
+                               ? CU_MEM_HANDLE_TYPE_FABRIC
+                               : CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   return p;
 }
 
 }  // namespace
 
-std::size_t VmmWorkspace::granularity(int device) {
+std::size_t VmmWorkspace::granularity(int device, Sharing sharing) {
   const DriverApi& d = driver_api();
-  CUmemAllocationProp p = exportable(device);
+  CUmemAllocationProp p = exportable(device, sharing);
   std::size_t g = 0;
   check_cu(d.mem_get_allocation_granularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
            "cuMemGetAllocationGranularity");
   return g;
 }
 
-void VmmWorkspace::create(int device, std::size_t bytes) {
+void VmmWorkspace::create(int device, std::size_t bytes, Sharing sharing) {
   const DriverApi& d = driver_api();
   device_ = device;
-  CUmemAllocationProp p = exportable(device);
+  CUmemAllocationProp p = exportable(device, sharing);
   own_.bytes = bytes;
   check_cu(d.mem_create(&own_.handle, bytes, &p, 0), "cuMemCreate (custom workspace)");
   map(own_);
@@ -49,13 +51,29 @@ net::Fd VmmWorkspace::export_fd() const {
   return net::Fd(fd);
 }
 
+CUmemFabricHandle VmmWorkspace::export_fabric() const {
+  CUmemFabricHandle h{};
+  check_cu(driver_api().mem_export(&h, own_.handle, CU_MEM_HANDLE_TYPE_FABRIC, 0),
+           "cuMemExportToShareableHandle (fabric; is an IMEX channel available?)");
+  return h;
+}
+
 void* VmmWorkspace::map_peer(int fd, std::size_t bytes) {
+  return import_and_map(reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),
+                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, bytes);
+}
+
+void* VmmWorkspace::map_peer(const CUmemFabricHandle& handle, std::size_t bytes) {
+  CUmemFabricHandle copy = handle;
+  return import_and_map(&copy, CU_MEM_HANDLE_TYPE_FABRIC, bytes);
+}
+
+void* VmmWorkspace::import_and_map(void* shareable, CUmemAllocationHandleType type,
+                                   std::size_t bytes) {
   Mapping m;
   m.bytes = bytes;
-  check_cu(
-      driver_api().mem_import(&m.handle, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),
-                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
-      "cuMemImportFromShareableHandle (a peer's workspace)");
+  check_cu(driver_api().mem_import(&m.handle, shareable, type),
+           "cuMemImportFromShareableHandle (a peer's workspace)");
   try {
     map(m);
   } catch (...) {
