@@ -1,7 +1,9 @@
 // The shm backend's reduction kernels alone (no synchronisation): GB/s of input read per dtype,
-// for the ISA dispatched on this CPU, to separate arithmetic from waiting in tpcomm bench.
+// for the ISA dispatched on this CPU, to separate arithmetic from waiting in tpcomm bench; and
+// the machine's memory-copy bandwidth beside them, the scale for tpcomm bench's bus bandwidth.
 #include <benchmark/benchmark.h>
 
+#include <cstring>
 #include <vector>
 
 #include "transport/shm/shm_reduce.hpp"
@@ -39,6 +41,19 @@ BENCHMARK_CAPTURE(BM_ReduceSlots, float16, tpcomm::DataType::kFloat16)
     ->Args({2, 1 << 16})
     ->Args({4, 1 << 16})
     ->Args({2, 1 << 20});
+
+// memcpy of one buffer into another (bytes copied per second), cache-resident to DRAM-sized.
+void BM_Memcpy(benchmark::State& state) {
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  std::vector<std::uint8_t> from(bytes, 1), to(bytes);
+  for (auto _ : state) {
+    std::memcpy(to.data(), from.data(), bytes);
+    benchmark::DoNotOptimize(to.data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(bytes));
+}
+BENCHMARK(BM_Memcpy)->Arg(1 << 16)->Arg(1 << 20)->Arg(16 << 20);
 
 }  // namespace
 

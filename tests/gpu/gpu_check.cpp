@@ -37,6 +37,7 @@
 #include "transport/common/convert.hpp"
 #include "transport/cuda/custom_backend.hpp"
 #include "transport/cuda/multicast_object.hpp"
+#include "transport/cuda/vmm_workspace.hpp"
 
 namespace tpcomm {
 namespace {
@@ -488,37 +489,47 @@ int process() {
                 bs->rank(), algorithm, ok ? "ok" : "WRONG");
   }
   // A captured one-shot, replayed once copying and once after registration, which in two
-  // processes opens the peer's buffer through a CUDA IPC handle.
-  Call c;
-  c.input = a;
-  c.output = b;
-  c.count = count;
-  c.algorithm = "one_shot";
-  c.stream = stream;
-  c.captured = true;
-  cudaGraph_t g;
-  cudaGraphExec_t exec;
-  check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin capture");
-  backend->run(c);
-  check_cuda(cudaStreamEndCapture(stream, &g), "end capture");
-  check_cuda(cudaGraphInstantiate(&exec, g, 0), "instantiate");
-  for (int replay = 0; replay < 2; ++replay) {
-    std::size_t registered = 0;
-    if (replay == 1) registered = backend->register_graph_buffers(Deadline::after(kTimeout));
-    check_cuda(cudaMemset(b, 0xff, count * 4), "memset");
-    bs->barrier("replay", Deadline::after(kTimeout));
-    check_cuda(cudaGraphLaunch(exec, stream), "graph launch");
-    check_cuda(cudaStreamSynchronize(stream), "sync");
-    std::vector<std::uint8_t> got(count * 4);
-    check_cuda(cudaMemcpy(got.data(), b, got.size(), cudaMemcpyDeviceToHost), "copy out");
-    const bool ok = got == expect && (replay == 0 || registered == 1);
-    bad += ok ? 0 : 1;
-    std::printf("process rank %d: captured one_shot, %s: %s\n", bs->rank(),
-                replay == 0 ? "copying" : "registered (IPC handle)",
-                ok ? "ok" : fmt::format("WRONG ({} registered)", registered).c_str());
+  // processes opens the peer's buffer: a cudaMalloc input through a CUDA IPC handle, a VMM input
+  // (as PyTorch's expandable segments allocate) through its POSIX fd.
+  transport::cuda::VmmWorkspace vmm_input;
+  const std::size_t granule = transport::cuda::VmmWorkspace::granularity(0);
+  vmm_input.create(0, (count * 4 + granule - 1) / granule * granule);
+  check_cuda(cudaMemcpy(vmm_input.own(), inputs[static_cast<std::size_t>(bs->rank())].data(),
+                        count * 4, cudaMemcpyHostToDevice),
+             "copy in (VMM)");
+  for (void* input : {a, vmm_input.own()}) {
+    const char* kind = input == a ? "cudaMalloc input, IPC handle" : "VMM input, POSIX fd";
+    Call c;
+    c.input = input;
+    c.output = b;
+    c.count = count;
+    c.algorithm = "one_shot";
+    c.stream = stream;
+    c.captured = true;
+    cudaGraph_t g;
+    cudaGraphExec_t exec;
+    check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin capture");
+    backend->run(c);
+    check_cuda(cudaStreamEndCapture(stream, &g), "end capture");
+    check_cuda(cudaGraphInstantiate(&exec, g, 0), "instantiate");
+    for (int replay = 0; replay < 2; ++replay) {
+      std::size_t registered = 0;
+      if (replay == 1) registered = backend->register_graph_buffers(Deadline::after(kTimeout));
+      check_cuda(cudaMemset(b, 0xff, count * 4), "memset");
+      bs->barrier("replay", Deadline::after(kTimeout));
+      check_cuda(cudaGraphLaunch(exec, stream), "graph launch");
+      check_cuda(cudaStreamSynchronize(stream), "sync");
+      std::vector<std::uint8_t> got(count * 4);
+      check_cuda(cudaMemcpy(got.data(), b, got.size(), cudaMemcpyDeviceToHost), "copy out");
+      const bool ok = got == expect && (replay == 0 || registered == 1);
+      bad += ok ? 0 : 1;
+      std::printf("process rank %d: captured one_shot (%s), %s: %s\n", bs->rank(), kind,
+                  replay == 0 ? "copying" : "registered",
+                  ok ? "ok" : fmt::format("WRONG ({} registered)", registered).c_str());
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(g);
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(g);
   bs->barrier("process done", Deadline::after(kTimeout));
   return bad == 0 ? 0 : 1;
 }

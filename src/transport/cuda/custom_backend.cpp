@@ -41,7 +41,8 @@ class CustomBackend final : public CollectiveBackend {
   }
 
   void setup_complete() override {
-    listener_.reset();
+    // Kept where VMM graph buffers may need it (their descriptors travel over it).
+    if (!config_.zero_copy) listener_.reset();
     watchdog_.start(config_.on_async_failure);
   }
 
@@ -83,7 +84,8 @@ class CustomBackend final : public CollectiveBackend {
 
   std::size_t register_graph_buffers(const Deadline& deadline) override {
     cuda::check_cuda(cudaSetDevice(config_.device), "cudaSetDevice");
-    return graph_buffers_.register_all(*config_.bootstrap, deadline);
+    return graph_buffers_.register_all(*config_.bootstrap, listener_.get(), config_.comm_id,
+                                       deadline);
   }
 
   std::optional<std::string> take_async_failure() override { return watchdog_.take_failure(); }
@@ -105,7 +107,7 @@ class CustomBackend final : public CollectiveBackend {
     base_args_.abort_word = watchdog_.device_abort_word();
     base_args_.failure = watchdog_.device_failure();
     base_args_.cycle_budget = watchdog_.cycle_budget();
-    graph_buffers_.create();
+    graph_buffers_.create(config_.device);
     if (!config_.cross_node) {
       listener_ = cuda::listen_abstract(cuda::listener_name(config_.comm_id, config_.rank));
     }

@@ -62,7 +62,8 @@ Loaded load() {
       resolve("cuMemMap", a.mem_map, &missing) && resolve("cuMemUnmap", a.mem_unmap, &missing) &&
       resolve("cuMemSetAccess", a.mem_set_access, &missing) &&
       resolve("cuGetErrorString", a.get_error_string, &missing) &&
-      resolve("cuMemGetAddressRange", a.mem_get_address_range, &missing);
+      resolve("cuMemGetAddressRange", a.mem_get_address_range, &missing) &&
+      resolve("cuMemRetainAllocationHandle", a.mem_retain_allocation_handle, &missing);
   if (!ok) {
     l.error = fmt::format("the CUDA driver lacks {} (driver older than CUDA 12?)", missing);
     return l;

@@ -22,6 +22,7 @@ struct DriverApi {
   decltype(&::cuMemSetAccess) mem_set_access = nullptr;
   decltype(&::cuGetErrorString) get_error_string = nullptr;
   decltype(&::cuMemGetAddressRange) mem_get_address_range = nullptr;
+  decltype(&::cuMemRetainAllocationHandle) mem_retain_allocation_handle = nullptr;
   // Multicast (sm_90+ with NVSwitch), optional: null when the driver lacks them.
   decltype(&::cuMulticastCreate) multicast_create = nullptr;
   decltype(&::cuMulticastAddDevice) multicast_add_device = nullptr;

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "driver_api.hpp"
+#include "fd_channel.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/log.hpp"
 
@@ -16,17 +17,41 @@ namespace tpcomm::transport::cuda {
 namespace {
 
 // What a rank tells its peers about one buffer.
+enum Sharing : std::uint32_t { kNone = 0, kIpcHandle = 1, kVmmFd = 2 };
 struct SharedBuffer {
-  std::uint32_t ok;       // 1: the handle below is valid
+  std::uint32_t how;      // Sharing
   std::int32_t pid;       // peers in the same process use `address` as is
   std::uint64_t address;  // the input's address in this process
   std::uint64_t offset;   // from the start of its allocation (what the handle maps)
+  std::uint64_t size;     // of that allocation (kVmmFd: what a peer maps)
   cudaIpcMemHandle_t handle;
 };
-static_assert(sizeof(cudaIpcMemHandle_t) == 64 && sizeof(SharedBuffer) == 88);
+static_assert(sizeof(cudaIpcMemHandle_t) == 64 && sizeof(SharedBuffer) == 96);
 
-// How this rank can share `input`, or why not (ok == 0).
-SharedBuffer describe(const void* input, std::string* why) {
+// A VMM allocation's descriptor, or an empty Fd with the reason.
+net::Fd export_vmm(CUdeviceptr address, std::string* why) {
+  const DriverApi& d = driver_api();
+  CUmemGenericAllocationHandle h = 0;
+  const CUresult r = d.mem_retain_allocation_handle(&h, reinterpret_cast<void*>(address));
+  if (r != CUDA_SUCCESS) {
+    *why =
+        fmt::format("neither a cudaMalloc nor a VMM allocation (CUresult {})", static_cast<int>(r));
+    return net::Fd();
+  }
+  int fd = -1;
+  const CUresult e = d.mem_export(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  d.mem_release(h);  // the retain's reference; the allocation stays its owner's
+  if (e != CUDA_SUCCESS) {
+    *why = fmt::format("a VMM allocation not created POSIX-fd exportable (CUresult {})",
+                       static_cast<int>(e));
+    return net::Fd();
+  }
+  return net::Fd(fd);
+}
+
+// How this rank can share `input` (how == kNone: why says why not); a VMM buffer's descriptor
+// goes to `fd`.
+SharedBuffer describe(const void* input, net::Fd* fd, std::string* why) {
   SharedBuffer s{};
   s.pid = static_cast<std::int32_t>(getpid());
   s.address = reinterpret_cast<std::uintptr_t>(input);
@@ -40,15 +65,15 @@ SharedBuffer describe(const void* input, std::string* why) {
     return s;
   }
   s.offset = s.address - static_cast<std::uint64_t>(base);
-  const cudaError_t e = cudaIpcGetMemHandle(&s.handle, reinterpret_cast<void*>(base));
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    // VMM allocations (PyTorch's expandable segments) have no legacy IPC handle.
-    *why = fmt::format("no IPC handle for the allocation at {:#x}: {}",
-                       static_cast<std::uint64_t>(base), cudaGetErrorString(e));
+  s.size = size;
+  if (cudaIpcGetMemHandle(&s.handle, reinterpret_cast<void*>(base)) == cudaSuccess) {
+    s.how = kIpcHandle;
     return s;
   }
-  s.ok = 1;
+  cudaGetLastError();
+  // VMM allocations (PyTorch's expandable segments) have no legacy IPC handle.
+  *fd = export_vmm(base, why);
+  if (fd->get() >= 0) s.how = kVmmFd;
   return s;
 }
 
@@ -73,12 +98,34 @@ std::vector<T> from_bytes(const Bytes& b, std::size_t n, int rank) {
 
 }  // namespace
 
+void* GraphBuffers::open_ipc(const cudaIpcMemHandle_t& handle) {
+  const std::string key(reinterpret_cast<const char*>(&handle), sizeof(handle));
+  auto it = opened_.find(key);
+  if (it != opened_.end()) return it->second;
+  void* base = nullptr;
+  const cudaError_t e = cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    throw Error(ErrorCode::kUnavailable,
+                fmt::format("cudaIpcOpenMemHandle: {}", cudaGetErrorString(e)));
+  }
+  return opened_.emplace(key, base).first->second;
+}
+
+void* GraphBuffers::open_vmm(int rank, std::uint64_t their_base, std::size_t bytes, int fd) {
+  const std::pair<int, std::uint64_t> key{rank, their_base};
+  auto it = vmm_opened_.find(key);
+  if (it != vmm_opened_.end()) return it->second;
+  return vmm_opened_.emplace(key, vmm_peers_.map_peer(fd, bytes)).first->second;
+}
+
 GraphBuffers::~GraphBuffers() {
   for (auto& [key, base] : opened_) cudaIpcCloseMemHandle(base);
   if (slots_ != nullptr) cudaFree(slots_);
 }
 
-void GraphBuffers::create() {
+void GraphBuffers::create(int device) {
+  vmm_peers_.use_device(device);
   const std::size_t bytes = kGraphSlots * kSlotWords * sizeof(std::uint64_t);
   void* p = nullptr;
   check_cuda(cudaMalloc(&p, bytes), "cudaMalloc (graph buffer slots)");
@@ -101,7 +148,8 @@ const std::uint64_t* GraphBuffers::claim(const void* input) {
   return slots_ + kSlotWords * used_++;
 }
 
-std::size_t GraphBuffers::register_all(Bootstrap& bootstrap, const Deadline& deadline) {
+std::size_t GraphBuffers::register_all(Bootstrap& bootstrap, int listener, std::uint64_t channel,
+                                       const Deadline& deadline) {
   const int world = bootstrap.size();
   const int me = bootstrap.rank();
   // Every rank must have captured the same calls: same number of buffers.
@@ -120,43 +168,57 @@ std::size_t GraphBuffers::register_all(Bootstrap& bootstrap, const Deadline& dea
   const std::size_t n = pending_.size();
   std::vector<SharedBuffer> shared(n);
   std::vector<std::string> why(n);
-  for (std::size_t i = 0; i < n; ++i) shared[i] = describe(pending_[i].second, &why[i]);
+  std::vector<net::Fd> fds(n);
+  for (std::size_t i = 0; i < n; ++i) shared[i] = describe(pending_[i].second, &fds[i], &why[i]);
   auto all = bootstrap.all_gather(as_bytes(shared), "graph buffer handles", deadline);
   std::vector<std::vector<SharedBuffer>> peers;
   for (int r = 0; r < world; ++r) {
     peers.push_back(from_bytes<SharedBuffer>(all[static_cast<std::size_t>(r)], n, r));
   }
 
-  // Open what every rank could share; a buffer this rank cannot open stays copied everywhere.
+  // Open what every rank could share the same way; a buffer this rank cannot open stays copied
+  // everywhere (the vote below).
   std::vector<std::vector<std::uint64_t>> words(n, std::vector<std::uint64_t>(kSlotWords, 0));
   std::vector<std::uint8_t> usable(n, 1);
   for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t how = peers[0][i].how;
+    for (int r = 0; r < world; ++r) {
+      const std::uint32_t theirs = peers[static_cast<std::size_t>(r)][i].how;
+      if (theirs == kNone || theirs != how) {
+        if (why[i].empty()) {
+          why[i] = theirs == kNone ? fmt::format("rank {} could not share it", r)
+                                   : "the ranks' buffers come from different allocators";
+        }
+        usable[i] = 0;
+      }
+    }
+    // Descriptors travel all-to-all, so every rank takes part whenever every rank has one.
+    std::vector<net::Fd> received;
+    if (usable[i] && how == kVmmFd) {
+      if (listener < 0) {
+        usable[i] = 0;
+        why[i] = "VMM buffers are shared only within a node";
+      } else {
+        received =
+            exchange_handles(me, world, channel, listener, fds[i].get(), shared[i].size, deadline);
+      }
+    }
     for (int r = 0; r < world && usable[i]; ++r) {
       const SharedBuffer& s = peers[static_cast<std::size_t>(r)][i];
-      if (s.ok == 0 && why[i].empty()) why[i] = fmt::format("rank {} could not share it", r);
-      if (s.ok == 0) {
-        usable[i] = 0;
-        break;
-      }
       if (r == me || s.pid == static_cast<std::int32_t>(getpid())) {
         words[i][1 + static_cast<std::size_t>(r)] = s.address;
         continue;
       }
-      const std::string key(reinterpret_cast<const char*>(&s.handle), sizeof(s.handle));
-      auto it = opened_.find(key);
-      if (it == opened_.end()) {
-        void* base = nullptr;
-        const cudaError_t e = cudaIpcOpenMemHandle(&base, s.handle, cudaIpcMemLazyEnablePeerAccess);
-        if (e != cudaSuccess) {
-          cudaGetLastError();
-          why[i] = fmt::format("cannot open rank {}'s IPC handle: {}", r, cudaGetErrorString(e));
-          usable[i] = 0;
-          break;
-        }
-        it = opened_.emplace(key, base).first;
+      try {
+        void* base = how == kIpcHandle ? open_ipc(s.handle)
+                                       : open_vmm(r, s.address - s.offset, s.size,
+                                                  received[static_cast<std::size_t>(r)].get());
+        words[i][1 + static_cast<std::size_t>(r)] =
+            reinterpret_cast<std::uintptr_t>(base) + s.offset;
+      } catch (const std::exception& e) {
+        why[i] = fmt::format("cannot open rank {}'s buffer: {}", r, e.what());
+        usable[i] = 0;
       }
-      words[i][1 + static_cast<std::size_t>(r)] =
-          reinterpret_cast<std::uintptr_t>(it->second) + s.offset;
     }
   }
   auto votes = bootstrap.all_gather(as_bytes(usable), "graph buffer vote", deadline);

@@ -6,10 +6,14 @@
 // input where it is. register_all() (a collective call) shares each rank's inputs (CUDA IPC
 // handles for cudaMalloc'd memory; the raw address when the peer is a thread of this process),
 // votes so that a slot is switched on only where every rank could open every peer's buffer (the
-// ranks of one call must agree on the protocol), and writes the slots.
+// ranks of one call must agree on the protocol), and writes the slots. Buffers of VMM allocators
+// (PyTorch's expandable segments) have no legacy IPC handle: their allocation is exported as a
+// POSIX fd (when it was created exportable) and passed over the node's Unix socket channel.
 #pragma once
 
+#include <cuda_runtime_api.h>
 #include <chrono>
+
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -19,6 +23,7 @@
 
 #include "cuda_layout.hpp"
 #include "tpcomm/bootstrap.hpp"
+#include "vmm_workspace.hpp"
 
 namespace tpcomm::transport::cuda {
 
@@ -33,19 +38,28 @@ class GraphBuffers {
   GraphBuffers(const GraphBuffers&) = delete;
   GraphBuffers& operator=(const GraphBuffers&) = delete;
 
-  // Allocates the slot table on the current device (all slots: copy through the workspace).
-  void create();
+  // Allocates the slot table on `device`, the current one (all slots: copy through the
+  // workspace).
+  void create(int device);
   // A slot for a captured call reading `input`, or null when the table is full (the call then
   // always copies).
   const std::uint64_t* claim(const void* input);
   // Collective: registers every claimed slot that every rank can share. Returns how many.
-  std::size_t register_all(Bootstrap& bootstrap, const Deadline& deadline);
+  // `listener` (this rank's Unix socket of channel `channel`, -1 across nodes) carries the
+  // descriptors of VMM buffers.
+  std::size_t register_all(Bootstrap& bootstrap, int listener, std::uint64_t channel,
+                           const Deadline& deadline);
 
  private:
+  void* open_ipc(const cudaIpcMemHandle_t& handle);
+  void* open_vmm(int rank, std::uint64_t their_base, std::size_t bytes, int fd);
+
   std::uint64_t* slots_ = nullptr;  // device memory, kGraphSlots x kSlotWords
   std::size_t used_ = 0;
-  std::vector<std::pair<std::size_t, const void*>> pending_;  // (slot, input) not yet registered
-  std::map<std::string, void*> opened_;                       // IPC handle bytes -> mapped base
+  std::vector<std::pair<std::size_t, const void*>> pending_;   // (slot, input) not yet registered
+  std::map<std::string, void*> opened_;                        // IPC handle bytes -> mapped base
+  VmmWorkspace vmm_peers_;                                     // peers' VMM buffers mapped here
+  std::map<std::pair<int, std::uint64_t>, void*> vmm_opened_;  // (rank, its base) -> mapped
   bool full_reported_ = false;
 };
 

@@ -35,6 +35,9 @@ class VmmWorkspace {
   void* map_peer(int fd, std::size_t bytes);
   void* map_peer(const CUmemFabricHandle& handle, std::size_t bytes);
 
+  // For an object that only maps peers' allocations (no create()): the device that accesses them.
+  void use_device(int device) { device_ = device; }
+
   void* own() const { return own_.address; }
   CUmemGenericAllocationHandle handle() const { return own_.handle; }
   std::size_t bytes() const { return own_.bytes; }
