@@ -36,10 +36,10 @@ bench: build
 	build/bench/reduce_bench
 
 format:
-	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.c' '*.cu')
+	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.c' '*.cu' '*.cuh')
 
 format-check:
-	clang-format --dry-run --Werror $$(git ls-files '*.cpp' '*.hpp' '*.c' '*.cu')
+	clang-format --dry-run --Werror $$(git ls-files '*.cpp' '*.hpp' '*.c' '*.cu' '*.cuh')
 
 clean:
 	rm -rf build build-debug

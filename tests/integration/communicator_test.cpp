@@ -105,19 +105,8 @@ TEST(Communicator, SetUpStepFailingOnOneRankDisablesTheBackendEverywhere) {
 TEST(Communicator, FallbackEngineFailingAtSetUpIsAnErrorOnEveryRank) {
   ScopedEnv fault("TPCOMM_FAULT", "gloo.connect:fail@1");
   ScopedEnv no_shm("TPCOMM_DISABLE", "shm");  // so that gloo carries the calls
-  auto group = make_thread_group(2);
-  std::vector<std::string> errors(2);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        Communicator::create(group[static_cast<std::size_t>(r)]);
-      } catch (const Error& e) {
-        errors[static_cast<std::size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  const auto errors = test::errors_on_ranks(
+      make_thread_group(2), [](int, std::shared_ptr<Bootstrap> bs) { Communicator::create(bs); });
   for (const auto& e : errors) {
     EXPECT_NE(e.find("the fallback engine gloo could not be set up: step gloo.connect "
                      "failed on rank 1"),

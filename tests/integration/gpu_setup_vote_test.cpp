@@ -183,19 +183,10 @@ TEST(GpuSetUpVotes, TheNcclFallbackFailingOnOneRankIsAnErrorOnEveryRank) {
   ScopedEnv fault("TPCOMM_FAULT", "nccl.init:fail@0");
   StepLog log;
   const auto platform = fake_gpu_platform(2, log);
-  auto group = make_thread_group(2);
-  std::vector<std::string> errors(2);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        detail::create_communicator(group[static_cast<std::size_t>(r)], cuda_options(), platform);
-      } catch (const Error& e) {
-        errors[static_cast<std::size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  const auto errors =
+      test::errors_on_ranks(make_thread_group(2), [&](int, std::shared_ptr<Bootstrap> bs) {
+        detail::create_communicator(bs, cuda_options(), platform);
+      });
   for (const auto& e : errors) {
     EXPECT_NE(e.find("the fallback engine nccl could not be set up: step nccl.init failed on "
                      "rank 0: injected fault"),

@@ -25,9 +25,11 @@ class ScopedEnv {
   const char* name_;
 };
 
-// Runs fn(rank, bootstrap) on one thread per rank; an exception on any rank fails the test.
+// Runs fn(rank, bootstrap) on one thread per rank, expecting it to fail: each rank's error
+// message (empty where it did not throw).
 template <typename Fn>
-void on_ranks(const std::vector<std::shared_ptr<Bootstrap>>& group, Fn fn) {
+std::vector<std::string> errors_on_ranks(const std::vector<std::shared_ptr<Bootstrap>>& group,
+                                         Fn fn) {
   std::vector<std::thread> threads;
   std::vector<std::string> errors(group.size());
   for (std::size_t r = 0; r < group.size(); ++r) {
@@ -40,6 +42,13 @@ void on_ranks(const std::vector<std::shared_ptr<Bootstrap>>& group, Fn fn) {
     });
   }
   for (auto& t : threads) t.join();
+  return errors;
+}
+
+// Runs fn(rank, bootstrap) on one thread per rank; an exception on any rank fails the test.
+template <typename Fn>
+void on_ranks(const std::vector<std::shared_ptr<Bootstrap>>& group, Fn fn) {
+  const auto errors = errors_on_ranks(group, fn);
   for (std::size_t r = 0; r < group.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 

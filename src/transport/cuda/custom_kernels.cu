@@ -75,26 +75,9 @@ __device__ Sources<MaxW> registered_sources(const KernelArgs& a) {
 template <typename T, int MaxW>
 __global__ void __launch_bounds__(kThreads) custom_kernel(KernelArgs a) {
   constexpr std::size_t es = sizeof(T);
-  // One step number per launch for every block: steps[0] holds the last launch's, and the last
-  // block to finish stores this one (the next launch on the stream starts after that). A block
-  // may refill a data buffer only two steps later, after a barrier that proved every peer
-  // started the launch in between, hence finished this one.
-  __shared__ std::uint64_t step;
-  auto* steps = reinterpret_cast<unsigned long long*>(static_cast<char*>(a.peers[a.rank]) +
-                                                      workspace_layout(0, 0).steps_offset);
-  if (threadIdx.x == 0) step = steps[0] + 1;
-  __syncthreads();
-  struct Finish {
-    unsigned long long* steps;
-    std::uint64_t step;
-    __device__ ~Finish() {
-      __syncthreads();
-      if (threadIdx.x == 0 && atomicAdd(&steps[1], 1ull) + 1 == gridDim.x) {
-        steps[1] = 0;
-        steps[0] = step;
-      }
-    }
-  } finish{steps, step};
+  const LaunchStep launch_step(reinterpret_cast<unsigned long long*>(
+      static_cast<char*>(a.peers[a.rank]) + workspace_layout(0, 0).steps_offset));
+  const std::uint64_t step = launch_step.number();
   const int b = static_cast<int>(blockIdx.x);
   const int nb = static_cast<int>(gridDim.x);
   char* mine = data(a, a.rank, step);

@@ -80,8 +80,8 @@ struct Sources {
 // Reduces elements [begin, end) of every rank's source in rank order into `out`. Whole vectors
 // where the element range and every side allow it, single elements for the rest.
 template <typename T, int MaxW>
-__device__ void reduce_range(int world, int reduce, const Sources<MaxW>& sources,
-                             std::size_t begin, std::size_t end, char* out) {
+__device__ void reduce_range(int world, int reduce, const Sources<MaxW>& sources, std::size_t begin,
+                             std::size_t end, char* out) {
   using V = Vec<T>;
   constexpr std::size_t es = sizeof(T);
   const char* const* src = sources.at;
@@ -137,5 +137,35 @@ __device__ inline void copy_bytes(char* dst, const char* src, std::size_t bytes)
     for (std::size_t i = threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
   }
 }
+
+// One step number per launch for every block of a kernel: steps[0] holds the last launch's
+// number and steps[1] counts finished blocks; the last block to finish stores this launch's number
+// (the next launch on the stream starts after that). The numbers live on the device, so CUDA
+// graph replays get fresh ones. A block may refill a data buffer only two steps later, after a
+// barrier that proved every peer started the launch in between, hence finished this one.
+// Construct at the top of the kernel in every thread; the destructor ends the step.
+class LaunchStep {
+ public:
+  __device__ explicit LaunchStep(unsigned long long* steps) : steps_(steps) {
+    __shared__ std::uint64_t step;
+    if (threadIdx.x == 0) step = steps[0] + 1;
+    __syncthreads();
+    step_ = step;
+  }
+  __device__ ~LaunchStep() {
+    __syncthreads();
+    if (threadIdx.x == 0 && atomicAdd(&steps_[1], 1ull) + 1 == gridDim.x) {
+      steps_[1] = 0;
+      steps_[0] = step_;
+    }
+  }
+  LaunchStep(const LaunchStep&) = delete;
+  LaunchStep& operator=(const LaunchStep&) = delete;
+  __device__ std::uint64_t number() const { return step_; }
+
+ private:
+  unsigned long long* steps_;
+  std::uint64_t step_;
+};
 
 }  // namespace tpcomm::transport::cuda

@@ -164,21 +164,8 @@ __device__ __forceinline__ std::size_t vectors(std::size_t bytes) {
 template <typename T, int MaxW>
 __global__ void __launch_bounds__(kThreads) multimem_kernel(MultimemArgs a) {
   constexpr std::size_t es = sizeof(T);
-  __shared__ std::uint64_t step;
-  unsigned long long* steps = local_words(a);
-  if (threadIdx.x == 0) step = steps[0] + 1;
-  __syncthreads();
-  struct Finish {  // as in the custom kernels: the last block to finish publishes the step
-    unsigned long long* steps;
-    std::uint64_t step;
-    __device__ ~Finish() {
-      __syncthreads();
-      if (threadIdx.x == 0 && atomicAdd(&steps[1], 1ull) + 1 == gridDim.x) {
-        steps[1] = 0;
-        steps[0] = step;
-      }
-    }
-  } finish{steps, step};
+  const LaunchStep launch_step(local_words(a));
+  const std::uint64_t step = launch_step.number();
   const int b = static_cast<int>(blockIdx.x);
   const int nb = static_cast<int>(gridDim.x);
   const std::size_t area = a.layout.data_offset + (step % 2) * a.layout.area_bytes;
