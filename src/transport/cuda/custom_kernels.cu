@@ -32,22 +32,9 @@ __device__ bool barrier(const KernelArgs& a, int phase, std::uint64_t step) {
   if (p < a.world && p < MaxW) {
     store_release(pads(a.peers[p]) + pad_index(phase, blockIdx.x, a.rank), step);
     const std::uint64_t* mine = pads(a.peers[a.rank]) + pad_index(phase, blockIdx.x, p);
-    const long long start = clock64();
-    while (!reached(load_acquire(mine), step)) {
-      int code = 0;
-      if (*a.abort_word != 0) code = 2;
-      if (static_cast<std::uint64_t>(clock64() - start) > a.cycle_budget) code = 1;
-      if (code != 0) {
-        if (atomicCAS(&a.failure->code, 0, code) == 0) {
-          a.failure->rank = a.rank;
-          a.failure->peer = p;
-          a.failure->phase = phase;
-          a.failure->step = step;
-          __threadfence_system();
-        }
-        failed = 1;
-        break;
-      }
+    if (!bounded_wait(mine, step, a.abort_word, a.cycle_budget, a.failure,
+                      WaitSite{a.rank, p, phase, step})) {
+      failed = 1;
     }
   }
   __syncthreads();

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "cuda_layout.hpp"
+#include "custom_kernel_args.hpp"
 
 namespace tpcomm::transport::cuda {
 
@@ -136,6 +137,38 @@ __device__ inline void copy_bytes(char* dst, const char* src, std::size_t bytes)
   } else {
     for (std::size_t i = threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
   }
+}
+
+// Spins until `*flag` reaches `target`, bounded: it gives up when the abort word is set (code 2)
+// or after `budget` cycles (code 1), recording the first failure of the launch (rank, the peer
+// awaited or -1 when unknown, barrier phase, launch step) for the host watchdog. Returns false
+// when it gave up.
+struct WaitSite {
+  int rank;
+  int peer;
+  int phase;
+  std::uint64_t step;
+};
+__device__ inline bool bounded_wait(const std::uint64_t* flag, std::uint64_t target,
+                                    const volatile std::int32_t* abort_word, std::uint64_t budget,
+                                    KernelFailure* failure, const WaitSite& site) {
+  const long long start = clock64();
+  while (!reached(load_acquire(flag), target)) {
+    int code = 0;
+    if (*abort_word != 0) code = 2;
+    if (static_cast<std::uint64_t>(clock64() - start) > budget) code = 1;
+    if (code != 0) {
+      if (atomicCAS(&failure->code, 0, code) == 0) {
+        failure->rank = site.rank;
+        failure->peer = site.peer;
+        failure->phase = site.phase;
+        failure->step = site.step;
+        __threadfence_system();
+      }
+      return false;
+    }
+  }
+  return true;
 }
 
 // One step number per launch for every block of a kernel: steps[0] holds the last launch's

@@ -110,22 +110,10 @@ __device__ bool multicast_barrier(const MultimemArgs& a, int phase, std::uint64_
     multicast_add(reinterpret_cast<std::uint64_t*>(a.multicast + a.layout.pads_offset) + pad, 1);
     const auto* mine =
         reinterpret_cast<const std::uint64_t*>(a.unicast + a.layout.pads_offset) + pad;
-    const long long start = clock64();
-    while (load_acquire(mine) < target) {
-      int code = 0;
-      if (*a.abort_word != 0) code = 2;
-      if (static_cast<std::uint64_t>(clock64() - start) > a.cycle_budget) code = 1;
-      if (code != 0) {
-        if (atomicCAS(&a.failure->code, 0, code) == 0) {
-          a.failure->rank = a.rank;
-          a.failure->peer = -1;  // a counter does not say who is missing
-          a.failure->phase = phase;
-          a.failure->step = step;
-          __threadfence_system();
-        }
-        failed = 1;
-        break;
-      }
+    // A counter does not say who is missing: peer -1.
+    if (!bounded_wait(mine, target, a.abort_word, a.cycle_budget, a.failure,
+                      WaitSite{a.rank, -1, phase, step})) {
+      failed = 1;
     }
     fence_alias();
   }
