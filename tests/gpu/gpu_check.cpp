@@ -154,7 +154,10 @@ std::unique_ptr<CollectiveBackend> set_up(std::shared_ptr<Bootstrap> bs, std::ui
   return backend;
 }
 
-// Runs fn(rank, bootstrap) on W threads; the first exception is rethrown.
+// Runs fn(rank, bootstrap) on W threads; the first exception is rethrown. The ranks share one
+// GPU: calls that wait for the whole device (cudaFree, cudaMalloc) must never overlap a peer's
+// kernel that waits for this thread's next launch, so every batch of launches starts after a
+// barrier of the threads.
 void on_threads(int world, const std::function<void(int, std::shared_ptr<Bootstrap>)>& fn) {
   auto group = make_thread_group(world);
   std::vector<std::thread> threads;
@@ -408,6 +411,9 @@ int timing(int world) {
       check_cuda(cudaMalloc(&b, bytes), "cudaMalloc");
       cudaMemset(a, 0, bytes);
       auto time_us = [&](const std::function<void()>& call) {
+        // Nobody launches while a peer thread may still be in cudaFree / cudaMalloc, which wait
+        // for the whole device: a kernel waiting on that thread's next launch would never end.
+        bs->barrier("timing start", Deadline::after(kTimeout));
         for (int i = 0; i < 5; ++i) call();
         check_cuda(cudaStreamSynchronize(stream), "sync");
         bs->barrier("timing", Deadline::after(kTimeout));
