@@ -98,6 +98,10 @@ __device__ __forceinline__ unsigned long long* local_words(const MultimemArgs& a
 // reaches the next multiple of W. Returns false on every thread when the wait gave up.
 __device__ bool multicast_barrier(const MultimemArgs& a, int phase, std::uint64_t step) {
   __shared__ int failed;
+  // Every thread orders its own stores, through either mapping, before the signal (fences are
+  // per thread; the unicast and multicast mappings are different aliases of the same memory).
+  fence_alias();
+  __threadfence_system();
   __syncthreads();
   if (threadIdx.x == 0) {
     failed = 0;
@@ -105,8 +109,6 @@ __device__ bool multicast_barrier(const MultimemArgs& a, int phase, std::uint64_
     unsigned long long* target_word = local_words(a) + 2 + pad;
     const std::uint64_t target = *target_word + static_cast<std::uint64_t>(a.world);
     *target_word = target;
-    __threadfence_system();  // the block's writes (ordered by __syncthreads) before the signal
-    fence_alias();
     multicast_add(reinterpret_cast<std::uint64_t*>(a.multicast + a.layout.pads_offset) + pad, 1);
     const auto* mine =
         reinterpret_cast<const std::uint64_t*>(a.unicast + a.layout.pads_offset) + pad;
@@ -115,9 +117,9 @@ __device__ bool multicast_barrier(const MultimemArgs& a, int phase, std::uint64_
                       WaitSite{a.rank, -1, phase, step})) {
       failed = 1;
     }
-    fence_alias();
   }
   __syncthreads();
+  fence_alias();  // and every thread's later reads through its own mapping see the peers' stores
   return failed == 0;
 }
 
