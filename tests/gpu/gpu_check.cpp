@@ -50,6 +50,10 @@ using transport::float_to_fp16;
 using transport::fp16_to_float;
 
 constexpr int kSkip = 77;
+// Thread blocks per kernel: the W ranks' kernels share one GPU and must all be resident at once
+// (each waits for the others), so W x blocks stays well under the SM count (132 on an H200; a
+// block of 512 threads can take a whole SM's registers).
+constexpr int kBlocksPerRank = 8;
 constexpr std::chrono::milliseconds kTimeout{20000};
 
 void check_cuda(cudaError_t e, const char* what) {
@@ -233,6 +237,10 @@ int correctness(int world) {
     for (DataType t : kTypes) {
       const std::size_t es = elem_size(t);
       for (std::size_t total : element_counts(t)) {
+        if (rank == 0) {  // progress, so that a part that runs out of time shows where
+          std::printf("  W=%d %s %zu elements\n", world, type_name(t), total);
+          std::fflush(stdout);
+        }
         for (const Case& k : kCases) {
           const Shape s = shape_of(k.op, total, world);
           // Every rank's input, regenerated from the same seeds on every rank for the reference.
@@ -262,6 +270,8 @@ int correctness(int world) {
               c.type = t;
               c.count = s.count;
               c.algorithm = k.algorithm;
+              c.blocks = kBlocksPerRank;
+              c.blocks = kBlocksPerRank;
               c.sequence = ++sequence;
               c.stream = stream;
               c.output = in_place ? a : b;
