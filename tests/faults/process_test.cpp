@@ -480,12 +480,20 @@ TEST(Bench, PlotIsAPicture) {
   EXPECT_EQ(data.substr(1, 3), "PNG");
 }
 
+// Open MPI leaks at exit by design, and dlcloses its components first, so no suppression can
+// name the frames: in sanitizer builds, processes under mpirun do not check for leaks (they still
+// check memory errors; every other test checks tpcomm's leaks). Harmless in other builds.
+const std::pair<std::string, std::string> kNoLeakCheckUnderMpi = {"ASAN_OPTIONS", "detect_leaks=0"};
+
 TEST(Bench, ComparesWithOpenMpiUnderMpirun) {
   if (!mpi_available()) GTEST_SKIP() << "this build has no MPI or mpirun is missing: not run";
-  auto r = test::run_process(
-      {TPCOMM_BIN, "bench", "-n", "2", "-b", "4096", "-e", "65536", "-f", "4", "--iters", "3",
-       "--check", "--compare", "mpi"},
-      {{"RANK", ""}, {"WORLD_SIZE", ""}, {"MASTER_ADDR", ""}, {"MASTER_PORT", ""}});
+  auto r = test::run_process({TPCOMM_BIN, "bench", "-n", "2", "-b", "4096", "-e", "65536", "-f",
+                              "4", "--iters", "3", "--check", "--compare", "mpi"},
+                             {kNoLeakCheckUnderMpi,
+                              {"RANK", ""},
+                              {"WORLD_SIZE", ""},
+                              {"MASTER_ADDR", ""},
+                              {"MASTER_PORT", ""}});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("mpi"), std::string::npos) << r.out;
@@ -550,7 +558,8 @@ ProcessResult mpirun(int n, std::vector<std::string> args,
   }
   argv.push_back(kWorker);
   argv.insert(argv.end(), args.begin(), args.end());
-  return test::run_process(argv, {{"OMPI_ALLOW_RUN_AS_ROOT", "1"},
+  return test::run_process(argv, {kNoLeakCheckUnderMpi,
+                                  {"OMPI_ALLOW_RUN_AS_ROOT", "1"},
                                   {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
                                   {"MASTER_ADDR", ""},
                                   {"MASTER_PORT", ""},

@@ -92,6 +92,7 @@ void float_to_bf16_block(const float* s, std::uint16_t* d, std::size_t n) {
 }  // namespace
 
 void to_float(const void* src, DataType type, std::size_t count, float* dst) {
+  if (count == 0) return;  // the buffers may be null
   if (type == DataType::kFloat32) {
     std::memcpy(dst, src, count * sizeof(float));
     return;
@@ -107,6 +108,7 @@ void to_float(const void* src, DataType type, std::size_t count, float* dst) {
 }
 
 void from_float(const float* src, DataType type, std::size_t count, void* dst) {
+  if (count == 0) return;  // the buffers may be null
   if (type == DataType::kFloat32) {
     std::memmove(dst, src, count * sizeof(float));
     return;

@@ -185,9 +185,9 @@ class ShmBackend final : public CollectiveBackend {
     for (std::size_t base = 0; base < c.count || (c.count == 0 && base == 0); base += per_chunk) {
       const std::size_t n = std::min(per_chunk, c.count - base);
       const std::uint64_t seq = ++seq_;
-      fill(base, n, seq);
+      if (n > 0) fill(base, n, seq);  // a zero-element call may pass null buffers
       exchange(seq, c, algorithm, what);
-      consume(base, n, seq);
+      if (n > 0) consume(base, n, seq);
       shm::flush_wake(header(), wake_pending_);
       if (c.count == 0) break;
     }
