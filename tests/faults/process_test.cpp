@@ -518,11 +518,13 @@ TEST(StandaloneStore, GarbageClientIsDroppedAndAGroupStillRendezvousThroughIt) {
   }
   close(log_fd);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  {  // A garbage client, through bash's /dev/tcp.
-    auto c = test::run_process({"/bin/bash", "-c",
-                                "exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(port) +
-                                    "; printf 'garbage!garbage!' >&3; sleep 0.2"});
-    EXPECT_EQ(c.exit_code, 0) << c.err;
+  {  // A garbage client, through bash's /dev/tcp; it stays until the store drops it, so the
+     // store meets the garbage on an open connection however slowly it starts (sanitizers).
+    auto c =
+        test::run_process({"/bin/bash", "-c",
+                           "exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(port) +
+                               "; printf 'garbage!garbage!' >&3; timeout 10 cat <&3 >/dev/null"});
+    EXPECT_EQ(c.exit_code, 0) << "the store did not drop the garbage client: " << c.err;
   }
   // A two-rank group uses the standalone store (rank 0 finds the port taken and connects).
   std::vector<pid_t> ranks;
