@@ -517,7 +517,17 @@ TEST(StandaloneStore, GarbageClientIsDroppedAndAGroupStillRendezvousThroughIt) {
     _exit(127);
   }
   close(log_fd);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Until the store says it listens (a sanitizer build can take seconds to start).
+  for (int waited_ms = 0; test::read_file(log_path).find("listening on") == std::string::npos;
+       waited_ms += 20) {
+    if (waited_ms >= 20000) {
+      kill(store, SIGKILL);  // nothing left behind
+      waitpid(store, nullptr, 0);
+      unlink(log_path);
+      FAIL() << "tpcomm store did not start listening within 20 s";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   {  // A garbage client, through bash's /dev/tcp; it stays until the store drops it, so the
      // store meets the garbage on an open connection however slowly it starts (sanitizers).
     auto c =
