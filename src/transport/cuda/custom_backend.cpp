@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "chunked_launch.hpp"
 #include "custom_kernel_args.hpp"
 #include "driver_api.hpp"
 #include "fd_channel.hpp"
@@ -60,7 +61,6 @@ class CustomBackend final : public CollectiveBackend {
                                        : KernelOp::kOneShot;
     const std::size_t per_chunk =
         cuda::chunk_elements(config_.buffer_bytes, es, rs ? config_.size : 1);
-    const std::size_t chunks = cuda::chunk_count(c.count, per_chunk);
     // One-shot in place cannot read inputs in place: a rank would overwrite its input while
     // peers still read it.
     const bool in_place_one_shot = a.op == KernelOp::kOneShot && c.input == c.output;
@@ -68,16 +68,8 @@ class CustomBackend final : public CollectiveBackend {
         c.count > 0) {
       a.graph_slot = graph_buffers_.claim(c.input);
     }
-    for (std::size_t k = 0; k < chunks; ++k) {
-      const std::size_t base = k * per_chunk;
-      a.slot_offset = base * es;
-      a.count = std::min(per_chunk, c.count - std::min(base, c.count));
-      a.input = static_cast<const char*>(c.input) + base * es;
-      a.output = static_cast<char*>(c.output) + base * es;
-      a.in_rank_stride = c.count * es;
-      a.out_rank_stride = c.count * es;
-      cuda::check_cuda(cuda::launch_custom_kernel(a, c.stream), "launching the custom kernel");
-    }
+    cuda::launch_in_chunks(c, per_chunk, a, cuda::launch_custom_kernel,
+                           "launching the custom kernel");
   }
 
   void abort() override { watchdog_.abort(); }

@@ -18,3 +18,17 @@
   X(__nv_bfloat16, 2, 4)         \
   X(__nv_bfloat16, 2, 8)         \
   X(__nv_bfloat16, 2, 16)
+
+// The one run-time dispatch of a kernel family: returns launch<T, MaxW>(args, stream) for the
+// instantiation of args.type and args.world's bucket, or cudaErrorInvalidValue. Used in the body
+// of each family's launch function, where `launch` is its launch template.
+#define TPCOMM_DISPATCH_ONE(T, TYPE_ID, MAXW) \
+  if (args.type == TYPE_ID && bucket == MAXW) return launch<T, MAXW>(args, stream);
+#define TPCOMM_DISPATCH_BY_TYPE_AND_WORLD(ARGS, STREAM) \
+  do {                                                  \
+    const auto& args = (ARGS);                          \
+    const auto stream = (STREAM);                       \
+    const int bucket = world_bucket(args.world);        \
+    TPCOMM_CUSTOM_KERNELS(TPCOMM_DISPATCH_ONE)          \
+    return static_cast<int>(cudaErrorInvalidValue);     \
+  } while (false)

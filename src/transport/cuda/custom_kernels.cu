@@ -144,12 +144,7 @@ int launch(const KernelArgs& a, cudaStream_t stream) {
 
 int launch_custom_kernel(const KernelArgs& a, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
-  const int bucket = world_bucket(a.world);
-#define TPCOMM_DISPATCH(T, TYPE_ID, MAXW) \
-  if (a.type == TYPE_ID && bucket == MAXW) return launch<T, MAXW>(a, s);
-  TPCOMM_CUSTOM_KERNELS(TPCOMM_DISPATCH)
-#undef TPCOMM_DISPATCH
-  return static_cast<int>(cudaErrorInvalidValue);
+  TPCOMM_DISPATCH_BY_TYPE_AND_WORLD(a, s);
 }
 
 }  // namespace tpcomm::transport::cuda

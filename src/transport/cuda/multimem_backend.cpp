@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "chunked_launch.hpp"
 #include "driver_api.hpp"
 #include "fd_channel.hpp"
 #include "kernel_watchdog.hpp"
@@ -65,16 +66,8 @@ class MultimemBackend final : public CollectiveBackend {
                                                                   : MultimemMode::kGather;
     const std::size_t per_chunk =
         cuda::multimem_chunk_elements(a.layout.area_bytes, es, config_.size, rs, a.mode);
-    const std::size_t chunks = cuda::chunk_count(c.count, per_chunk);
-    for (std::size_t k = 0; k < chunks; ++k) {
-      const std::size_t base = k * per_chunk;
-      a.count = std::min(per_chunk, c.count - std::min(base, c.count));
-      a.input = static_cast<const char*>(c.input) + base * es;
-      a.output = static_cast<char*>(c.output) + base * es;
-      a.in_rank_stride = c.count * es;
-      a.out_rank_stride = c.count * es;
-      cuda::check_cuda(cuda::launch_multimem_kernel(a, c.stream), "launching the multimem kernel");
-    }
+    cuda::launch_in_chunks(c, per_chunk, a, cuda::launch_multimem_kernel,
+                           "launching the multimem kernel");
   }
 
   void abort() override { watchdog_.abort(); }

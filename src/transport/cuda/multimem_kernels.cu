@@ -254,12 +254,7 @@ __global__ void multimem_probe(const char* multicast_in, float* result) {
 
 int launch_multimem_kernel(const MultimemArgs& a, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
-  const int bucket = world_bucket(a.world);
-#define TPCOMM_DISPATCH(T, TYPE_ID, MAXW) \
-  if (a.type == TYPE_ID && bucket == MAXW) return launch<T, MAXW>(a, s);
-  TPCOMM_CUSTOM_KERNELS(TPCOMM_DISPATCH)
-#undef TPCOMM_DISPATCH
-  return static_cast<int>(cudaErrorInvalidValue);
+  TPCOMM_DISPATCH_BY_TYPE_AND_WORLD(a, s);
 }
 
 int launch_multimem_probe(const void* multicast_in, void* result, void* stream) {
