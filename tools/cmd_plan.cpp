@@ -11,6 +11,7 @@
 #include "tpcomm/error.hpp"
 #include "tpcomm/facts_json.hpp"
 #include "tpcomm/plan.hpp"
+#include "tpcomm/tuning_file.hpp"
 
 namespace tpcomm::cli {
 namespace {
@@ -45,14 +46,7 @@ void run_plan(const PlanArgs& args) {
   for (Backend b : parse_disabled_backends(args.disable, "--disable")) {
     options.disabled[b] = "--disable";
   }
-  Tuning overrides;
-  std::string tuning_path = !args.tuning.empty() ? args.tuning : env_string("TPCOMM_TUNING");
-  if (!tuning_path.empty()) {
-    const std::string what = args.tuning.empty() ? "tuning file (TPCOMM_TUNING)" : "tuning file";
-    const std::string tuning_text = read_text_file(tuning_path, what);
-    overrides = with_file_context(tuning_path, "the tuning format is described in docs/tuning.md",
-                                  [&] { return decode_tuning(tuning_text, tuning_path); });
-  }
+  const Tuning overrides = args.tuning.empty() ? tuning_from_env() : read_tuning_file(args.tuning);
   Plan plan = make_plan(facts, options, overrides);
   std::cout << (args.json ? plan_to_json(plan) : format_plan_report(facts, plan));
 }

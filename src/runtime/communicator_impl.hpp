@@ -42,7 +42,8 @@ struct Communicator::Impl {
   bool check_calls = false;
   FactsTable facts;
   PlanOptions plan_options;
-  Plan plan;  // options.mode's (what plan() shows)
+  Tuning tuning;  // TPCOMM_TUNING's overrides of the built-in size tables
+  Plan plan;      // options.mode's (what plan() shows)
   // The tables calls use: kCuda eager calls the eager plan, captured calls the graph plan; a
   // kCpu communicator has only options.mode's, so both are copies of `plan`.
   Plan eager_plan;

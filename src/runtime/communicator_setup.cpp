@@ -22,6 +22,7 @@
 #include "tpcomm/facts_json.hpp"
 #include "tpcomm/log.hpp"
 #include "tpcomm/probe.hpp"
+#include "tpcomm/tuning_file.hpp"
 #include "tpcomm/version.hpp"
 #include "transport/gloo/gloo_backend.hpp"
 #include "transport/hier/hier_backend.hpp"
@@ -173,12 +174,15 @@ void dump_facts(const FactsTable& facts) {
   }
 }
 
-void agree_on_digest(Communicator::Impl& c) {
+// `tuning_failure`: this rank could not read TPCOMM_TUNING's file. It still takes part, with
+// the failure in place of its digest, so every rank fails with the reason instead of waiting.
+void agree_on_digest(Communicator::Impl& c, const std::optional<std::string>& tuning_failure) {
   // Both tables of a kCuda communicator: a rank with a different graph table would pick another
   // backend for the same captured call.
   std::string digest = c.eager_plan.digest;
   if (c.graph_plan.digest != digest) digest += "+" + c.graph_plan.digest;
   if (c.faults.hits("digest", FaultAction::kCorrupt)) digest = "0000000000000000";
+  if (tuning_failure) digest = "!" + *tuning_failure;
   c.faults.apply_fail_or_stall("digest");
   auto all =
       c.bootstrap->all_gather(Bytes(digest.begin(), digest.end()), "plan agreement", c.deadline());
@@ -186,6 +190,12 @@ void agree_on_digest(Communicator::Impl& c) {
   for (std::size_t r = 0; r < all.size(); ++r) {
     by_digest[std::string(all[r].begin(), all[r].end())].push_back(static_cast<int>(r));
   }
+  std::vector<std::string> failures;
+  for (const auto& [d, ranks] : by_digest) {
+    if (!d.empty() && d[0] == '!')
+      failures.push_back(fmt::format("{}: {}", detail::rank_set_text(ranks), d.substr(1)));
+  }
+  if (!failures.empty()) throw invalid_input(fmt::format("no plan: {}", fmt::join(failures, "; ")));
   if (by_digest.size() == 1) return;
   std::vector<std::string> parts;
   for (const auto& [d, ranks] : by_digest)
@@ -303,13 +313,13 @@ void set_up_backends(Communicator::Impl& c, const std::map<Backend, BackendFacto
 }  // namespace
 
 void Communicator::Impl::make_plans() {
-  plan = make_plan(facts, plan_options);
+  plan = make_plan(facts, plan_options, tuning);
   eager_plan = plan;
   graph_plan = plan;
   if (plan.device_type == DeviceType::kCuda) {
     PlanOptions other = plan_options;
     other.mode = plan_options.mode == Mode::kGraph ? Mode::kEager : Mode::kGraph;
-    (other.mode == Mode::kGraph ? graph_plan : eager_plan) = make_plan(facts, other);
+    (other.mode == Mode::kGraph ? graph_plan : eager_plan) = make_plan(facts, other, tuning);
   }
 }
 
@@ -394,8 +404,14 @@ std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> boo
       c->plan_options.disabled[b] = "not available in this build yet";
     }
   }
+  std::optional<std::string> tuning_failure;
+  try {
+    c->tuning = tuning_from_env();
+  } catch (const Error& e) {
+    tuning_failure = e.what();
+  }
   c->make_plans();
-  agree_on_digest(*c);
+  agree_on_digest(*c, tuning_failure);
   phase("plan agreement");
 
   c->comm_id = records[0].comm_id;

@@ -83,6 +83,57 @@ TEST(Communicator, OneNodeGroupsUseShm) {
   });
 }
 
+// Writes `text` to a fresh file under /tmp and removes it when done.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& text) {
+    char name[] = "/tmp/tpcomm_tuning_XXXXXX";
+    const int fd = mkstemp(name);
+    path_ = name;
+    EXPECT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    close(fd);
+  }
+  ~TempFile() { unlink(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(Communicator, TuningFileFromTheEnvironmentReplacesTheBuiltInTable) {
+  TempFile file(R"({"tpcomm_tuning": 1, "entries": [{"device": "cpu", "world_size": 2, "ops": {
+      "all_reduce": [{"max_bytes": 1024, "use": [{"backend": "gloo"}]},
+                     {"max_bytes": null, "use": [{"backend": "shm", "algorithm": "two_shot"}]}]}}]})");
+  ScopedEnv tuning("TPCOMM_TUNING", file.path().c_str());
+  on_ranks(make_thread_group(2), [&](int r, std::shared_ptr<Bootstrap> bs) {
+    auto comm = Communicator::create(bs);
+    const auto& table = comm->plan().ops.at(Op::kAllReduce).table;
+    ASSERT_EQ(table.size(), 2u);
+    EXPECT_EQ(table[0].backend, Backend::kGloo);
+    EXPECT_EQ(table[1].backend, Backend::kShm);
+    EXPECT_EQ(table[1].algorithm, "two_shot");
+    EXPECT_NE(comm->plan().tuning.find(file.path()), std::string::npos) << comm->plan().tuning;
+    for (std::size_t n : {16u, 5000u}) {  // one call through each row
+      std::vector<float> data(n, static_cast<float>(r + 1));
+      comm->all_reduce(data.data(), data.data(), n, DataType::kFloat32, ReduceOp::kSum);
+      EXPECT_EQ(data[n - 1], 3.0f) << n;
+    }
+  });
+}
+
+TEST(Communicator, UnreadableTuningFileIsAnErrorOnEveryRankNamingTheFile) {
+  TempFile file(R"({"tpcomm_tuning": 1, "entries": [{"device": "cpu"}]})");
+  ScopedEnv tuning("TPCOMM_TUNING", file.path().c_str());
+  const auto errors = test::errors_on_ranks(
+      make_thread_group(2), [](int, std::shared_ptr<Bootstrap> bs) { Communicator::create(bs); });
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("no plan: ranks 0-1: tuning file (TPCOMM_TUNING) " + file.path()),
+              std::string::npos)
+        << e;
+    EXPECT_NE(e.find("docs/tuning.md"), std::string::npos) << e;
+  }
+}
+
 TEST(Communicator, SetUpStepFailingOnOneRankDisablesTheBackendEverywhere) {
   ScopedEnv fault("TPCOMM_FAULT", "shm.map:fail@1");
   auto group = make_thread_group(3);
