@@ -16,7 +16,8 @@ namespace tpcomm::transport::shm {
 void reduce_slots(const void* const* srcs, int ranks, std::size_t count, DataType type, ReduceOp op,
                   void* out);
 
-// The ISA the kernels were dispatched to on this CPU ("avx512f", "avx2" or "baseline").
+// The ISA the kernels were dispatched to on this CPU ("avx512" for x86-64-v4, "avx2" or
+// "baseline").
 const char* kernel_isa();
 
 }  // namespace tpcomm::transport::shm
