@@ -104,7 +104,13 @@ void add_bench_command(CLI::App& app, int& exit_status) {
       ->check(CLI::IsMember({"shm", "gloo", "local", "hier"}));
   cmd->add_option("--compare", a->compare,
                   "also time these engines on the same data: mpi, gloo or mpi,gloo")
-      ->check(CLI::IsMember({"mpi", "gloo", "mpi,gloo", "gloo,mpi"}));
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return v == "mpi" || v == "gloo" || v == "mpi,gloo" || v == "gloo,mpi"
+                       ? std::string()
+                       : "expected mpi, gloo or mpi,gloo, got '" + v + "'";
+          },
+          "ENGINES"));
   cmd->add_option("--json", a->json, "write every row to this file");
   cmd->add_option("--plot", a->plot,
                   "draw latency and bus bandwidth per engine into this PNG (gnuplot)");
