@@ -10,6 +10,7 @@
 #include "../common/convert.hpp"
 
 namespace tpcomm::transport::shm {
+
 namespace {
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -109,6 +110,14 @@ TPCOMM_INLINE void reduce_body(const void* const* srcs, int ranks, std::size_t n
   std::size_t i = 0;
   if constexpr (Bf16) {
     for (; i + 2 * kVec <= n; i += 2 * kVec) {
+      // Peers' lanes sit in other cores' caches, hundreds of ns per line away, and this loop
+      // spends enough instructions per line that too few loads are in flight to cover that:
+      // prefetching 2 KiB ahead made bf16 W = 2 all-reduces 25-35% faster at 8-64 KiB. (The
+      // float32 loop keeps enough loads in flight by itself; there it did not help.)
+      constexpr std::size_t kAhead = 2048 / es;
+      if (i + kAhead < n) {
+        for (int r = 0; r < ranks; ++r) __builtin_prefetch(at(srcs[r], i + kAhead));
+      }
       VecU32 pairs = load_u32(at(srcs[0], i));
       VecF even = bf16_even(pairs);
       VecF odd = bf16_odd(pairs);
