@@ -1,4 +1,4 @@
-// Helpers shared by the tpcomm subcommands: reading files, sizes for humans, padding.
+// Helpers shared by the tpcomm subcommands: sizes for humans, padding.
 #pragma once
 
 #include <cstdint>
@@ -6,9 +6,6 @@
 #include <string_view>
 
 namespace tpcomm::cli {
-
-// The whole file; throws kInvalidInput naming the path and the system's reason.
-std::string read_text_file(const std::string& path, std::string_view what);
 
 // 262144 -> "256 KiB", 8388608 -> "8 MiB", 1000 -> "1000 B".
 std::string format_bytes(std::uint64_t bytes);

@@ -7,6 +7,7 @@
 #include "cli_util.hpp"
 #include "commands.hpp"
 #include "plan_report.hpp"
+#include "tpcomm/detail/text_file.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/facts_json.hpp"
@@ -35,7 +36,7 @@ auto with_file_context(const std::string& path, std::string_view hint, Fn&& fn) 
 }
 
 void run_plan(const PlanArgs& args) {
-  const std::string text = read_text_file(args.file, "facts file");
+  const std::string text = detail::read_text_file(args.file, "facts file");
   FactsTable facts = with_file_context(args.file, "the facts format is described in docs/facts.md",
                                        [&] { return decode_facts(text); });
   PlanOptions options;

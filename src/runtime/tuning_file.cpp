@@ -1,28 +1,18 @@
 // Tuning override files: read, decode, and errors that name the file.
 #include "tpcomm/tuning_file.hpp"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
-
 #include <fmt/format.h>
 
+#include "tpcomm/detail/text_file.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/error.hpp"
 
 namespace tpcomm {
 
 Tuning read_tuning_file(const std::string& path, std::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw invalid_input(fmt::format("cannot read {} {}: {}", what, path, std::strerror(errno)));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw invalid_input(fmt::format("cannot read {} {}: read error", what, path));
+  const std::string text = detail::read_text_file(path, what);
   try {
-    return decode_tuning(text.str(), path);
+    return decode_tuning(text, path);
   } catch (const Error& e) {
     throw Error(e.code(), fmt::format("{} {}: {} (the tuning format is described in "
                                       "docs/tuning.md)",

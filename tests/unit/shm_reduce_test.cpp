@@ -56,19 +56,10 @@ std::vector<std::uint32_t> random_elements(DataType t, std::size_t n, std::mt199
   return out;
 }
 
+// One element as fp32, through the library's conversions (F16C for fp16 where present).
 float widen(DataType t, const std::uint8_t* p, std::size_t i) {
-  if (t == DataType::kFloat32) {
-    float f;
-    std::memcpy(&f, p + 4 * i, 4);
-    return f;
-  }
-  std::uint16_t h;
-  std::memcpy(&h, p + 2 * i, 2);
-  if (t == DataType::kBFloat16) return bf16_to_float(h);
-  // fp16 through the library's conversion (F16C where present, which keeps NaN payloads that
-  // the scalar _Float16 fallback may not).
   float f;
-  transport::to_float(&h, t, 1, &f);
+  transport::to_float(p + i * size_of(t), t, 1, &f);
   return f;
 }
 
@@ -90,13 +81,7 @@ std::vector<std::uint8_t> reference(DataType t, ReduceOp op,
       }
     }
     if (op == ReduceOp::kAvg) acc /= static_cast<float>(srcs.size());
-    if (t == DataType::kFloat32) {
-      std::memcpy(&out[i * 4], &acc, 4);
-    } else {
-      std::uint16_t h = float_to_bf16(acc);
-      if (t == DataType::kFloat16) transport::from_float(&acc, t, 1, &h);
-      std::memcpy(&out[i * 2], &h, 2);
-    }
+    transport::from_float(&acc, t, 1, &out[i * es]);
   }
   return out;
 }
