@@ -15,7 +15,6 @@
 namespace tpcomm {
 namespace {
 
-using transport::bf16_to_float;
 using transport::float_to_bf16;
 using transport::float_to_fp16;
 

@@ -251,20 +251,26 @@ int op_code(ReduceOp op) {
   return op == ReduceOp::kMax ? 1 : op == ReduceOp::kMin ? 2 : 0;
 }
 
-int dispatched_isa() {
+enum class Isa { kBaseline, kAvx2, kAvx512 };
+
+// The clone target_clones picks on this CPU, detected once.
+Isa dispatched_isa() {
+  static const Isa isa = [] {
 #if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("x86-64-v4")) return 2;
-  if (__builtin_cpu_supports("avx2")) return 1;
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("x86-64-v4")) return Isa::kAvx512;
+    if (__builtin_cpu_supports("avx2")) return Isa::kAvx2;
 #endif
-  return 0;
+    return Isa::kBaseline;
+  }();
+  return isa;
 }
 
 }  // namespace
 
 const char* kernel_isa() {
-  static const int isa = dispatched_isa();
-  return isa == 2 ? "avx512" : isa == 1 ? "avx2" : "baseline";
+  const Isa isa = dispatched_isa();
+  return isa == Isa::kAvx512 ? "avx512" : isa == Isa::kAvx2 ? "avx2" : "baseline";
 }
 
 void reduce_slots(const void* const* srcs, int ranks, std::size_t count, DataType type, ReduceOp op,
@@ -275,7 +281,7 @@ void reduce_slots(const void* const* srcs, int ranks, std::size_t count, DataTyp
   if (type == DataType::kFloat32) return reduce_f32(srcs, ranks, count, out, code, avg);
   if (type == DataType::kBFloat16) return reduce_bf16(srcs, ranks, count, out, code, avg);
 #if defined(TPCOMM_HAVE_F16_AVX512)
-  if (kernel_isa()[0] == 'a' && kernel_isa()[3] == '5') {  // "avx512"
+  if (dispatched_isa() == Isa::kAvx512) {
     return reduce_f16_avx512(srcs, ranks, count, out, code, avg);
   }
 #endif
