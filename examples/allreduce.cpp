@@ -27,8 +27,8 @@ int main() {
         "rank %d of %d on %s: plan %s (%d node%s), all_reduce of %zu floats via %s/%s: %s\n",
         comm->rank(), w, comm->facts().ranks[static_cast<std::size_t>(comm->rank())].host.c_str(),
         comm->plan().digest.c_str(), comm->plan().nodes, comm->plan().nodes == 1 ? "" : "s", count,
-        std::string(tpcomm::to_string(row.backend)).c_str(), row.algorithm.c_str(),
-        wrong == 0 ? "correct" : "WRONG");
+        std::string(tpcomm::to_string(row.backend)).c_str(),
+        std::string(tpcomm::to_string(row.algorithm)).c_str(), wrong == 0 ? "correct" : "WRONG");
     return wrong == 0 ? 0 : 1;
   } catch (const tpcomm::Error& e) {
     std::fprintf(stderr, "allreduce: %s\n", e.what());

@@ -3,28 +3,31 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "tpcomm/types.hpp"
 
 namespace tpcomm::cli {
 
 struct BenchArgs {
   int ranks = 2;
   int nodes = 1;
-  std::string op = "all_reduce";
-  std::string dtype = "float32";
-  std::string redop = "sum";
+  Op op = Op::kAllReduce;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp redop = ReduceOp::kSum;
   std::uint64_t min_bytes = 4096;
   std::uint64_t max_bytes = 16u << 20;
   std::uint64_t factor = 2;
   int iters = 0;  // 0: as many as fit in 25 ms per size (at least 21)
   int warmup = 10;
   bool check = false;
-  std::string backend;           // force one backend (others disabled)
-  std::string compare;           // "mpi", "gloo" or "mpi,gloo"
-  std::string json;              // write every row here
-  std::string plot;              // draw latency and bus bandwidth per engine into this PNG
-  std::string bind_to = "core";  // "core": one CPU per rank when there are enough; "none"
+  std::optional<Backend> backend;  // force one backend (others disabled)
+  std::string compare;             // "mpi", "gloo" or "mpi,gloo"
+  std::string json;                // write every row here
+  std::string plot;                // draw latency and bus bandwidth per engine into this PNG
+  std::string bind_to = "core";    // "core": one CPU per rank when there are enough; "none"
 };
 
 // Inside a group (tpcomm run, mpirun, torchrun): run the sweep; rank 0 prints the table.

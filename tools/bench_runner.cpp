@@ -31,23 +31,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-DataType parse_type(const std::string& s) {
-  if (s == "float16") return DataType::kFloat16;
-  if (s == "bfloat16") return DataType::kBFloat16;
-  return DataType::kFloat32;
-}
-ReduceOp parse_redop(const std::string& s) {
-  if (s == "max") return ReduceOp::kMax;
-  if (s == "min") return ReduceOp::kMin;
-  if (s == "avg") return ReduceOp::kAvg;
-  return ReduceOp::kSum;
-}
-Op parse_op(const std::string& s) {
-  if (s == "all_gather") return Op::kAllGather;
-  if (s == "reduce_scatter") return Op::kReduceScatter;
-  return Op::kAllReduce;
-}
-
 // The bus-bandwidth factor of nccl-tests.
 double bus_factor(Op op, int w) {
   return op == Op::kAllReduce ? 2.0 * (w - 1) / w : static_cast<double>(w - 1) / w;
@@ -245,16 +228,16 @@ struct Row {
 
 std::vector<std::string> bench_argv(const BenchArgs& a, const std::string& self) {
   std::vector<std::string> v = {self,       "bench",
-                                "--op",     a.op,
-                                "--dtype",  a.dtype,
-                                "--redop",  a.redop,
+                                "--op",     std::string(to_string(a.op)),
+                                "--dtype",  std::string(to_string(a.dtype)),
+                                "--redop",  std::string(to_string(a.redop)),
                                 "-b",       std::to_string(a.min_bytes),
                                 "-e",       std::to_string(a.max_bytes),
                                 "-f",       std::to_string(a.factor),
                                 "--iters",  std::to_string(a.iters),
                                 "--warmup", std::to_string(a.warmup)};
   if (a.check) v.push_back("--check");
-  if (!a.backend.empty()) v.insert(v.end(), {"--backend", a.backend});
+  if (a.backend) v.insert(v.end(), {"--backend", std::string(to_string(*a.backend))});
   if (!a.compare.empty()) v.insert(v.end(), {"--compare", a.compare});
   if (!a.json.empty()) v.insert(v.end(), {"--json", a.json});
   if (!a.plot.empty()) v.insert(v.end(), {"--plot", a.plot});
@@ -262,15 +245,15 @@ std::vector<std::string> bench_argv(const BenchArgs& a, const std::string& self)
 }
 
 int run_bench_in_group(const BenchArgs& a) {
-  const Op op = parse_op(a.op);
-  const DataType type = parse_type(a.dtype);
-  const ReduceOp redop = parse_redop(a.redop);
+  const Op op = a.op;
+  const DataType type = a.dtype;
+  const ReduceOp redop = a.redop;
   const bool with_mpi = a.compare.find("mpi") != std::string::npos;
   const bool with_gloo = a.compare.find("gloo") != std::string::npos;
   auto bs = bootstrap_from_environment(Deadline::from_env());
   const int rank = bs->rank();
   const int w = bs->size();
-  if (!a.backend.empty()) force_backend(a.backend);
+  if (a.backend) force_backend(std::string(to_string(*a.backend)));
   auto comm = Communicator::create(bs);
   std::unique_ptr<Communicator> gloo;
   if (with_gloo) {
@@ -300,9 +283,10 @@ int run_bench_in_group(const BenchArgs& a) {
   const std::size_t es = size_of(type);
   std::vector<Row> rows;
   if (rank == 0) {
-    std::cout << fmt::format("# tpcomm bench: {} {} {} on {} ranks ({} node{}), plan {}\n", a.op,
-                             a.dtype, a.redop, w, comm->plan().nodes,
-                             comm->plan().nodes == 1 ? "" : "s", comm->plan().digest);
+    std::cout << fmt::format("# tpcomm bench: {} {} {} on {} ranks ({} node{}), plan {}\n",
+                             to_string(a.op), to_string(a.dtype), to_string(a.redop), w,
+                             comm->plan().nodes, comm->plan().nodes == 1 ? "" : "s",
+                             comm->plan().digest);
     std::cout << fmt::format(
         "# {:>10} {:>12} {:>9} {:>6} {:>5}   {:>9} {:>7} {:>7} {:>6}   {:>9} {:>7} {:>7} {:>6}  "
         "{}\n",
@@ -368,7 +352,7 @@ int run_bench_in_group(const BenchArgs& a) {
       total_wrong += row.wrong_oop + row.wrong_ip;
     }
     const auto& prow = comm->plan().ops.at(op).row_for(bytes);
-    row.path = fmt::format("{}/{}", to_string(prow.backend), prow.algorithm);
+    row.path = fmt::format("{}/{}", to_string(prow.backend), to_string(prow.algorithm));
     if (gloo)
       row.gloo =
           time_calls(*bs, a.warmup, a.iters, [&] { call(*gloo, b.in.data(), b.out.data()); });
@@ -398,9 +382,9 @@ int run_bench_in_group(const BenchArgs& a) {
       std::cout << fmt::format(
                        "  {:>10} {:>12} {:>9} {:>6} {:>5}   {:>9.2f} {:>7.2f} {:>7.2f} {:>6}   "
                        "{:>9.2f} {:>7.2f} {:>7.2f} {:>6}  {}\n",
-                       bytes, row.count, a.dtype, a.redop, -1, row.time_oop, algbw,
-                       algbw * bus_factor(op, w), wrong(row.wrong_oop), row.time_ip, algbw_ip,
-                       algbw_ip * bus_factor(op, w), wrong(row.wrong_ip), row.path)
+                       bytes, row.count, to_string(a.dtype), to_string(a.redop), -1, row.time_oop,
+                       algbw, algbw * bus_factor(op, w), wrong(row.wrong_oop), row.time_ip,
+                       algbw_ip, algbw_ip * bus_factor(op, w), wrong(row.wrong_ip), row.path)
                 << std::flush;
       if (progress)
         std::cerr << fmt::format("\rtpcomm bench: {} of {} B done", bytes, a.max_bytes)
@@ -451,16 +435,17 @@ int run_bench_in_group(const BenchArgs& a) {
       if (with_mpi) ++next;
       if (with_gloo && r.gloo) add(series[next], *r.gloo);
     }
-    write_plot(a.plot, fmt::format("{} {} on {} ranks", a.op, a.dtype, w), series);
+    write_plot(a.plot, fmt::format("{} {} on {} ranks", to_string(a.op), to_string(a.dtype), w),
+               series);
     std::cout << fmt::format("# plot written to {}\n", a.plot);
   }
   if (!a.json.empty()) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& r : rows) {
       nlohmann::json o = {
-          {"op", a.op},
-          {"type", a.dtype},
-          {"redop", a.redop},
+          {"op", to_string(a.op)},
+          {"type", to_string(a.dtype)},
+          {"redop", to_string(a.redop)},
           {"ranks", w},
           {"bytes", r.bytes},
           {"count", r.count},

@@ -1,9 +1,15 @@
-// Helpers shared by the tpcomm subcommands: sizes for humans, padding.
+// Helpers shared by the tpcomm subcommands: sizes for humans, padding, enum options.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "tpcomm/types.hpp"
 
 namespace tpcomm::cli {
 
@@ -12,5 +18,21 @@ std::string format_bytes(std::uint64_t bytes);
 
 // Left-aligns text in a column of `width` characters.
 std::string pad(std::string_view text, std::size_t width);
+
+// An option taking one of the names of a vocabulary enum (types.hpp), or of `allowed` when given.
+template <typename E>
+CLI::Option* add_enum_option(CLI::App* cmd, const std::string& flags, E& target,
+                             const std::string& help, std::vector<E> allowed = {}) {
+  std::vector<std::string> names;
+  for (const auto& entry : Names<E>::table) {
+    if (allowed.empty() || std::find(allowed.begin(), allowed.end(), entry.value) != allowed.end())
+      names.emplace_back(entry.name);
+  }
+  return cmd
+      ->add_option_function<std::string>(
+          flags, [&target](const std::string& v) { target = *from_string<E>(v); }, help)
+      ->check(CLI::IsMember(names))
+      ->default_str(std::string(to_string(target)));
+}
 
 }  // namespace tpcomm::cli

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "bench.hpp"
+#include "cli_util.hpp"
 #include "commands.hpp"
 #include "launcher.hpp"
 #include "tpcomm/env.hpp"
@@ -79,15 +80,9 @@ void add_bench_command(CLI::App& app, int& exit_status) {
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--nodes", a->nodes, "simulated nodes (as tpcomm run --nodes)")
       ->capture_default_str();
-  cmd->add_option("--op", a->op)
-      ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter"}))
-      ->capture_default_str();
-  cmd->add_option("--dtype", a->dtype)
-      ->check(CLI::IsMember({"float32", "float16", "bfloat16"}))
-      ->capture_default_str();
-  cmd->add_option("--redop", a->redop)
-      ->check(CLI::IsMember({"sum", "max", "min", "avg"}))
-      ->capture_default_str();
+  add_enum_option(cmd, "--op", a->op, "the collective");
+  add_enum_option(cmd, "--dtype", a->dtype, "the element type");
+  add_enum_option(cmd, "--redop", a->redop, "the reduction");
   cmd->add_option("-b,--minbytes", a->min_bytes, "smallest size in bytes")->capture_default_str();
   cmd->add_option("-e,--maxbytes", a->max_bytes, "largest size in bytes")->capture_default_str();
   cmd->add_option("-f,--stepfactor", a->factor, "size multiplier between rows")
@@ -100,8 +95,10 @@ void add_bench_command(CLI::App& app, int& exit_status) {
       ->capture_default_str()
       ->check(CLI::Range(0, 1000000));
   cmd->add_flag("--check", a->check, "check every result on real data (the #wrong columns)");
-  cmd->add_option("--backend", a->backend, "force this backend (the others are disabled)")
-      ->check(CLI::IsMember({"shm", "gloo", "local", "hier"}));
+  cmd->add_option_function<std::string>(
+         "--backend", [a](const std::string& v) { a->backend = from_string<Backend>(v); },
+         "force this backend (the others are disabled)")
+      ->check(CLI::IsMember({"local", "shm", "hier", "gloo"}));
   cmd->add_option("--compare", a->compare,
                   "also time these engines on the same data: mpi, gloo or mpi,gloo")
       ->check(CLI::Validator(

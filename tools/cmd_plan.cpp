@@ -19,7 +19,7 @@ namespace {
 
 struct PlanArgs {
   std::string file;
-  std::string mode = "eager";
+  Mode mode = Mode::kEager;
   bool json = false;
   std::string tuning;
   std::string disable;
@@ -40,7 +40,7 @@ void run_plan(const PlanArgs& args) {
   FactsTable facts = with_file_context(args.file, "the facts format is described in docs/facts.md",
                                        [&] { return decode_facts(text); });
   PlanOptions options;
-  options.mode = args.mode == "graph" ? Mode::kGraph : Mode::kEager;
+  options.mode = args.mode;
   for (Backend b : parse_disabled_backends(env_string("TPCOMM_DISABLE"), "TPCOMM_DISABLE")) {
     options.disabled[b] = "TPCOMM_DISABLE";
   }
@@ -61,9 +61,7 @@ void add_plan_command(CLI::App& app) {
       "Print the plan of a group described by a facts file: the backend and algorithm "
       "for each operation and message size, and why every other backend was refused");
   cmd->add_option("FILE", args->file, "facts file (JSON, docs/facts.md)")->required();
-  cmd->add_option("--mode", args->mode, "eager, or graph for calls captured in CUDA graphs")
-      ->check(CLI::IsMember({"eager", "graph"}))
-      ->capture_default_str();
+  add_enum_option(cmd, "--mode", args->mode, "eager, or graph for calls captured in CUDA graphs");
   cmd->add_flag("--json", args->json, "print the plan as JSON (DESIGN.md §2)");
   cmd->add_option("--tuning", args->tuning,
                   "tuning override file (docs/tuning.md); default: $TPCOMM_TUNING, else built-in");

@@ -1,6 +1,7 @@
 // tpcomm topo: this machine's facts, for people or as a facts-v1 document.
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -15,7 +16,7 @@ namespace {
 struct TopoArgs {
   bool json = false;
   int ranks = 1;
-  std::string device;  // empty: cuda when a device was found, else cpu
+  std::optional<DeviceType> device;  // nullopt: cuda when a device was found, else cpu
 };
 
 std::string yes_no(bool b) {
@@ -53,9 +54,8 @@ void run_topo(const TopoArgs& args) {
     print_human(local);
     return;
   }
-  DeviceType type = local.gpus.empty() ? DeviceType::kCpu : DeviceType::kCuda;
-  if (args.device == "cpu") type = DeviceType::kCpu;
-  if (args.device == "cuda") type = DeviceType::kCuda;
+  const DeviceType type =
+      args.device.value_or(local.gpus.empty() ? DeviceType::kCpu : DeviceType::kCuda);
   std::cout << encode_facts(local_facts_table(local, args.ranks, type));
 }
 
@@ -70,9 +70,10 @@ void add_topo_command(CLI::App& app) {
   cmd->add_option("--ranks", args->ranks, "with --json: describe this many ranks on this machine")
       ->check(CLI::Range(1, kMaxRanks))
       ->capture_default_str();
-  cmd->add_option("--device", args->device,
-                  "with --json: cuda or cpu ranks (default: cuda when a CUDA device is found)")
-      ->check(CLI::IsMember({"cuda", "cpu"}));
+  cmd->add_option_function<std::string>(
+         "--device", [args](const std::string& v) { args->device = from_string<DeviceType>(v); },
+         "with --json: cuda or cpu ranks (default: cuda when a CUDA device is found)")
+      ->check(CLI::IsMember(names_of<DeviceType>()));
   cmd->callback([args] { run_topo(*args); });
 }
 

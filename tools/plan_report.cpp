@@ -60,7 +60,8 @@ void append_op(std::string& out, Op op, const OpPlan& p) {
   for (std::size_t i = 0; i < p.table.size(); ++i) {
     const auto& row = p.table[i];
     out += fmt::format("  {}  {}  {}  {}\n", pad(ranges[i], width), pad(to_string(row.backend), 9),
-                       pad(row.algorithm, 12), row.blocks ? fmt::format("{}", *row.blocks) : "-");
+                       pad(to_string(row.algorithm), 12),
+                       row.blocks ? fmt::format("{}", *row.blocks) : "-");
   }
 }
 

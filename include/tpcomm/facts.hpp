@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tpcomm/types.hpp"
+
 namespace tpcomm {
 
 inline constexpr int kFactsVersion = 1;
@@ -18,9 +20,34 @@ enum class DeviceType { kCuda, kCpu };
 enum class FabricState { kNotSupported, kNotStarted, kInProgress, kCompleted };
 enum class Allocator { kLegacy, kVmm };
 
-std::string_view to_string(DeviceType type);
-std::string_view to_string(FabricState state);
-std::string_view to_string(Allocator allocator);
+template <>
+struct Names<DeviceType> {
+  static constexpr NamedValue<DeviceType> table[] = {{DeviceType::kCuda, "cuda"},
+                                                     {DeviceType::kCpu, "cpu"}};
+};
+template <>
+struct Names<FabricState> {
+  static constexpr NamedValue<FabricState> table[] = {{FabricState::kNotSupported, "not_supported"},
+                                                      {FabricState::kNotStarted, "not_started"},
+                                                      {FabricState::kInProgress, "in_progress"},
+                                                      {FabricState::kCompleted, "completed"}};
+};
+template <>
+struct Names<Allocator> {
+  static constexpr NamedValue<Allocator> table[] = {{Allocator::kLegacy, "legacy"},
+                                                    {Allocator::kVmm, "vmm"}};
+};
+constexpr std::string_view to_string(DeviceType v) {
+  return name_of(v);
+}
+constexpr std::string_view to_string(FabricState v) {
+  return name_of(v);
+}
+constexpr std::string_view to_string(Allocator v) {
+  return name_of(v);
+}
+static_assert(names_in_declaration_order<DeviceType>() &&
+              names_in_declaration_order<FabricState>() && names_in_declaration_order<Allocator>());
 
 // NVML GPU fabric info (multi-node NVLink). cluster_uuid is lower-case text; all zeros = unknown.
 struct FabricInfo {

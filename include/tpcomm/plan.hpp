@@ -21,7 +21,7 @@ namespace tpcomm {
 struct TableRow {
   std::optional<std::uint64_t> max_bytes;
   Backend backend = Backend::kNccl;
-  std::string algorithm;
+  Algorithm algorithm = Algorithm::kNccl;
   std::optional<int> blocks;  // CUDA kernels only: thread blocks per launch
   bool operator==(const TableRow&) const = default;
 };

@@ -12,32 +12,22 @@
 #include <vector>
 
 #include "tpcomm/facts.hpp"
+#include "tpcomm/types.hpp"
 
 namespace tpcomm {
-
-enum class Backend { kLocal, kCustom, kMultimem, kNccl, kShm, kGloo, kHier };
-enum class Op { kAllReduce, kAllGather, kReduceScatter };
-enum class Mode { kEager, kGraph };
-
-std::string_view to_string(Backend backend);
-std::string_view to_string(Op op);
-std::string_view to_string(Mode mode);
-std::optional<Backend> backend_from_string(std::string_view name);
-
-inline constexpr Op kAllOps[] = {Op::kAllReduce, Op::kAllGather, Op::kReduceScatter};
 
 // The backends a group of this device type chooses between, in a fixed order.
 const std::vector<Backend>& backends_of(DeviceType type);
 // The engine that is always eligible: nccl for cuda, gloo for cpu.
 Backend fallback_backend(DeviceType type);
 // Algorithms a backend implements for an operation (the first is its default).
-const std::vector<std::string_view>& algorithms_of(Backend backend, Op op);
+const std::vector<Algorithm>& algorithms_of(Backend backend, Op op);
 // Whether the backend's kernels take a thread-block count (CUDA kernels of our own).
 bool takes_blocks(Backend backend);
 
 struct Candidate {
   Backend backend = Backend::kNccl;
-  std::string algorithm;
+  Algorithm algorithm = Algorithm::kNccl;
   std::optional<int> blocks;
   bool operator==(const Candidate&) const = default;
 };

@@ -8,8 +8,21 @@
 #include <fmt/format.h>
 
 #include "tpcomm/error.hpp"
+#include "tpcomm/types.hpp"
 
 namespace tpcomm {
+namespace {
+
+// Every backend but the fallback engines (nccl, gloo), which every group can always use.
+std::vector<std::string_view> disableable_backend_names() {
+  std::vector<std::string_view> names;
+  for (const auto& [backend, name] : Names<Backend>::table) {
+    if (backend != Backend::kNccl && backend != Backend::kGloo) names.push_back(name);
+  }
+  return names;
+}
+
+}  // namespace
 
 const std::vector<EnvVar>& env_registry() {
   static const std::vector<EnvVar> registry = {
@@ -45,11 +58,9 @@ const std::vector<EnvVar>& env_registry() {
        "0",
        "1: verify every call's op, dtype, count and sequence across ranks before running it",
        {}},
-      {"TPCOMM_DISABLE",
-       EnvKind::kList,
-       "",
+      {"TPCOMM_DISABLE", EnvKind::kList, "",
        "backends never to use (comma list); nccl and gloo, the fallbacks, cannot be disabled",
-       {"local", "custom", "multimem", "shm", "hier"}},
+       disableable_backend_names()},
       {"TPCOMM_SHM_WORKSPACE",
        EnvKind::kInteger,
        "524288",

@@ -15,11 +15,6 @@ using detail::fail_at;
 using detail::Json;
 using detail::ObjectReader;
 
-const std::vector<std::string_view> kDeviceTypes = {"cuda", "cpu"};
-const std::vector<std::string_view> kFabricStates = {"not_supported", "not_started", "in_progress",
-                                                     "completed"};
-const std::vector<std::string_view> kAllocators = {"legacy", "vmm"};
-
 // Fields that only make sense for one device type: named in the error when misplaced.
 const std::vector<std::string_view> kCudaOnlyFields = {"sm",  "nvlink_island", "p2p",   "multicast",
                                                        "vmm", "fabric_handle", "fabric"};
@@ -48,8 +43,7 @@ std::optional<FabricInfo> read_fabric(const Json& value, const std::string& path
   if (value.is_null()) return std::nullopt;
   ObjectReader r(value, path);
   FabricInfo f;
-  f.state = static_cast<FabricState>(
-      detail::read_choice(r.required("state"), r.path_of("state"), kFabricStates));
+  f.state = detail::read_enum<FabricState>(r.required("state"), r.path_of("state"));
   if (const Json* v = r.optional("cluster_uuid"); v && !v->is_null()) {
     f.cluster_uuid = read_cluster_uuid(*v, r.path_of("cluster_uuid"));
   }
@@ -72,8 +66,7 @@ void reject_fields_of_other_type(const ObjectReader& r, DeviceType type) {
 DeviceFacts read_device(const Json& value, const std::string& path) {
   ObjectReader r(value, path);
   DeviceFacts d;
-  d.type = static_cast<DeviceType>(
-      detail::read_choice(r.required("type"), r.path_of("type"), kDeviceTypes));
+  d.type = detail::read_enum<DeviceType>(r.required("type"), r.path_of("type"));
   reject_fields_of_other_type(r, d.type);
   auto read_int = [&](std::string_view key, std::int64_t min, std::int64_t max) {
     return static_cast<int>(detail::read_integer(r.required(key), r.path_of(key), min, max));
@@ -132,8 +125,7 @@ RankEntry read_rank_entry(const Json& value, const std::string& path, int ranks_
   }
   e.rank.device = read_device(r.required("device"), r.path_of("device"));
   if (const Json* v = r.optional("allocator")) {
-    e.rank.allocator =
-        static_cast<Allocator>(detail::read_choice(*v, r.path_of("allocator"), kAllocators));
+    e.rank.allocator = detail::read_enum<Allocator>(*v, r.path_of("allocator"));
   }
   if (const Json* v = r.optional("comment")) {
     e.rank.comment = detail::read_string(*v, r.path_of("comment"));

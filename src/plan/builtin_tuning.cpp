@@ -49,7 +49,7 @@ int blocks_for(int sm) {
   return sm >= 100 ? 48 : sm >= 90 ? 36 : 32;
 }
 
-Candidate use(Backend b, const char* algorithm, std::optional<int> blocks = std::nullopt) {
+Candidate use(Backend b, Algorithm algorithm, std::optional<int> blocks = std::nullopt) {
   return Candidate{b, algorithm, blocks};
 }
 
@@ -61,11 +61,11 @@ TuningEntry cuda_entry(int sm, int w, Mode mode) {
     t.gather_max *= 2;
   }
   const int blocks = blocks_for(sm);
-  const Candidate one_shot = use(Backend::kCustom, "one_shot", blocks);
-  const Candidate two_shot = use(Backend::kCustom, "two_shot", blocks);
-  const Candidate mm_reduce = use(Backend::kMultimem, "ld_reduce", blocks);
-  const Candidate mm_store = use(Backend::kMultimem, "st", blocks);
-  const Candidate nccl = use(Backend::kNccl, "nccl");
+  const Candidate one_shot = use(Backend::kCustom, Algorithm::kOneShot, blocks);
+  const Candidate two_shot = use(Backend::kCustom, Algorithm::kTwoShot, blocks);
+  const Candidate mm_reduce = use(Backend::kMultimem, Algorithm::kLdReduce, blocks);
+  const Candidate mm_store = use(Backend::kMultimem, Algorithm::kSt, blocks);
+  const Candidate nccl = use(Backend::kNccl, Algorithm::kNccl);
   const bool multimem = t.multimem_max > 0;
 
   TuningEntry e;
@@ -83,12 +83,12 @@ TuningEntry cuda_entry(int sm, int w, Mode mode) {
 
   const std::uint64_t mm_max = multimem ? std::max(t.multimem_max, t.gather_max) : 0;
   auto& ag = e.ops[Op::kAllGather];
-  ag.push_back({t.gather_max, {use(Backend::kCustom, "one_shot", blocks), nccl}});
+  ag.push_back({t.gather_max, {use(Backend::kCustom, Algorithm::kOneShot, blocks), nccl}});
   if (mm_max > t.gather_max) ag.push_back({mm_max, {mm_store, nccl}});
   ag.push_back({std::nullopt, {nccl}});
 
   auto& rs = e.ops[Op::kReduceScatter];
-  rs.push_back({t.gather_max, {use(Backend::kCustom, "one_shot", blocks), nccl}});
+  rs.push_back({t.gather_max, {use(Backend::kCustom, Algorithm::kOneShot, blocks), nccl}});
   if (mm_max > t.gather_max) rs.push_back({mm_max, {mm_reduce, nccl}});
   rs.push_back({std::nullopt, {nccl}});
   return e;
@@ -100,18 +100,18 @@ TuningEntry cuda_entry(int sm, int w, Mode mode) {
 // reads W - 1 buffers against two-shot's 2 (W - 1) / W.
 TuningEntry cpu_entry(int w) {
   const std::uint64_t one_shot_max = w <= 4 ? 64 * KiB : w <= 8 ? 32 * KiB : 16 * KiB;
-  const Candidate gloo = use(Backend::kGloo, "gloo");
-  const Candidate hier = use(Backend::kHier, "hierarchical");
+  const Candidate gloo = use(Backend::kGloo, Algorithm::kGloo);
+  const Candidate hier = use(Backend::kHier, Algorithm::kHierarchical);
   TuningEntry e;
   e.key = {DeviceType::kCpu, std::nullopt, w, std::nullopt};
   if (w == 2) {
-    e.ops[Op::kAllReduce] = {{std::nullopt, {use(Backend::kShm, "one_shot"), hier, gloo}}};
+    e.ops[Op::kAllReduce] = {{std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), hier, gloo}}};
   } else {
-    e.ops[Op::kAllReduce] = {{one_shot_max, {use(Backend::kShm, "one_shot"), hier, gloo}},
-                             {std::nullopt, {use(Backend::kShm, "two_shot"), hier, gloo}}};
+    e.ops[Op::kAllReduce] = {{one_shot_max, {use(Backend::kShm, Algorithm::kOneShot), hier, gloo}},
+                             {std::nullopt, {use(Backend::kShm, Algorithm::kTwoShot), hier, gloo}}};
   }
-  e.ops[Op::kAllGather] = {{std::nullopt, {use(Backend::kShm, "one_shot"), gloo}}};
-  e.ops[Op::kReduceScatter] = {{std::nullopt, {use(Backend::kShm, "one_shot"), gloo}}};
+  e.ops[Op::kAllGather] = {{std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), gloo}}};
+  e.ops[Op::kReduceScatter] = {{std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), gloo}}};
   return e;
 }
 

@@ -25,7 +25,7 @@ Json op_json(const OpPlan& p) {
     Json r;
     r["max_bytes"] = row.max_bytes ? Json(*row.max_bytes) : Json(nullptr);
     r["backend"] = to_string(row.backend);
-    r["algorithm"] = row.algorithm;
+    r["algorithm"] = to_string(row.algorithm);
     if (row.blocks) r["blocks"] = *row.blocks;
     j["table"].push_back(r);
   }

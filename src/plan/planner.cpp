@@ -27,7 +27,7 @@ std::set<Backend> parse_disabled_backends(std::string_view list, std::string_vie
   std::string item;
   auto flush = [&] {
     if (item.empty()) return;
-    auto b = backend_from_string(item);
+    auto b = from_string<Backend>(item);
     if (!b) {
       throw invalid_input(
           fmt::format("{}: \"{}\" is not a backend (one of: local, custom, multimem, shm, hier)",
@@ -60,8 +60,7 @@ std::vector<TableRow> build_table(const std::vector<TuningRow>& rows, const OpPl
                                   Backend fallback, Op op) {
   std::vector<TableRow> table;
   for (const auto& row : rows) {
-    TableRow chosen{row.max_bytes, fallback, std::string(algorithms_of(fallback, op).front()),
-                    std::nullopt};
+    TableRow chosen{row.max_bytes, fallback, algorithms_of(fallback, op).front(), std::nullopt};
     for (const auto& c : row.use) {
       if (op_plan.is_eligible(c.backend)) {
         chosen = TableRow{row.max_bytes, c.backend, c.algorithm, c.blocks};
@@ -77,8 +76,7 @@ std::vector<TableRow> build_table(const std::vector<TuningRow>& rows, const OpPl
   }
   if (table.empty() || table.back().max_bytes) {
     // Tuning rows always end unbounded (validated); keep the invariant even for odd input.
-    table.push_back(
-        {std::nullopt, fallback, std::string(algorithms_of(fallback, op).front()), std::nullopt});
+    table.push_back({std::nullopt, fallback, algorithms_of(fallback, op).front(), std::nullopt});
   }
   return table;
 }
@@ -111,7 +109,7 @@ Plan make_plan(const FactsTable& facts, const PlanOptions& options, const Tuning
     p.zero_copy_reason = admission.zero_copy_reason;
     if (group.world_size() == 1) {
       Backend b = p.is_eligible(Backend::kLocal) ? Backend::kLocal : fallback;
-      p.table = {{std::nullopt, b, std::string(algorithms_of(b, op).front()), std::nullopt}};
+      p.table = {{std::nullopt, b, algorithms_of(b, op).front(), std::nullopt}};
       continue;
     }
     TuningLookup lookup =

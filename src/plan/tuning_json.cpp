@@ -13,9 +13,6 @@ using detail::Json;
 using detail::ObjectReader;
 
 constexpr int kTuningVersion = 1;
-const std::vector<std::string_view> kDevices = {"cuda", "cpu"};
-const std::vector<std::string_view> kModes = {"eager", "graph"};
-const std::vector<std::string_view> kOpNames = {"all_reduce", "all_gather", "reduce_scatter"};
 
 std::string names_of(const std::vector<Backend>& backends) {
   std::vector<std::string_view> names;
@@ -29,7 +26,7 @@ Candidate read_candidate(const Json& value, const std::string& path, DeviceType 
   ObjectReader r(value, path);
   Candidate c;
   std::string name = detail::read_string(r.required("backend"), r.path_of("backend"));
-  auto backend = backend_from_string(name);
+  auto backend = from_string<Backend>(name);
   const auto& allowed = backends_of(device);
   if (!backend || std::find(allowed.begin(), allowed.end(), *backend) == allowed.end() ||
       *backend == Backend::kLocal) {
@@ -39,9 +36,11 @@ Candidate read_candidate(const Json& value, const std::string& path, DeviceType 
   c.backend = *backend;
   const auto& algorithms = algorithms_of(c.backend, op);
   if (const Json* v = r.optional("algorithm")) {
-    c.algorithm = algorithms[detail::read_choice(*v, r.path_of("algorithm"), algorithms)];
+    std::vector<std::string_view> names;
+    for (Algorithm a : algorithms) names.push_back(to_string(a));
+    c.algorithm = algorithms[detail::read_choice(*v, r.path_of("algorithm"), names)];
   } else {
-    c.algorithm = std::string(algorithms.front());
+    c.algorithm = algorithms.front();
   }
   if (const Json* v = r.optional("blocks")) {
     if (!takes_blocks(c.backend)) {
@@ -108,8 +107,7 @@ std::string key_text(const TuningKey& k) {
 TuningEntry read_entry(const Json& value, const std::string& path) {
   ObjectReader r(value, path);
   TuningEntry e;
-  e.key.device = static_cast<DeviceType>(
-      detail::read_choice(r.required("device"), r.path_of("device"), kDevices));
+  e.key.device = detail::read_enum<DeviceType>(r.required("device"), r.path_of("device"));
   if (e.key.device == DeviceType::kCuda) {
     e.key.sm = static_cast<int>(detail::read_integer(r.required("sm"), r.path_of("sm"), 10, 999));
   } else if (r.has("sm")) {
@@ -118,13 +116,13 @@ TuningEntry read_entry(const Json& value, const std::string& path) {
   e.key.world_size = static_cast<int>(
       detail::read_integer(r.required("world_size"), r.path_of("world_size"), 2, kMaxRanks));
   if (const Json* v = r.optional("mode")) {
-    e.key.mode = static_cast<Mode>(detail::read_choice(*v, r.path_of("mode"), kModes));
+    e.key.mode = detail::read_enum<Mode>(*v, r.path_of("mode"));
   }
   if (const Json* v = r.optional("comment")) detail::read_string(*v, r.path_of("comment"));
   ObjectReader ops(r.required("ops"), r.path_of("ops"));
-  for (std::size_t i = 0; i < kOpNames.size(); ++i) {
-    if (const Json* v = ops.optional(kOpNames[i])) {
-      e.ops[kAllOps[i]] = read_rows(*v, ops.path_of(kOpNames[i]), e.key.device, kAllOps[i]);
+  for (Op op : kAllOps) {
+    if (const Json* v = ops.optional(to_string(op))) {
+      e.ops[op] = read_rows(*v, ops.path_of(to_string(op)), e.key.device, op);
     }
   }
   ops.reject_unknown();
@@ -185,7 +183,7 @@ std::string encode_tuning(const Tuning& tuning, int indent) {
         for (const auto& c : row.use) {
           OrderedJson jc;
           jc["backend"] = to_string(c.backend);
-          jc["algorithm"] = c.algorithm;
+          jc["algorithm"] = to_string(c.algorithm);
           if (c.blocks) jc["blocks"] = *c.blocks;
           use.push_back(jc);
         }

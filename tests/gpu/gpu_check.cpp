@@ -185,17 +185,13 @@ void on_threads(int world, const std::function<void(int, std::shared_ptr<Bootstr
 struct Case {
   const char* name;  // one_shot, two_shot, all_gather, reduce_scatter
   Op op;
-  const char* algorithm;
+  Algorithm algorithm;
 };
-const Case kCases[] = {{"one_shot", Op::kAllReduce, "one_shot"},
-                       {"two_shot", Op::kAllReduce, "two_shot"},
-                       {"all_gather", Op::kAllGather, "one_shot"},
-                       {"reduce_scatter", Op::kReduceScatter, "one_shot"}};
+const Case kCases[] = {{"one_shot", Op::kAllReduce, Algorithm::kOneShot},
+                       {"two_shot", Op::kAllReduce, Algorithm::kTwoShot},
+                       {"all_gather", Op::kAllGather, Algorithm::kOneShot},
+                       {"reduce_scatter", Op::kReduceScatter, Algorithm::kOneShot}};
 const DataType kTypes[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
-
-const char* type_name(DataType t) {
-  return t == DataType::kFloat32 ? "float32" : t == DataType::kFloat16 ? "float16" : "bfloat16";
-}
 
 // Sizes in bytes of the all-reduce buffer (odd element counts among them); the all-gather
 // output and the reduce-scatter input have the same total, split over the ranks.
@@ -238,7 +234,7 @@ int correctness(int world) {
       const std::size_t es = elem_size(t);
       for (std::size_t total : element_counts(t)) {
         if (rank == 0) {  // progress, so that a part that runs out of time shows where
-          std::printf("  W=%d %s %zu elements\n", world, type_name(t), total);
+          std::printf("  W=%d %s %zu elements\n", world, to_string(t).data(), total);
           std::fflush(stdout);
         }
         for (const Case& k : kCases) {
@@ -297,7 +293,7 @@ int correctness(int world) {
                 while (first < got.size() && got[first] == expect[first]) ++first;
                 std::lock_guard<std::mutex> lock(print);
                 std::printf("WRONG W=%d rank %d %s %s count %zu %s %s: first bad byte %zu\n", world,
-                            rank, k.name, type_name(t), s.count,
+                            rank, k.name, to_string(t).data(), s.count,
                             in_place ? "in-place" : "out-of-place", how, first);
               };
               if (!graph) {
@@ -317,8 +313,8 @@ int correctness(int world) {
                 // numbers from the device counter either way).
                 for (int replay = 0; replay < 2; ++replay) {
                   if (replay == 1) {
-                    const bool claims = k.op == Op::kAllReduce &&
-                                        !(in_place && std::string(k.algorithm) == "one_shot");
+                    const bool claims =
+                        k.op == Op::kAllReduce && !(in_place && k.algorithm == Algorithm::kOneShot);
                     const std::size_t n =
                         backend->register_graph_buffers(Deadline::after(kTimeout));
                     if (n != (claims ? 1u : 0u)) {
@@ -382,7 +378,7 @@ int stall() {
       c.input = buf;
       c.output = buf;
       c.count = 1024;
-      c.algorithm = "one_shot";
+      c.algorithm = Algorithm::kOneShot;
       c.stream = stream;
       backend->run(c);
       while (!reported && std::chrono::steady_clock::now() - started < 4 * timeout) {
@@ -488,7 +484,7 @@ int process() {
                         cudaMemcpyHostToDevice),
              "copy in");
   int bad = 0;
-  for (const char* algorithm : {"one_shot", "two_shot"}) {
+  for (Algorithm algorithm : {Algorithm::kOneShot, Algorithm::kTwoShot}) {
     Call c;
     c.input = a;
     c.output = b;
@@ -502,7 +498,7 @@ int process() {
     const bool ok = got == expect;
     bad += ok ? 0 : 1;
     std::printf("process rank %d: %s all-reduce across processes (fd export/import): %s\n",
-                bs->rank(), algorithm, ok ? "ok" : "WRONG");
+                bs->rank(), to_string(algorithm).data(), ok ? "ok" : "WRONG");
   }
   // A captured one-shot, replayed once copying and once after registration, which in two
   // processes opens the peer's buffer: a cudaMalloc input through a CUDA IPC handle, a VMM input
@@ -519,7 +515,7 @@ int process() {
     c.input = input;
     c.output = b;
     c.count = count;
-    c.algorithm = "one_shot";
+    c.algorithm = Algorithm::kOneShot;
     c.stream = stream;
     c.captured = true;
     cudaGraph_t g;

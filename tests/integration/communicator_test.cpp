@@ -111,7 +111,7 @@ TEST(Communicator, TuningFileFromTheEnvironmentReplacesTheBuiltInTable) {
     ASSERT_EQ(table.size(), 2u);
     EXPECT_EQ(table[0].backend, Backend::kGloo);
     EXPECT_EQ(table[1].backend, Backend::kShm);
-    EXPECT_EQ(table[1].algorithm, "two_shot");
+    EXPECT_EQ(table[1].algorithm, Algorithm::kTwoShot);
     EXPECT_NE(comm->plan().tuning.find(file.path()), std::string::npos) << comm->plan().tuning;
     for (std::size_t n : {16u, 5000u}) {  // one call through each row
       std::vector<float> data(n, static_cast<float>(r + 1));

@@ -171,7 +171,7 @@ TEST(GpuSetUpVotes, MultimemStepsAreVotedAndAFailedBindFallsBackToCustom) {
     bool two_shot = false;
     for (const auto& row : ar.table) {
       EXPECT_NE(row.backend, Backend::kMultimem);
-      two_shot |= row.backend == Backend::kCustom && row.algorithm == "two_shot";
+      two_shot |= row.backend == Backend::kCustom && row.algorithm == Algorithm::kTwoShot;
     }
     EXPECT_TRUE(two_shot);
     EXPECT_EQ(log.of(r, Backend::kMultimem),

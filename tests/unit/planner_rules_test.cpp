@@ -41,7 +41,7 @@ void check(const Scenario& s) {
     const OpPlan& p = plan.ops.at(op);
     EXPECT_EQ(eligible_names(p), s.eligible);
     for (const auto& [backend, parts] : s.reasons) {
-      auto it = p.rejected.find(*backend_from_string(backend));
+      auto it = p.rejected.find(*from_string<Backend>(backend));
       ASSERT_NE(it, p.rejected.end()) << backend << " must be rejected";
       for (const auto& part : parts) {
         EXPECT_NE(it->second.find(part), std::string::npos)
@@ -76,7 +76,7 @@ TEST(PlannerSharedFixtures, H100x8CustomAndMultimemEligibleForAllReduce) {
   const auto& table = plan.ops.at(Op::kAllReduce).table;
   ASSERT_GE(table.size(), 2u);
   EXPECT_EQ(table[0].backend, Backend::kCustom);
-  EXPECT_EQ(table[0].algorithm, "one_shot");
+  EXPECT_EQ(table[0].algorithm, Algorithm::kOneShot);
   EXPECT_EQ(table[0].max_bytes, 256 * KiB);  // vLLM's one-shot limit at W <= 8 on sm90
   EXPECT_EQ(table[1].backend, Backend::kMultimem);
 }
@@ -222,7 +222,7 @@ TEST(PlannerTables, WorldSizeOneUsesTheLocalCopy) {
     for (const auto& [op, p] : plan_of(f).ops) {
       ASSERT_EQ(p.table.size(), 1u);
       EXPECT_EQ(p.table[0].backend, Backend::kLocal);
-      EXPECT_EQ(p.table[0].algorithm, "copy");
+      EXPECT_EQ(p.table[0].algorithm, Algorithm::kCopy);
     }
   }
 }
@@ -251,8 +251,8 @@ TEST(PlannerTables, CpuOneHostSwitchesFromOneShotToTwoShot) {
   const auto& t = plan.ops.at(Op::kAllReduce).table;
   ASSERT_EQ(t.size(), 2u);
   EXPECT_EQ(t[0].backend, Backend::kShm);
-  EXPECT_EQ(t[0].algorithm, "one_shot");
-  EXPECT_EQ(t[1].algorithm, "two_shot");
+  EXPECT_EQ(t[0].algorithm, Algorithm::kOneShot);
+  EXPECT_EQ(t[1].algorithm, Algorithm::kTwoShot);
   EXPECT_FALSE(t[1].max_bytes.has_value());
   EXPECT_EQ(plan_of("topologies/cpu_2x2.json").ops.at(Op::kAllReduce).table[0].backend,
             Backend::kHier);
@@ -313,7 +313,7 @@ TEST(PlannerTuning, OverrideFileReplacesBuiltInRowsForItsKeyAndOpOnly) {
   Plan plan = make_plan(test::load_facts("topologies/h100x8_single.json"), {}, overrides);
   const auto& ar = plan.ops.at(Op::kAllReduce).table;
   ASSERT_EQ(ar.size(), 2u);
-  EXPECT_EQ(ar[0], (TableRow{1 * MiB, Backend::kCustom, "one_shot", 24}));
+  EXPECT_EQ(ar[0], (TableRow{1 * MiB, Backend::kCustom, Algorithm::kOneShot, 24}));
   EXPECT_EQ(ar[1].backend, Backend::kNccl);
   // all_gather is not in the file: the built-in rows serve it.
   Plan builtin = plan_of("topologies/h100x8_single.json");

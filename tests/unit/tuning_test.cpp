@@ -76,9 +76,9 @@ TEST(TuningCodec, ValidFileDecodes) {
   ASSERT_EQ(t.entries.size(), 1u);
   EXPECT_EQ(t.entries[0].key, (TuningKey{DeviceType::kCuda, 90, 8, Mode::kEager}));
   const auto& rows = t.entries[0].ops.at(Op::kAllReduce);
-  EXPECT_EQ(rows[0].use[0], (Candidate{Backend::kCustom, "one_shot", 24}));
+  EXPECT_EQ(rows[0].use[0], (Candidate{Backend::kCustom, Algorithm::kOneShot, 24}));
   EXPECT_EQ(rows[1].use[0],
-            (Candidate{Backend::kNccl, "nccl", std::nullopt}));  // default algorithm
+            (Candidate{Backend::kNccl, Algorithm::kNccl, std::nullopt}));  // default algorithm
 }
 
 TEST(TuningCodec, EveryMalformedFileGivesItsError) {

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tpcomm/types.hpp"
+
 namespace tpcomm::detail {
 
 using Json = nlohmann::json;
@@ -58,5 +60,11 @@ void require_version(ObjectReader& root, std::string_view key, std::int64_t supp
 // Returns the index of the value in `choices`.
 std::size_t read_choice(const Json& value, std::string_view path,
                         const std::vector<std::string_view>& choices);
+
+// Reads one value of a vocabulary enum by its name (types.hpp: Names<E>).
+template <typename E>
+E read_enum(const Json& value, std::string_view path) {
+  return Names<E>::table[read_choice(value, path, names_of<E>())].value;
+}
 
 }  // namespace tpcomm::detail

@@ -20,7 +20,7 @@ struct Call {
   std::size_t count = 0;  // all_reduce: elements; all_gather / reduce_scatter: per rank
   DataType type = DataType::kFloat32;
   ReduceOp reduce = ReduceOp::kSum;
-  std::string algorithm;
+  Algorithm algorithm = Algorithm::kOneShot;
   std::uint64_t sequence = 0;
   int blocks = 0;          // the plan row's thread blocks (custom kernels)
   void* stream = nullptr;  // cudaStream_t of a GPU call; null for host buffers

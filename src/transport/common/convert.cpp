@@ -1,4 +1,4 @@
-// Conversions to and from fp32, and the names of element types and reductions.
+// Conversions to and from fp32.
 #include "convert.hpp"
 
 #if defined(__x86_64__)
@@ -6,36 +6,6 @@
 #endif
 
 namespace tpcomm {
-
-std::size_t size_of(DataType type) {
-  return type == DataType::kFloat32 ? 4 : 2;
-}
-
-std::string_view to_string(DataType type) {
-  switch (type) {
-    case DataType::kFloat32:
-      return "float32";
-    case DataType::kFloat16:
-      return "float16";
-    case DataType::kBFloat16:
-      return "bfloat16";
-  }
-  return "unknown";
-}
-
-std::string_view to_string(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return "sum";
-    case ReduceOp::kMax:
-      return "max";
-    case ReduceOp::kMin:
-      return "min";
-    case ReduceOp::kAvg:
-      return "avg";
-  }
-  return "unknown";
-}
 
 namespace transport {
 namespace {

@@ -16,6 +16,20 @@
 #include "tpcomm/error.hpp"
 #include "vmm_workspace.hpp"
 
+static_assert(tpcomm::transport::cuda::kernel_code::kFloat32 ==
+                      static_cast<int>(tpcomm::DataType::kFloat32) &&
+                  tpcomm::transport::cuda::kernel_code::kFloat16 ==
+                      static_cast<int>(tpcomm::DataType::kFloat16) &&
+                  tpcomm::transport::cuda::kernel_code::kBFloat16 ==
+                      static_cast<int>(tpcomm::DataType::kBFloat16),
+              "kernel data type codes must match tpcomm::DataType");
+static_assert(
+    tpcomm::transport::cuda::kernel_code::kSum == static_cast<int>(tpcomm::ReduceOp::kSum) &&
+        tpcomm::transport::cuda::kernel_code::kMax == static_cast<int>(tpcomm::ReduceOp::kMax) &&
+        tpcomm::transport::cuda::kernel_code::kMin == static_cast<int>(tpcomm::ReduceOp::kMin) &&
+        tpcomm::transport::cuda::kernel_code::kAvg == static_cast<int>(tpcomm::ReduceOp::kAvg),
+    "kernel reduction codes must match tpcomm::ReduceOp");
+
 namespace tpcomm::transport {
 namespace {
 
@@ -55,10 +69,10 @@ class CustomBackend final : public CollectiveBackend {
     a.reduce = static_cast<int>(c.reduce);
     a.blocks = std::clamp(c.blocks > 0 ? c.blocks : 16, 1, cuda::kMaxBlocks);
     const bool rs = c.op == Op::kReduceScatter;
-    a.op = c.op == Op::kAllGather      ? KernelOp::kAllGather
-           : rs                        ? KernelOp::kReduceScatter
-           : c.algorithm == "two_shot" ? KernelOp::kTwoShot
-                                       : KernelOp::kOneShot;
+    a.op = c.op == Op::kAllGather               ? KernelOp::kAllGather
+           : rs                                 ? KernelOp::kReduceScatter
+           : c.algorithm == Algorithm::kTwoShot ? KernelOp::kTwoShot
+                                                : KernelOp::kOneShot;
     const std::size_t per_chunk =
         cuda::chunk_elements(config_.buffer_bytes, es, rs ? config_.size : 1);
     // One-shot in place cannot read inputs in place: a rank would overwrite its input while

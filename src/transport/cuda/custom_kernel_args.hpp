@@ -10,6 +10,13 @@
 
 namespace tpcomm::transport::cuda {
 
+// The integer codes kernels compare for tpcomm::DataType and tpcomm::ReduceOp (the kernels see
+// no host header); custom_backend.cpp ties each to its enum with a static_assert.
+namespace kernel_code {
+inline constexpr int kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2;
+inline constexpr int kSum = 0, kMax = 1, kMin = 2, kAvg = 3;
+}  // namespace kernel_code
+
 enum class KernelOp : int { kOneShot = 0, kTwoShot = 1, kAllGather = 2, kReduceScatter = 3 };
 
 // What a kernel that gave up writes into host-mapped memory for the watchdog.
@@ -23,8 +30,8 @@ struct KernelFailure {
 
 struct KernelArgs {
   KernelOp op = KernelOp::kOneShot;
-  int type = 0;    // tpcomm::DataType
-  int reduce = 0;  // tpcomm::ReduceOp
+  int type = kernel_code::kFloat32;  // tpcomm::DataType
+  int reduce = kernel_code::kSum;    // tpcomm::ReduceOp
   int rank = 0;
   int world = 2;
   int blocks = 1;

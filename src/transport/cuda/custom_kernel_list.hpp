@@ -1,23 +1,23 @@
-// Every custom kernel instantiation, in one place: element type (with its tpcomm::DataType
-// value: 0 float32, 1 float16, 2 bfloat16) x world-size bucket. A group of W ranks runs the
+// Every custom kernel instantiation, in one place: element type (with its kernel_code for
+// tpcomm::DataType, custom_kernel_args.hpp) x world-size bucket. A group of W ranks runs the
 // kernel of the smallest bucket >= W (cuda_layout.hpp: world_bucket), so its per-thread arrays
 // are sized for at most twice its ranks and two ranks never pay for sixteen. The operation
 // (one-shot, two-shot, all-gather, reduce-scatter) is a uniform run-time branch inside.
 #pragma once
 
-#define TPCOMM_CUSTOM_KERNELS(X) \
-  X(float, 0, 2)                 \
-  X(float, 0, 4)                 \
-  X(float, 0, 8)                 \
-  X(float, 0, 16)                \
-  X(__half, 1, 2)                \
-  X(__half, 1, 4)                \
-  X(__half, 1, 8)                \
-  X(__half, 1, 16)               \
-  X(__nv_bfloat16, 2, 2)         \
-  X(__nv_bfloat16, 2, 4)         \
-  X(__nv_bfloat16, 2, 8)         \
-  X(__nv_bfloat16, 2, 16)
+#define TPCOMM_CUSTOM_KERNELS(X)              \
+  X(float, kernel_code::kFloat32, 2)          \
+  X(float, kernel_code::kFloat32, 4)          \
+  X(float, kernel_code::kFloat32, 8)          \
+  X(float, kernel_code::kFloat32, 16)         \
+  X(__half, kernel_code::kFloat16, 2)         \
+  X(__half, kernel_code::kFloat16, 4)         \
+  X(__half, kernel_code::kFloat16, 8)         \
+  X(__half, kernel_code::kFloat16, 16)        \
+  X(__nv_bfloat16, kernel_code::kBFloat16, 2) \
+  X(__nv_bfloat16, kernel_code::kBFloat16, 4) \
+  X(__nv_bfloat16, kernel_code::kBFloat16, 8) \
+  X(__nv_bfloat16, kernel_code::kBFloat16, 16)
 
 // The one run-time dispatch of a kernel family: returns launch<T, MaxW>(args, stream) for the
 // instantiation of args.type and args.world's bucket, or cudaErrorInvalidValue. Used in the body

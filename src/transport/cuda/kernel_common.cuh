@@ -71,7 +71,9 @@ struct Vec {
 
 __device__ __forceinline__ float combine(float acc, float x, int reduce) {
   // tpcomm::ReduceOp: 0 sum, 1 max, 2 min, 3 avg (a sum divided at the end)
-  return reduce == 1 ? fmaxf(acc, x) : reduce == 2 ? fminf(acc, x) : acc + x;
+  return reduce == kernel_code::kMax   ? fmaxf(acc, x)
+         : reduce == kernel_code::kMin ? fminf(acc, x)
+                                       : acc + x;
 }
 
 template <int MaxW>
@@ -94,7 +96,9 @@ __device__ void reduce_range(int world, int reduce, const Sources<MaxW>& sources
     aligned = aligned && reinterpret_cast<std::uintptr_t>(src[r]) % kVecBytes == 0;
   }
   const std::size_t vb = (begin + V::kN - 1) / V::kN, ve = end / V::kN;
-  auto finish = [&](float x) { return reduce == 3 ? x / static_cast<float>(world) : x; };
+  auto finish = [&](float x) {
+    return reduce == kernel_code::kAvg ? x / static_cast<float>(world) : x;
+  };
   if (aligned && vb < ve) {
     for (std::size_t v = vb + threadIdx.x; v < ve; v += blockDim.x) {
       float acc[V::kN], x[V::kN];

@@ -13,8 +13,8 @@ namespace tpcomm::transport::cuda {
 struct MultimemArgs {
   KernelOp op = KernelOp::kOneShot;  // kOneShot: all-reduce; kAllGather; kReduceScatter
   MultimemMode mode = MultimemMode::kReduceSum;
-  int type = 0;    // tpcomm::DataType
-  int reduce = 0;  // tpcomm::ReduceOp
+  int type = kernel_code::kFloat32;  // tpcomm::DataType
+  int reduce = kernel_code::kSum;    // tpcomm::ReduceOp
   int rank = 0;
   int world = 2;
   int blocks = 1;

@@ -58,15 +58,29 @@ class HierBackend final : public CollectiveBackend {
     std::vector<float> full(per * l, 0.0f);
     std::vector<float> mine(per);
     to_float(c.input, c.type, c.count, full.data());
-    Call rs{Op::kReduceScatter, full.data(), mine.data(), per,
-            DataType::kFloat32, stage_op,    "one_shot",  c.sequence};
-    shm_->run(rs);
-    Call ar{Op::kAllReduce,     mine.data(), mine.data(), per,
-            DataType::kFloat32, stage_op,    "gloo",      c.sequence};
-    gloo_->run(ar);
-    Call ag{Op::kAllGather,     mine.data(),    full.data(), per,
-            DataType::kFloat32, ReduceOp::kSum, "one_shot",  c.sequence};
-    shm_->run(ag);
+    shm_->run({.op = Op::kReduceScatter,
+               .input = full.data(),
+               .output = mine.data(),
+               .count = per,
+               .type = DataType::kFloat32,
+               .reduce = stage_op,
+               .algorithm = Algorithm::kOneShot,
+               .sequence = c.sequence});
+    gloo_->run({.op = Op::kAllReduce,
+                .input = mine.data(),
+                .output = mine.data(),
+                .count = per,
+                .type = DataType::kFloat32,
+                .reduce = stage_op,
+                .algorithm = Algorithm::kGloo,
+                .sequence = c.sequence});
+    shm_->run({.op = Op::kAllGather,
+               .input = mine.data(),
+               .output = full.data(),
+               .count = per,
+               .type = DataType::kFloat32,
+               .algorithm = Algorithm::kOneShot,
+               .sequence = c.sequence});
     if (c.reduce == ReduceOp::kAvg) {
       const float w = static_cast<float>(config_.node_of_rank.size());
       for (std::size_t i = 0; i < c.count; ++i) full[i] /= w;

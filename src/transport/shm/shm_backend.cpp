@@ -25,13 +25,13 @@ namespace {
 using shm::RankControl;
 using shm::SegmentHeader;
 
-std::string describe(const Call& c, const char* algorithm) {
-  return fmt::format("{} #{} (shm {})", call_signature(c), c.sequence, algorithm);
+std::string describe(const Call& c, Algorithm algorithm) {
+  return fmt::format("{} #{} (shm {})", call_signature(c), c.sequence, to_string(algorithm));
 }
 
 // A call's description for error messages, built only if one is raised.
 using Describe = std::function<std::string()>;
-Describe describer(const Call& c, const char* algorithm) {
+Describe describer(const Call& c, Algorithm algorithm) {
   return [&c, algorithm] { return describe(c, algorithm); };
 }
 
@@ -42,7 +42,7 @@ std::string describe(const shm::CallHeader& h) {
   c.count = h.count;
   c.reduce = static_cast<ReduceOp>(h.reduce);
   c.sequence = h.call_sequence;
-  return describe(c, h.algorithm == 1 ? "two_shot" : "one_shot");
+  return describe(c, static_cast<Algorithm>(h.algorithm));
 }
 
 class ShmBackend final : public CollectiveBackend {
@@ -105,7 +105,7 @@ class ShmBackend final : public CollectiveBackend {
   void run(const Call& c) override {
     switch (c.op) {
       case Op::kAllReduce:
-        if (c.algorithm == "two_shot") {
+        if (c.algorithm == Algorithm::kTwoShot) {
           two_shot(c);
         } else {
           one_shot(c);
@@ -147,7 +147,7 @@ class ShmBackend final : public CollectiveBackend {
 
   // Publishes this rank's slot for step `seq` and waits for every peer's, checking that they
   // are the same call.
-  void exchange(std::uint64_t seq, const Call& c, std::uint32_t algorithm, const Describe& what) {
+  void exchange(std::uint64_t seq, const Call& c, Algorithm algorithm, const Describe& what) {
     RankControl& me = *control(config_.rank);
     shm::CallHeader& mine = me.lane[seq % shm::kLanes].call;
     mine = shm::CallHeader{seq,
@@ -156,7 +156,7 @@ class ShmBackend final : public CollectiveBackend {
                            static_cast<std::uint32_t>(c.type),
                            c.count,
                            static_cast<std::uint32_t>(c.reduce),
-                           algorithm};
+                           static_cast<std::uint32_t>(algorithm)};
     publish(shm::Flag::kArrived, seq);
     wait(shm::Flag::kArrived, seq, what);
     for (int p = 0; p < config_.size; ++p) {
@@ -185,7 +185,7 @@ class ShmBackend final : public CollectiveBackend {
   // rank stays in step and a mismatch is still seen. (No wait guards the fill: see the lanes in
   // shm_layout.hpp.)
   template <typename Fill, typename Consume>
-  void chunked(const Call& c, std::size_t per_chunk, std::uint32_t algorithm, const Describe& what,
+  void chunked(const Call& c, std::size_t per_chunk, Algorithm algorithm, const Describe& what,
                Fill fill, Consume consume) {
     for (std::size_t base = 0; base < c.count || (c.count == 0 && base == 0); base += per_chunk) {
       const std::size_t n = std::min(per_chunk, c.count - base);
@@ -211,7 +211,7 @@ class ShmBackend final : public CollectiveBackend {
   void one_shot(const Call& c) {
     const std::size_t es = size_of(c.type);
     const auto* in = static_cast<const std::uint8_t*>(c.input);
-    chunked(c, lane_bytes_ / es, 0, describer(c, "one_shot"), copy_in(c),
+    chunked(c, lane_bytes_ / es, Algorithm::kOneShot, describer(c, Algorithm::kOneShot), copy_in(c),
             [&](std::size_t base, std::size_t n, std::uint64_t seq) {
               shm::reduce_slots(sources(seq, 0, in + base * es), config_.size, n, c.type, c.reduce,
                                 static_cast<std::uint8_t*>(c.output) + base * es);
@@ -223,8 +223,8 @@ class ShmBackend final : public CollectiveBackend {
     const std::size_t es = size_of(c.type);
     const auto w = static_cast<std::size_t>(config_.size);
     const auto* in = static_cast<const std::uint8_t*>(c.input);
-    const Describe what = describer(c, "two_shot");
-    chunked(c, lane_bytes_ / es, 1, what, copy_in(c),
+    const Describe what = describer(c, Algorithm::kTwoShot);
+    chunked(c, lane_bytes_ / es, Algorithm::kTwoShot, what, copy_in(c),
             [&](std::size_t base, std::size_t n, std::uint64_t seq) {
               auto slice = [&](std::size_t r) {
                 const std::size_t lo = n * r / w;
@@ -246,7 +246,7 @@ class ShmBackend final : public CollectiveBackend {
   void all_gather(const Call& c) {
     const std::size_t es = size_of(c.type);
     auto* out = static_cast<std::uint8_t*>(c.output);
-    chunked(c, lane_bytes_ / es, 0, describer(c, "one_shot"), copy_in(c),
+    chunked(c, lane_bytes_ / es, Algorithm::kOneShot, describer(c, Algorithm::kOneShot), copy_in(c),
             [&](std::size_t base, std::size_t n, std::uint64_t seq) {
               for (int r = 0; r < config_.size; ++r) {
                 std::memcpy(out + (static_cast<std::size_t>(r) * c.count + base) * es, lane(r, seq),
@@ -261,7 +261,8 @@ class ShmBackend final : public CollectiveBackend {
     const auto w = static_cast<std::size_t>(config_.size);
     const auto* in = static_cast<const std::uint8_t*>(c.input);
     chunked(
-        c, std::max<std::size_t>(1, lane_bytes_ / (es * w)), 0, describer(c, "one_shot"),
+        c, std::max<std::size_t>(1, lane_bytes_ / (es * w)), Algorithm::kOneShot,
+        describer(c, Algorithm::kOneShot),
         [&](std::size_t base, std::size_t n, std::uint64_t seq) {
           for (std::size_t b = 0; b < w; ++b) {
             std::memcpy(lane(config_.rank, seq) + b * n * es, in + (b * c.count + base) * es,

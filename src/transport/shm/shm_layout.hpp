@@ -41,7 +41,7 @@ struct CallHeader {
   std::uint32_t type;
   std::uint64_t count;
   std::uint32_t reduce;
-  std::uint32_t algorithm;  // 0 one-shot, 1 two-shot
+  std::uint32_t algorithm;  // tpcomm::Algorithm
 };
 
 // One lane's flag and the header of the step in it share one cache line, so a waiting peer gets

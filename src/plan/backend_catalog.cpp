@@ -1,0 +1,53 @@
+// Which backends serve which device type, and which algorithms each backend implements.
+#include <fmt/format.h>
+
+#include "tpcomm/error.hpp"
+#include "tpcomm/tuning.hpp"
+
+namespace tpcomm {
+
+const std::vector<Backend>& backends_of(DeviceType type) {
+  static const std::vector<Backend> cuda = {Backend::kLocal, Backend::kCustom, Backend::kMultimem,
+                                            Backend::kNccl};
+  static const std::vector<Backend> cpu = {Backend::kLocal, Backend::kShm, Backend::kHier,
+                                           Backend::kGloo};
+  return type == DeviceType::kCuda ? cuda : cpu;
+}
+
+Backend fallback_backend(DeviceType type) {
+  return type == DeviceType::kCuda ? Backend::kNccl : Backend::kGloo;
+}
+
+const std::vector<Algorithm>& algorithms_of(Backend backend, Op op) {
+  using A = Algorithm;
+  static const std::vector<A> copy = {A::kCopy};
+  static const std::vector<A> one_two = {A::kOneShot, A::kTwoShot};
+  static const std::vector<A> one = {A::kOneShot};
+  static const std::vector<A> ld_reduce = {A::kLdReduce};
+  static const std::vector<A> st = {A::kSt};
+  static const std::vector<A> nccl = {A::kNccl};
+  static const std::vector<A> gloo = {A::kGloo};
+  static const std::vector<A> hierarchical = {A::kHierarchical};
+  switch (backend) {
+    case Backend::kLocal:
+      return copy;
+    case Backend::kCustom:
+    case Backend::kShm:
+      return op == Op::kAllReduce ? one_two : one;
+    case Backend::kMultimem:
+      return op == Op::kAllGather ? st : ld_reduce;
+    case Backend::kNccl:
+      return nccl;
+    case Backend::kGloo:
+      return gloo;
+    case Backend::kHier:
+      return hierarchical;
+  }
+  throw Error(ErrorCode::kInternal, "algorithms_of: unknown backend");
+}
+
+bool takes_blocks(Backend backend) {
+  return backend == Backend::kCustom || backend == Backend::kMultimem;
+}
+
+}  // namespace tpcomm
