@@ -5,8 +5,8 @@
 #ifdef TPCOMM_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "transport/cuda/custom_backend.hpp"
-#include "transport/cuda/multimem_backend.hpp"
+#include "transport/custom/custom_backend.hpp"
+#include "transport/multimem/multimem_backend.hpp"
 #include "transport/nccl/nccl_backend.hpp"
 #endif
 

@@ -35,9 +35,9 @@
 #include "tpcomm/bootstrap.hpp"
 #include "tpcomm/error.hpp"
 #include "transport/common/convert.hpp"
-#include "transport/cuda/custom_backend.hpp"
-#include "transport/cuda/multicast_object.hpp"
 #include "transport/cuda/vmm_workspace.hpp"
+#include "transport/custom/custom_backend.hpp"
+#include "transport/multimem/multicast_object.hpp"
 
 namespace tpcomm {
 namespace {

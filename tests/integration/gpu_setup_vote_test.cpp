@@ -18,7 +18,7 @@
 #include "tpcomm/probe.hpp"
 
 #ifdef TPCOMM_HAVE_CUDA
-#include "transport/cuda/custom_backend.hpp"
+#include "transport/custom/custom_backend.hpp"
 #include "transport/nccl/nccl_backend.hpp"
 #endif
 

@@ -16,7 +16,7 @@
 #include "tpcomm/error.hpp"
 #include "transport/cuda/cuda_layout.hpp"
 #include "transport/cuda/fd_channel.hpp"
-#include "transport/cuda/multimem_layout.hpp"
+#include "transport/multimem/multimem_layout.hpp"
 
 namespace tpcomm::transport::cuda {
 namespace {

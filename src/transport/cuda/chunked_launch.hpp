@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cstddef>
 
-#include "../common/backend.hpp"
 #include "cuda_layout.hpp"
 #include "driver_api.hpp"
+#include "transport/common/backend.hpp"
 
 namespace tpcomm::transport::cuda {
 

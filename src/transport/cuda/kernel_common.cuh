@@ -11,7 +11,7 @@
 #include <cstdint>
 
 #include "cuda_layout.hpp"
-#include "custom_kernel_args.hpp"
+#include "transport/cuda/kernel_codes.hpp"
 
 namespace tpcomm::transport::cuda {
 

@@ -12,9 +12,9 @@
 
 #include <fmt/format.h>
 
-#include "../common/convert.hpp"
 #include "gloo_store_adapter.hpp"
 #include "tpcomm/error.hpp"
+#include "transport/common/convert.hpp"
 
 namespace tpcomm::transport {
 namespace {

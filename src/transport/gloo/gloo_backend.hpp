@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "../common/backend.hpp"
 #include "tpcomm/store.hpp"
+#include "transport/common/backend.hpp"
 
 namespace tpcomm::transport {
 

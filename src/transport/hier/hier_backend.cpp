@@ -8,10 +8,10 @@
 
 #include <fmt/format.h>
 
-#include "../common/convert.hpp"
-#include "../gloo/gloo_backend.hpp"
-#include "../shm/shm_backend.hpp"
 #include "tpcomm/error.hpp"
+#include "transport/common/convert.hpp"
+#include "transport/gloo/gloo_backend.hpp"
+#include "transport/shm/shm_backend.hpp"
 
 namespace tpcomm::transport {
 namespace {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "../common/backend.hpp"
 #include "tpcomm/bootstrap.hpp"
+#include "transport/common/backend.hpp"
 
 namespace tpcomm::transport {
 

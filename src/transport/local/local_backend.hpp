@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "../common/backend.hpp"
+#include "transport/common/backend.hpp"
 
 namespace tpcomm::transport {
 

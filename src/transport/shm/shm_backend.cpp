@@ -12,12 +12,12 @@
 
 #include <fmt/format.h>
 
-#include "../common/call_text.hpp"
 #include "shm_layout.hpp"
 #include "shm_reduce.hpp"
 #include "shm_segment.hpp"
 #include "shm_wait.hpp"
 #include "tpcomm/error.hpp"
+#include "transport/common/call_text.hpp"
 
 namespace tpcomm::transport {
 namespace {

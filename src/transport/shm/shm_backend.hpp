@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "../common/backend.hpp"
 #include "tpcomm/bootstrap.hpp"
+#include "transport/common/backend.hpp"
 
 namespace tpcomm::transport {
 

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "../common/convert.hpp"
+#include "transport/common/convert.hpp"
 
 namespace tpcomm::transport::shm {
 

@@ -5,9 +5,9 @@
 // reducing the slots in rank order, bitwise as the custom kernels do. Barriers add to a counter
 // on every rank at once (multimem.red) and wait on their own copy; every wait is bounded by the
 // abort word and a cycle budget. Layout and step sizes: multimem_layout.hpp.
-#include "custom_kernel_list.hpp"
-#include "kernel_common.cuh"
 #include "multimem_kernel_args.hpp"
+#include "transport/cuda/kernel_common.cuh"
+#include "transport/cuda/kernel_list.hpp"
 
 namespace tpcomm::transport::cuda {
 namespace {

@@ -8,14 +8,14 @@
 
 #include <fmt/format.h>
 
-#include "chunked_launch.hpp"
-#include "driver_api.hpp"
-#include "fd_channel.hpp"
-#include "kernel_watchdog.hpp"
 #include "multicast_object.hpp"
 #include "multimem_kernel_args.hpp"
 #include "tpcomm/error.hpp"
-#include "vmm_workspace.hpp"
+#include "transport/cuda/chunked_launch.hpp"
+#include "transport/cuda/driver_api.hpp"
+#include "transport/cuda/fd_channel.hpp"
+#include "transport/cuda/kernel_watchdog.hpp"
+#include "transport/cuda/vmm_workspace.hpp"
 
 namespace tpcomm::transport {
 namespace {

@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "cuda_layout.hpp"
 #include "tpcomm/bootstrap.hpp"
-#include "vmm_workspace.hpp"
+#include "transport/cuda/cuda_layout.hpp"
+#include "transport/cuda/vmm_workspace.hpp"
 
 namespace tpcomm::transport::cuda {
 

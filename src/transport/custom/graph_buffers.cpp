@@ -8,10 +8,10 @@
 
 #include <fmt/format.h>
 
-#include "driver_api.hpp"
-#include "fd_channel.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/log.hpp"
+#include "transport/cuda/driver_api.hpp"
+#include "transport/cuda/fd_channel.hpp"
 
 namespace tpcomm::transport::cuda {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "driver_api.hpp"
+#include "transport/cuda/driver_api.hpp"
 
 namespace tpcomm::transport::cuda {
 namespace {

@@ -7,8 +7,8 @@
 #include <cuda_runtime.h>
 
 #include "custom_kernel_args.hpp"
-#include "custom_kernel_list.hpp"
-#include "kernel_common.cuh"
+#include "transport/cuda/kernel_common.cuh"
+#include "transport/cuda/kernel_list.hpp"
 
 namespace tpcomm::transport::cuda {
 namespace {

@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "../common/backend.hpp"
 #include "tpcomm/bootstrap.hpp"
+#include "transport/common/backend.hpp"
 
 namespace tpcomm::transport {
 

@@ -7,14 +7,14 @@
 
 #include <fmt/format.h>
 
-#include "chunked_launch.hpp"
 #include "custom_kernel_args.hpp"
-#include "driver_api.hpp"
-#include "fd_channel.hpp"
 #include "graph_buffers.hpp"
-#include "kernel_watchdog.hpp"
 #include "tpcomm/error.hpp"
-#include "vmm_workspace.hpp"
+#include "transport/cuda/chunked_launch.hpp"
+#include "transport/cuda/driver_api.hpp"
+#include "transport/cuda/fd_channel.hpp"
+#include "transport/cuda/kernel_watchdog.hpp"
+#include "transport/cuda/vmm_workspace.hpp"
 
 static_assert(tpcomm::transport::cuda::kernel_code::kFloat32 ==
                       static_cast<int>(tpcomm::DataType::kFloat32) &&

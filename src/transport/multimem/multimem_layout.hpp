@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cuda_layout.hpp"
+#include "transport/cuda/cuda_layout.hpp"
 
 namespace tpcomm::transport::cuda {
 

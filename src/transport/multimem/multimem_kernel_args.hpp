@@ -5,8 +5,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "custom_kernel_args.hpp"
 #include "multimem_layout.hpp"
+#include "transport/cuda/cuda_layout.hpp"
+#include "transport/cuda/kernel_codes.hpp"
 
 namespace tpcomm::transport::cuda {
 
