@@ -1,26 +1,36 @@
-# Fails when a layer includes a header of a layer it may not depend on (DESIGN.md: Layers).
-# facts: pure (may use common). plan: facts + common only, no I/O, no probe, no sockets.
-# probe: facts + common.
-set(_rules
-  "facts|tpcomm/(plan|probe|tuning|control|runtime|transport)|sys/socket|netinet|dlfcn|fstream"
-  "plan|tpcomm/(probe|control|runtime|transport|env)|sys/socket|netinet|dlfcn|fstream|cstdio|iostream|unistd"
-  "probe|tpcomm/(plan|tuning|control|runtime|transport)")
+# The layering rules that include paths cannot express (cmake/layers.cmake makes the rest a
+# compile error), checked on every build over every .cpp/.hpp/.cu/.cuh under src/:
+#   relative  no quoted include climbs out of its folder ("../x.hpp") or names an absolute path:
+#             either would reach past the layer's view
+#   pure      facts and plan do no I/O: no sockets, dlopen, files or streams; plan reads no
+#             environment (tpcomm/env.hpp) either
+#   layer     every source lies in the folder of a layer
+# Usage: cmake -DSOURCE_DIR=<repository> -P check_layering.cmake
+cmake_minimum_required(VERSION 3.21)
+set(_layers common facts plan probe control transport runtime)
+set(_pure_facts "sys/socket|netinet|dlfcn|fstream|cstdio|iostream|unistd")
+set(_pure_plan "${_pure_facts}|tpcomm/env.hpp")
+
 set(_failed "")
-foreach(_rule IN LISTS _rules)
-  string(REPLACE "|" ";" _parts "${_rule}")
-  list(GET _parts 0 _layer)
-  list(REMOVE_AT _parts 0)
-  string(REPLACE ";" "|" _forbidden "${_parts}")
-  file(GLOB_RECURSE _files "${SOURCE_DIR}/src/${_layer}/*.cpp" "${SOURCE_DIR}/src/${_layer}/*.hpp")
-  foreach(_f IN LISTS _files)
-    file(STRINGS "${_f}" _includes REGEX "^[ \t]*#[ \t]*include")
-    foreach(_inc IN LISTS _includes)
-      if(_inc MATCHES "[<\"](${_forbidden})")
-        string(APPEND _failed "\n  ${_f}: '${_inc}' is not allowed in layer ${_layer}")
-      endif()
-    endforeach()
+file(GLOB_RECURSE _files "${SOURCE_DIR}/src/*.cpp" "${SOURCE_DIR}/src/*.hpp" "${SOURCE_DIR}/src/*.cu"
+     "${SOURCE_DIR}/src/*.cuh")
+foreach(_f IN LISTS _files)
+  file(RELATIVE_PATH _rel "${SOURCE_DIR}/src" "${_f}")
+  string(REGEX REPLACE "/.*" "" _layer "${_rel}")
+  if(NOT _layer IN_LIST _layers)
+    string(APPEND _failed "\n  ${_f}: [layer] not in the folder of a layer (${_layers})")
+    continue()
+  endif()
+  file(STRINGS "${_f}" _includes REGEX "^[ \t]*#[ \t]*include")
+  foreach(_inc IN LISTS _includes)
+    if(_inc MATCHES "\"(\\.\\./|[^\"]*/\\.\\./|/)")
+      string(APPEND _failed "\n  ${_f}: [relative] '${_inc}': include by path from src/, never ../ or /")
+    endif()
+    if(DEFINED _pure_${_layer} AND _inc MATCHES "[<\"](${_pure_${_layer}})")
+      string(APPEND _failed "\n  ${_f}: [pure] '${_inc}' is not allowed in layer ${_layer} (no I/O)")
+    endif()
   endforeach()
 endforeach()
 if(_failed)
-  message(FATAL_ERROR "Layering violation (see DESIGN.md, Layers):${_failed}")
+  message(FATAL_ERROR "Layering violation (docs/architecture.md):${_failed}")
 endif()

@@ -6,8 +6,8 @@
 
 #include "cli_util.hpp"
 #include "commands.hpp"
+#include "common/text_file.hpp"
 #include "plan_report.hpp"
-#include "tpcomm/detail/text_file.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/facts_json.hpp"

@@ -1,5 +1,5 @@
 // Strict JSON reading with field paths (see detail/json_reader.hpp).
-#include "tpcomm/detail/json_reader.hpp"
+#include "common/json_reader.hpp"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 // Rank set wording.
-#include "tpcomm/detail/rank_list.hpp"
+#include "common/rank_list.hpp"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 // dlopen/dlsym/dlclose behind SharedLibrary.
-#include "tpcomm/detail/shared_library.hpp"
+#include "common/shared_library.hpp"
 
 #include <dlfcn.h>
 

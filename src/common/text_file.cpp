@@ -1,5 +1,5 @@
 // Reading a whole text file (text_file.hpp).
-#include "tpcomm/detail/text_file.hpp"
+#include "common/text_file.hpp"
 
 #include <cerrno>
 #include <cstring>

@@ -12,8 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "common/rank_list.hpp"
 #include "tpcomm/bootstrap.hpp"
-#include "tpcomm/detail/rank_list.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/tcp_store.hpp"

@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "common/rank_list.hpp"
 #include "tpcomm/bootstrap.hpp"
-#include "tpcomm/detail/rank_list.hpp"
 #include "tpcomm/error.hpp"
 
 namespace tpcomm {

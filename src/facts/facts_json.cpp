@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "tpcomm/detail/json_reader.hpp"
+#include "common/json_reader.hpp"
 #include "tpcomm/error.hpp"
 
 namespace tpcomm {

@@ -1,7 +1,7 @@
 // Tuning file codec (docs/tuning.md): strict decoding with field paths, canonical encoding.
 #include <fmt/format.h>
 
-#include "tpcomm/detail/json_reader.hpp"
+#include "common/json_reader.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/tuning.hpp"
 

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "tpcomm/detail/shared_library.hpp"
+#include "common/shared_library.hpp"
 
 namespace tpcomm::probe_detail {
 

@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "common/rank_list.hpp"
 #include "communicator_impl.hpp"
-#include "tpcomm/detail/rank_list.hpp"
 #include "tpcomm/log.hpp"
 #include "transport/common/call_text.hpp"
 

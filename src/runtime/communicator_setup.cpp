@@ -14,10 +14,10 @@
 
 #include <fmt/format.h>
 
+#include "common/rank_list.hpp"
 #include "communicator_impl.hpp"
 #include "facts_exchange.hpp"
 #include "node_identity.hpp"
-#include "tpcomm/detail/rank_list.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/facts_json.hpp"
 #include "tpcomm/log.hpp"

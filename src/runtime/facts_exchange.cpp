@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
-#include "tpcomm/detail/little_endian.hpp"
+#include "common/little_endian.hpp"
 
 #include "tpcomm/error.hpp"
 #include "tpcomm/facts_json.hpp"

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "tpcomm/detail/text_file.hpp"
+#include "common/text_file.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/error.hpp"
 

@@ -8,7 +8,6 @@
 #include <string>
 
 #include "tpcomm/deadline.hpp"
-#include "tpcomm/tuning.hpp"
 #include "tpcomm/types.hpp"
 
 namespace tpcomm::transport {

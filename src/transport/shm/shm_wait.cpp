@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 
-#include "tpcomm/detail/rank_list.hpp"
+#include "common/rank_list.hpp"
 #include "tpcomm/error.hpp"
 
 namespace tpcomm::transport::shm {
