@@ -96,33 +96,65 @@ const FactsTable& Communicator::facts() const {
 
 void Communicator::all_reduce(const void* input, void* output, std::size_t count, DataType type,
                               ReduceOp op) {
-  impl_->run_call({Op::kAllReduce, input, output, count, type, op, {}, 0, 0, nullptr}, false);
+  impl_->run_call({.op = Op::kAllReduce,
+                   .input = input,
+                   .output = output,
+                   .count = count,
+                   .type = type,
+                   .reduce = op},
+                  false);
 }
 
 void Communicator::all_gather(const void* input, void* output, std::size_t count, DataType type) {
-  impl_->run_call({Op::kAllGather, input, output, count, type, ReduceOp::kSum, {}, 0, 0, nullptr},
-                  false);
+  impl_->run_call(
+      {.op = Op::kAllGather, .input = input, .output = output, .count = count, .type = type},
+      false);
 }
 
 void Communicator::reduce_scatter(const void* input, void* output, std::size_t count, DataType type,
                                   ReduceOp op) {
-  impl_->run_call({Op::kReduceScatter, input, output, count, type, op, {}, 0, 0, nullptr}, false);
+  impl_->run_call({.op = Op::kReduceScatter,
+                   .input = input,
+                   .output = output,
+                   .count = count,
+                   .type = type,
+                   .reduce = op},
+                  false);
 }
 
 void Communicator::all_reduce(const void* input, void* output, std::size_t count, DataType type,
                               ReduceOp op, CudaStream stream) {
-  impl_->run_call({Op::kAllReduce, input, output, count, type, op, {}, 0, 0, stream}, true);
+  impl_->run_call({.op = Op::kAllReduce,
+                   .input = input,
+                   .output = output,
+                   .count = count,
+                   .type = type,
+                   .reduce = op,
+                   .stream = stream},
+                  true);
 }
 
 void Communicator::all_gather(const void* input, void* output, std::size_t count, DataType type,
                               CudaStream stream) {
-  impl_->run_call({Op::kAllGather, input, output, count, type, ReduceOp::kSum, {}, 0, 0, stream},
+  impl_->run_call({.op = Op::kAllGather,
+                   .input = input,
+                   .output = output,
+                   .count = count,
+                   .type = type,
+                   .stream = stream},
                   true);
 }
 
 void Communicator::reduce_scatter(const void* input, void* output, std::size_t count, DataType type,
                                   ReduceOp op, CudaStream stream) {
-  impl_->run_call({Op::kReduceScatter, input, output, count, type, op, {}, 0, 0, stream}, true);
+  impl_->run_call({.op = Op::kReduceScatter,
+                   .input = input,
+                   .output = output,
+                   .count = count,
+                   .type = type,
+                   .reduce = op,
+                   .stream = stream},
+                  true);
 }
 
 void Communicator::abort(const std::string& reason) {

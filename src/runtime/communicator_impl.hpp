@@ -14,23 +14,11 @@
 #include "tpcomm/error.hpp"
 #include "tpcomm/probe.hpp"
 #include "transport/common/backend.hpp"
+#include "transport/common/backend_context.hpp"
 
 namespace tpcomm {
 
-// What a backend factory may use to build its backend for this group.
-struct BackendContext {
-  int rank = 0;
-  int size = 1;
-  std::shared_ptr<Bootstrap> bootstrap;
-  std::uint64_t comm_id = 0;
-  std::chrono::milliseconds timeout{60000};
-  std::string socket_address;
-  const FactsTable* facts = nullptr;
-  int cuda_device = -1;    // this rank's CUDA device (kCuda communicators)
-  bool zero_copy = false;  // the graph plan lets user buffers be read in place
-  // Aborts the communicator from another thread (a GPU backend's watchdog).
-  std::function<void(const std::string&)> on_async_failure;
-};
+using transport::BackendContext;
 
 using BackendFactory =
     std::function<std::unique_ptr<transport::CollectiveBackend>(const BackendContext&)>;

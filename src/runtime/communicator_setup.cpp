@@ -332,42 +332,9 @@ Platform builtin_platform() {
 std::map<Backend, BackendFactory> builtin_backend_factories() {
   std::map<Backend, BackendFactory> f;
   f[Backend::kLocal] = [](const BackendContext&) { return transport::make_local_backend(); };
-  f[Backend::kGloo] = [](const BackendContext& ctx) {
-    transport::GlooConfig config;
-    config.rank = ctx.rank;
-    config.size = ctx.size;
-    config.store = ctx.bootstrap->store();
-    config.key_prefix = fmt::format("tpcomm/c{:016x}/gloo/", ctx.comm_id);
-    config.timeout = ctx.timeout;
-    config.hostname = ctx.socket_address;
-    return transport::make_gloo_backend(config);
-  };
-  f[Backend::kShm] = [](const BackendContext& ctx) {
-    transport::ShmConfig config;
-    config.rank = ctx.rank;
-    config.size = ctx.size;
-    config.bootstrap = ctx.bootstrap;
-    config.comm_id = ctx.comm_id;
-    config.timeout = ctx.timeout;
-    config.slot_bytes = static_cast<std::size_t>(env_integer("TPCOMM_SHM_WORKSPACE"));
-    return transport::make_shm_backend(config);
-  };
-  f[Backend::kHier] = [](const BackendContext& ctx) {
-    transport::HierConfig config;
-    config.rank = ctx.rank;
-    std::vector<std::string> hosts;
-    for (const auto& r : ctx.facts->ranks) {
-      auto it = std::find(hosts.begin(), hosts.end(), r.host);
-      config.node_of_rank.push_back(static_cast<int>(it - hosts.begin()));
-      if (it == hosts.end()) hosts.push_back(r.host);
-    }
-    config.bootstrap = ctx.bootstrap;
-    config.comm_id = ctx.comm_id;
-    config.timeout = ctx.timeout;
-    config.shm_slot_bytes = static_cast<std::size_t>(env_integer("TPCOMM_SHM_WORKSPACE"));
-    config.socket_address = ctx.socket_address;
-    return transport::make_hier_backend(config);
-  };
+  f[Backend::kGloo] = transport::make_gloo_backend;
+  f[Backend::kShm] = transport::make_shm_backend;
+  f[Backend::kHier] = transport::make_hier_backend;
   add_gpu_backend_factories(f);
   return f;
 }
@@ -424,7 +391,8 @@ std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> boo
   context.comm_id = records[0].comm_id;
   context.timeout = c->timeout;
   context.socket_address = socket_address(records);
-  context.facts = &c->facts;
+  context.node_of_rank = node_of;
+  context.shm_workspace_bytes = static_cast<std::size_t>(env_integer("TPCOMM_SHM_WORKSPACE"));
   context.cuda_device = c->cuda_device;
   context.zero_copy = c->graph_plan.ops.at(Op::kAllReduce).zero_copy;
   Communicator::Impl* impl = c.get();

@@ -126,16 +126,16 @@ std::vector<std::uint8_t> reference_sum(DataType t,
 std::unique_ptr<CollectiveBackend> set_up(std::shared_ptr<Bootstrap> bs, std::uint64_t comm_id,
                                           std::function<void(const std::string&)> on_failure,
                                           std::chrono::milliseconds timeout = kTimeout) {
-  transport::CustomConfig config;
-  config.rank = bs->rank();
-  config.size = bs->size();
-  config.device = 0;
-  config.bootstrap = bs;
-  config.comm_id = comm_id;
-  config.timeout = timeout;
-  config.on_async_failure = std::move(on_failure);
-  config.zero_copy = true;  // captured all-reduces may be registered (one process: raw addresses)
-  auto backend = transport::make_custom_backend(config);
+  transport::BackendContext context;
+  context.rank = bs->rank();
+  context.size = bs->size();
+  context.cuda_device = 0;
+  context.bootstrap = bs;
+  context.comm_id = comm_id;
+  context.timeout = timeout;
+  context.on_async_failure = std::move(on_failure);
+  context.zero_copy = true;  // captured all-reduces may be registered (one process: raw addresses)
+  auto backend = transport::make_custom_backend(context);
   for (int step = 0; step < backend->setup_steps(); ++step) {
     std::string error;
     try {

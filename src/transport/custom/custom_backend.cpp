@@ -33,6 +33,9 @@ static_assert(
 namespace tpcomm::transport {
 namespace {
 
+// Each of the two data buffers per rank; larger calls run in chunks of this size.
+constexpr std::size_t kBufferBytes = 8u << 20;
+
 using cuda::KernelArgs;
 using cuda::KernelOp;
 
@@ -40,7 +43,7 @@ constexpr std::uint64_t kProbeMagic = 0x7470636f6d6d0000ULL;  // "tpcomm\0\0" + 
 
 class CustomBackend final : public CollectiveBackend {
  public:
-  explicit CustomBackend(CustomConfig config) : config_(std::move(config)) {}
+  explicit CustomBackend(BackendContext context) : ctx_(std::move(context)) {}
 
   Backend kind() const override { return Backend::kCustom; }
   int setup_steps() const override { return 3; }
@@ -57,8 +60,8 @@ class CustomBackend final : public CollectiveBackend {
 
   void setup_complete() override {
     // Kept where VMM graph buffers may need it (their descriptors travel over it).
-    if (!config_.zero_copy) listener_.reset();
-    watchdog_.start(config_.on_async_failure);
+    if (!ctx_.zero_copy) listener_.reset();
+    watchdog_.start(ctx_.on_async_failure);
   }
 
   // (A failure of an earlier call is picked up by the communicator before this one.)
@@ -73,12 +76,11 @@ class CustomBackend final : public CollectiveBackend {
            : rs                                 ? KernelOp::kReduceScatter
            : c.algorithm == Algorithm::kTwoShot ? KernelOp::kTwoShot
                                                 : KernelOp::kOneShot;
-    const std::size_t per_chunk =
-        cuda::chunk_elements(config_.buffer_bytes, es, rs ? config_.size : 1);
+    const std::size_t per_chunk = cuda::chunk_elements(kBufferBytes, es, rs ? ctx_.size : 1);
     // One-shot in place cannot read inputs in place: a rank would overwrite its input while
     // peers still read it.
     const bool in_place_one_shot = a.op == KernelOp::kOneShot && c.input == c.output;
-    if (c.captured && config_.zero_copy && c.op == Op::kAllReduce && !in_place_one_shot &&
+    if (c.captured && ctx_.zero_copy && c.op == Op::kAllReduce && !in_place_one_shot &&
         c.count > 0) {
       a.graph_slot = graph_buffers_.claim(c.input);
     }
@@ -89,9 +91,8 @@ class CustomBackend final : public CollectiveBackend {
   void abort() override { watchdog_.abort(); }
 
   std::size_t register_graph_buffers(const Deadline& deadline) override {
-    cuda::check_cuda(cudaSetDevice(config_.device), "cudaSetDevice");
-    return graph_buffers_.register_all(*config_.bootstrap, listener_.get(), config_.comm_id,
-                                       deadline);
+    cuda::check_cuda(cudaSetDevice(ctx_.cuda_device), "cudaSetDevice");
+    return graph_buffers_.register_all(*ctx_.bootstrap, listener_.get(), ctx_.comm_id, deadline);
   }
 
   std::optional<std::string> take_async_failure() override { return watchdog_.take_failure(); }
@@ -101,37 +102,37 @@ class CustomBackend final : public CollectiveBackend {
     if (std::string why = cuda::gpu_unavailable_reason(); !why.empty()) {
       throw Error(ErrorCode::kUnavailable, why);
     }
-    cuda::check_cuda(cudaSetDevice(config_.device), "cudaSetDevice");
+    cuda::check_cuda(cudaSetDevice(ctx_.cuda_device), "cudaSetDevice");
     const auto layout = cuda::workspace_layout(
-        2 * config_.buffer_bytes, cuda::VmmWorkspace::granularity(config_.device, sharing()));
-    workspace_.create(config_.device, layout.total_bytes, sharing());
-    watchdog_.create("custom kernel", config_.timeout, config_.device);
-    base_args_.rank = config_.rank;
-    base_args_.world = config_.size;
+        2 * kBufferBytes, cuda::VmmWorkspace::granularity(ctx_.cuda_device, sharing()));
+    workspace_.create(ctx_.cuda_device, layout.total_bytes, sharing());
+    watchdog_.create("custom kernel", ctx_.timeout, ctx_.cuda_device);
+    base_args_.rank = ctx_.rank;
+    base_args_.world = ctx_.size;
     base_args_.data_offset = layout.data_offset;
-    base_args_.half_bytes = config_.buffer_bytes;
+    base_args_.half_bytes = kBufferBytes;
     base_args_.abort_word = watchdog_.device_abort_word();
     base_args_.failure = watchdog_.device_failure();
     base_args_.cycle_budget = watchdog_.cycle_budget();
-    graph_buffers_.create(config_.device);
-    if (!config_.cross_node) {
-      listener_ = cuda::listen_abstract(cuda::listener_name(config_.comm_id, config_.rank));
+    graph_buffers_.create(ctx_.cuda_device);
+    if (!ctx_.spans_nodes()) {
+      listener_ = cuda::listen_abstract(cuda::listener_name(ctx_.comm_id, ctx_.rank));
     }
   }
 
   cuda::VmmWorkspace::Sharing sharing() const {
-    return config_.cross_node ? cuda::VmmWorkspace::Sharing::kFabric
+    return ctx_.spans_nodes() ? cuda::VmmWorkspace::Sharing::kFabric
                               : cuda::VmmWorkspace::Sharing::kPosixFd;
   }
 
   void exchange_and_map(const Deadline& deadline) {
-    if (config_.cross_node) return exchange_fabric_handles(deadline);
+    if (ctx_.spans_nodes()) return exchange_fabric_handles(deadline);
     net::Fd mine = workspace_.export_fd();
-    auto fds = cuda::exchange_handles(config_.rank, config_.size, config_.comm_id, listener_.get(),
+    auto fds = cuda::exchange_handles(ctx_.rank, ctx_.size, ctx_.comm_id, listener_.get(),
                                       mine.get(), workspace_.bytes(), deadline);
-    for (int p = 0; p < config_.size; ++p) {
+    for (int p = 0; p < ctx_.size; ++p) {
       base_args_.peers[p] =
-          p == config_.rank
+          p == ctx_.rank
               ? workspace_.own()
               : workspace_.map_peer(fds[static_cast<std::size_t>(p)].get(), workspace_.bytes());
     }
@@ -142,8 +143,8 @@ class CustomBackend final : public CollectiveBackend {
     const CUmemFabricHandle mine = workspace_.export_fabric();
     Bytes out(sizeof(mine));
     std::memcpy(out.data(), &mine, sizeof(mine));
-    auto all = config_.bootstrap->all_gather(out, "custom fabric handles", deadline);
-    for (int p = 0; p < config_.size; ++p) {
+    auto all = ctx_.bootstrap->all_gather(out, "custom fabric handles", deadline);
+    for (int p = 0; p < ctx_.size; ++p) {
       const Bytes& got = all[static_cast<std::size_t>(p)];
       if (got.size() != sizeof(CUmemFabricHandle)) {
         throw Error(ErrorCode::kMismatch,
@@ -152,7 +153,7 @@ class CustomBackend final : public CollectiveBackend {
       CUmemFabricHandle h;
       std::memcpy(&h, got.data(), sizeof(h));
       base_args_.peers[p] =
-          p == config_.rank ? workspace_.own() : workspace_.map_peer(h, workspace_.bytes());
+          p == ctx_.rank ? workspace_.own() : workspace_.map_peer(h, workspace_.bytes());
     }
   }
 
@@ -160,22 +161,22 @@ class CustomBackend final : public CollectiveBackend {
   // peer's workspace through its mapping, and after a barrier reads back what each peer wrote.
   void probe_peers(const Deadline& deadline) {
     const std::size_t at = base_args_.data_offset;
-    for (int p = 0; p < config_.size; ++p) {
-      const std::uint64_t v = kProbeMagic | (static_cast<std::uint64_t>(config_.rank) << 8) |
+    for (int p = 0; p < ctx_.size; ++p) {
+      const std::uint64_t v = kProbeMagic | (static_cast<std::uint64_t>(ctx_.rank) << 8) |
                               static_cast<std::uint64_t>(p);
-      cuda::check_cuda(cudaMemcpy(static_cast<char*>(base_args_.peers[p]) + at + 8 * config_.rank,
-                                  &v, 8, cudaMemcpyDefault),
+      cuda::check_cuda(cudaMemcpy(static_cast<char*>(base_args_.peers[p]) + at + 8 * ctx_.rank, &v,
+                                  8, cudaMemcpyDefault),
                        "writing the peer probe");
     }
     cuda::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (peer probe)");
-    config_.bootstrap->barrier("custom peer probe", deadline);
-    std::vector<std::uint64_t> got(static_cast<std::size_t>(config_.size));
+    ctx_.bootstrap->barrier("custom peer probe", deadline);
+    std::vector<std::uint64_t> got(static_cast<std::size_t>(ctx_.size));
     cuda::check_cuda(cudaMemcpy(got.data(), static_cast<char*>(workspace_.own()) + at,
                                 8 * got.size(), cudaMemcpyDefault),
                      "reading the peer probe");
-    for (int q = 0; q < config_.size; ++q) {
+    for (int q = 0; q < ctx_.size; ++q) {
       const std::uint64_t want = kProbeMagic | (static_cast<std::uint64_t>(q) << 8) |
-                                 static_cast<std::uint64_t>(config_.rank);
+                                 static_cast<std::uint64_t>(ctx_.rank);
       if (got[static_cast<std::size_t>(q)] != want) {
         throw Error(ErrorCode::kUnavailable,
                     fmt::format("peer access probe: rank {}'s write through its mapping did not "
@@ -188,10 +189,10 @@ class CustomBackend final : public CollectiveBackend {
     cuda::check_cuda(cudaMemset(static_cast<char*>(workspace_.own()) + at, 0, 8 * got.size()),
                      "clearing the peer probe");
     cuda::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (peer probe)");
-    config_.bootstrap->barrier("custom peer probe done", deadline);
+    ctx_.bootstrap->barrier("custom peer probe done", deadline);
   }
 
-  CustomConfig config_;
+  BackendContext ctx_;
   cuda::VmmWorkspace workspace_;
   cuda::GraphBuffers graph_buffers_;
   net::Fd listener_;
@@ -201,12 +202,12 @@ class CustomBackend final : public CollectiveBackend {
 
 }  // namespace
 
-std::unique_ptr<CollectiveBackend> make_custom_backend(const CustomConfig& config) {
-  if (config.size < 2 || config.size > cuda::kMaxRanks) {
+std::unique_ptr<CollectiveBackend> make_custom_backend(const BackendContext& context) {
+  if (context.size < 2 || context.size > cuda::kMaxRanks) {
     throw invalid_input(
-        fmt::format("custom backend: {} ranks, expected 2 to {}", config.size, cuda::kMaxRanks));
+        fmt::format("custom backend: {} ranks, expected 2 to {}", context.size, cuda::kMaxRanks));
   }
-  return std::make_unique<CustomBackend>(config);
+  return std::make_unique<CustomBackend>(context);
 }
 
 std::string cuda_unavailable_reason() {

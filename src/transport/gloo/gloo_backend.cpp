@@ -53,7 +53,7 @@ ReduceFn reduce_fn(ReduceOp op) {
 
 class GlooBackend final : public CollectiveBackend {
  public:
-  explicit GlooBackend(GlooConfig config) : config_(std::move(config)) {}
+  explicit GlooBackend(BackendContext context) : ctx_(std::move(context)) {}
 
   Backend kind() const override { return Backend::kGloo; }
   int setup_steps() const override { return 2; }
@@ -64,14 +64,15 @@ class GlooBackend final : public CollectiveBackend {
   void run_setup_step(int step, const Deadline& deadline) override {
     try {
       if (step == 0) {
-        gloo::transport::tcp::attr attr(config_.hostname.c_str());
+        gloo::transport::tcp::attr attr(ctx_.socket_address.c_str());
         device_ = gloo::transport::tcp::CreateDevice(attr);
         return;
       }
-      adapter_ = std::make_shared<GlooStoreAdapter>(config_.store, config_.key_prefix,
-                                                    deadline.remaining());
-      auto context = std::make_shared<gloo::rendezvous::Context>(config_.rank, config_.size);
-      context->setTimeout(config_.timeout);
+      adapter_ = std::make_shared<GlooStoreAdapter>(
+          ctx_.bootstrap->store(), fmt::format("tpcomm/c{:016x}/gloo/", ctx_.comm_id),
+          deadline.remaining());
+      auto context = std::make_shared<gloo::rendezvous::Context>(ctx_.rank, ctx_.size);
+      context->setTimeout(ctx_.timeout);
       context->connectFullMesh(*adapter_, device_);
       context_ = context;
     } catch (const Error&) {
@@ -121,10 +122,10 @@ class GlooBackend final : public CollectiveBackend {
     opts.setOutput(data, count);
     opts.setReduceFunction(gloo::AllreduceOptions::Func(reduce_fn(op)));
     opts.setTag(static_cast<std::uint32_t>(sequence));
-    opts.setTimeout(config_.timeout);
+    opts.setTimeout(ctx_.timeout);
     gloo::allreduce(opts);
     if (op == ReduceOp::kAvg) {
-      const float w = static_cast<float>(config_.size);
+      const float w = static_cast<float>(ctx_.size);
       for (std::size_t i = 0; i < count; ++i) data[i] /= w;
     }
   }
@@ -148,32 +149,32 @@ class GlooBackend final : public CollectiveBackend {
     auto* out = static_cast<std::uint8_t*>(c.output);
     std::vector<std::uint8_t> copy;
     const void* in = c.input;
-    if (in == out + static_cast<std::size_t>(config_.rank) * bytes) {  // in place
-      copy.assign(out + static_cast<std::size_t>(config_.rank) * bytes,
-                  out + static_cast<std::size_t>(config_.rank + 1) * bytes);
+    if (in == out + static_cast<std::size_t>(ctx_.rank) * bytes) {  // in place
+      copy.assign(out + static_cast<std::size_t>(ctx_.rank) * bytes,
+                  out + static_cast<std::size_t>(ctx_.rank + 1) * bytes);
       in = copy.data();
     }
     gloo::AllgatherOptions opts(context_);
     opts.setInput(const_cast<std::uint8_t*>(static_cast<const std::uint8_t*>(in)), bytes);
-    opts.setOutput(out, bytes * static_cast<std::size_t>(config_.size));
+    opts.setOutput(out, bytes * static_cast<std::size_t>(ctx_.size));
     opts.setTag(static_cast<std::uint32_t>(c.sequence));
-    opts.setTimeout(config_.timeout);
+    opts.setTimeout(ctx_.timeout);
     gloo::allgather(opts);
   }
 
   // An all-reduce of the whole input in fp32, then this rank's slice (Gloo has no bounded-
   // memory reduce-scatter for arbitrary element types; the shm and CUDA paths have their own).
   void reduce_scatter(const Call& c) {
-    const std::size_t total = c.count * static_cast<std::size_t>(config_.size);
+    const std::size_t total = c.count * static_cast<std::size_t>(ctx_.size);
     if (total == 0) return;
     std::vector<float> wide(total);
     to_float(c.input, c.type, total, wide.data());
     reduce_floats(wide.data(), total, c.reduce, c.sequence);
-    from_float(wide.data() + static_cast<std::size_t>(config_.rank) * c.count, c.type, c.count,
+    from_float(wide.data() + static_cast<std::size_t>(ctx_.rank) * c.count, c.type, c.count,
                c.output);
   }
 
-  GlooConfig config_;
+  BackendContext ctx_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<GlooStoreAdapter> adapter_;
   std::shared_ptr<gloo::Context> context_;
@@ -181,8 +182,8 @@ class GlooBackend final : public CollectiveBackend {
 
 }  // namespace
 
-std::unique_ptr<CollectiveBackend> make_gloo_backend(const GlooConfig& config) {
-  return std::make_unique<GlooBackend>(config);
+std::unique_ptr<CollectiveBackend> make_gloo_backend(const BackendContext& context) {
+  return std::make_unique<GlooBackend>(context);
 }
 
 }  // namespace tpcomm::transport

@@ -9,18 +9,10 @@
 
 #include "tpcomm/store.hpp"
 #include "transport/common/backend.hpp"
+#include "transport/common/backend_context.hpp"
 
 namespace tpcomm::transport {
 
-struct GlooConfig {
-  int rank = 0;
-  int size = 1;
-  std::shared_ptr<Store> store;  // rendezvous
-  std::string key_prefix;        // unique per communicator
-  std::chrono::milliseconds timeout{60000};
-  std::string hostname = "127.0.0.1";  // the address peers connect to
-};
-
-std::unique_ptr<CollectiveBackend> make_gloo_backend(const GlooConfig& config);
+std::unique_ptr<CollectiveBackend> make_gloo_backend(const BackendContext& context);
 
 }  // namespace tpcomm::transport

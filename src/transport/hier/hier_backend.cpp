@@ -18,7 +18,7 @@ namespace {
 
 class HierBackend final : public CollectiveBackend {
  public:
-  explicit HierBackend(HierConfig config) : config_(std::move(config)) {}
+  explicit HierBackend(BackendContext context) : ctx_(std::move(context)) {}
 
   Backend kind() const override { return Backend::kHier; }
   int setup_steps() const override { return 4; }
@@ -82,7 +82,7 @@ class HierBackend final : public CollectiveBackend {
                .algorithm = Algorithm::kOneShot,
                .sequence = c.sequence});
     if (c.reduce == ReduceOp::kAvg) {
-      const float w = static_cast<float>(config_.node_of_rank.size());
+      const float w = static_cast<float>(ctx_.node_of_rank.size());
       for (std::size_t i = 0; i < c.count; ++i) full[i] /= w;
     }
     from_float(full.data(), c.type, c.count, c.output);
@@ -93,8 +93,8 @@ class HierBackend final : public CollectiveBackend {
   // every node, in node order. Both rendezvous over the parent's store under their own prefix.
   void make_groups() {
     std::map<int, std::vector<int>> nodes;
-    for (std::size_t r = 0; r < config_.node_of_rank.size(); ++r) {
-      nodes[config_.node_of_rank[r]].push_back(static_cast<int>(r));
+    for (std::size_t r = 0; r < ctx_.node_of_rank.size(); ++r) {
+      nodes[ctx_.node_of_rank[r]].push_back(static_cast<int>(r));
     }
     std::vector<std::string> sizes;
     for (const auto& [node, ranks] : nodes)
@@ -106,41 +106,39 @@ class HierBackend final : public CollectiveBackend {
                                 fmt::join(sizes, ", ")));
       }
     }
-    const int my_node = config_.node_of_rank[static_cast<std::size_t>(config_.rank)];
+    const int my_node = ctx_.node_of_rank[static_cast<std::size_t>(ctx_.rank)];
     const auto& local = nodes[my_node];
     local_size_ = static_cast<int>(local.size());
     const int local_index =
-        static_cast<int>(std::find(local.begin(), local.end(), config_.rank) - local.begin());
+        static_cast<int>(std::find(local.begin(), local.end(), ctx_.rank) - local.begin());
     int node_index = 0;
     for (const auto& [node, ranks] : nodes) {
       if (node == my_node) break;
       ++node_index;
     }
-    const std::string prefix = fmt::format("tpcomm/c{:016x}/hier", config_.comm_id);
-    auto store = config_.bootstrap->store();
+    const std::string prefix = fmt::format("tpcomm/c{:016x}/hier", ctx_.comm_id);
+    auto store = ctx_.bootstrap->store();
     auto node_bs = make_store_bootstrap(store, local_index, local_size_,
                                         fmt::format("{}/node{}", prefix, my_node));
     auto lane_bs = make_store_bootstrap(store, node_index, static_cast<int>(nodes.size()),
                                         fmt::format("{}/lane{}", prefix, local_index));
-    ShmConfig shm;
-    shm.rank = local_index;
-    shm.size = local_size_;
-    shm.bootstrap = node_bs;
-    shm.comm_id = config_.comm_id ^ static_cast<std::uint64_t>(my_node + 1);
-    shm.timeout = config_.timeout;
-    shm.slot_bytes = config_.shm_slot_bytes;
-    shm_ = make_shm_backend(shm);
-    GlooConfig gloo;
-    gloo.rank = node_index;
-    gloo.size = static_cast<int>(nodes.size());
-    gloo.store = store;
-    gloo.key_prefix = fmt::format("{}/gloo/lane{}/", prefix, local_index);
-    gloo.timeout = config_.timeout;
-    gloo.hostname = config_.socket_address;
-    gloo_ = make_gloo_backend(gloo);
+    // Each sub-group is a backend of its own, with its own comm id (segment and key names).
+    BackendContext node_ctx = ctx_;
+    node_ctx.rank = local_index;
+    node_ctx.size = local_size_;
+    node_ctx.bootstrap = node_bs;
+    node_ctx.comm_id = ctx_.comm_id ^ static_cast<std::uint64_t>(my_node + 1);
+    node_ctx.node_of_rank.clear();
+    shm_ = make_shm_backend(node_ctx);
+    BackendContext lane_ctx = ctx_;
+    lane_ctx.rank = node_index;
+    lane_ctx.size = static_cast<int>(nodes.size());
+    lane_ctx.bootstrap = lane_bs;
+    lane_ctx.comm_id = ctx_.comm_id ^ (static_cast<std::uint64_t>(local_index + 1) << 32);
+    gloo_ = make_gloo_backend(lane_ctx);
   }
 
-  HierConfig config_;
+  BackendContext ctx_;
   int local_size_ = 1;
   std::unique_ptr<CollectiveBackend> shm_;
   std::unique_ptr<CollectiveBackend> gloo_;
@@ -148,8 +146,8 @@ class HierBackend final : public CollectiveBackend {
 
 }  // namespace
 
-std::unique_ptr<CollectiveBackend> make_hier_backend(const HierConfig& config) {
-  return std::make_unique<HierBackend>(config);
+std::unique_ptr<CollectiveBackend> make_hier_backend(const BackendContext& context) {
+  return std::make_unique<HierBackend>(context);
 }
 
 }  // namespace tpcomm::transport

@@ -12,19 +12,10 @@
 
 #include "tpcomm/bootstrap.hpp"
 #include "transport/common/backend.hpp"
+#include "transport/common/backend_context.hpp"
 
 namespace tpcomm::transport {
 
-struct HierConfig {
-  int rank = 0;
-  std::vector<int> node_of_rank;  // node index of every rank
-  std::shared_ptr<Bootstrap> bootstrap;
-  std::uint64_t comm_id = 0;
-  std::chrono::milliseconds timeout{60000};
-  std::size_t shm_slot_bytes = 512u << 10;
-  std::string socket_address = "127.0.0.1";
-};
-
-std::unique_ptr<CollectiveBackend> make_hier_backend(const HierConfig& config);
+std::unique_ptr<CollectiveBackend> make_hier_backend(const BackendContext& context);
 
 }  // namespace tpcomm::transport

@@ -20,6 +20,9 @@
 namespace tpcomm::transport {
 namespace {
 
+// Each of the two data areas per rank; larger calls run in steps of this size.
+constexpr std::size_t kAreaBytes = 8u << 20;
+
 using cuda::KernelOp;
 using cuda::MultimemArgs;
 using cuda::MultimemMode;
@@ -29,7 +32,7 @@ constexpr std::uint64_t kChannelSalt = 0x6d756c74696d656dULL;  // "multimem"
 
 class MultimemBackend final : public CollectiveBackend {
  public:
-  explicit MultimemBackend(MultimemConfig config) : config_(std::move(config)) {}
+  explicit MultimemBackend(BackendContext context) : ctx_(std::move(context)) {}
 
   Backend kind() const override { return Backend::kMultimem; }
   int setup_steps() const override { return 4; }
@@ -48,7 +51,7 @@ class MultimemBackend final : public CollectiveBackend {
 
   void setup_complete() override {
     listener_.reset();
-    watchdog_.start(config_.on_async_failure);
+    watchdog_.start(ctx_.on_async_failure);
   }
 
   void run(const Call& c) override {
@@ -65,7 +68,7 @@ class MultimemBackend final : public CollectiveBackend {
     a.mode = c.op != Op::kAllGather && c.reduce == ReduceOp::kSum ? MultimemMode::kReduceSum
                                                                   : MultimemMode::kGather;
     const std::size_t per_chunk =
-        cuda::multimem_chunk_elements(a.layout.area_bytes, es, config_.size, rs, a.mode);
+        cuda::multimem_chunk_elements(a.layout.area_bytes, es, ctx_.size, rs, a.mode);
     cuda::launch_in_chunks(c, per_chunk, a, cuda::launch_multimem_kernel,
                            "launching the multimem kernel");
   }
@@ -74,62 +77,63 @@ class MultimemBackend final : public CollectiveBackend {
   std::optional<std::string> take_async_failure() override { return watchdog_.take_failure(); }
 
  private:
-  std::uint64_t channel() const { return config_.comm_id ^ kChannelSalt; }
+  std::uint64_t channel() const { return ctx_.comm_id ^ kChannelSalt; }
 
   void create(const Deadline&) {
-    if (std::string why = cuda::MulticastObject::unsupported_reason(config_.device); !why.empty()) {
+    if (std::string why = cuda::MulticastObject::unsupported_reason(ctx_.cuda_device);
+        !why.empty()) {
       throw Error(ErrorCode::kUnavailable, why);
     }
-    cuda::check_cuda(cudaSetDevice(config_.device), "cudaSetDevice");
+    cuda::check_cuda(cudaSetDevice(ctx_.cuda_device), "cudaSetDevice");
     // Sized once with the VMM granularity, then again so the multicast granularity divides it.
-    const auto sharing = config_.cross_node ? cuda::VmmWorkspace::Sharing::kFabric
+    const auto sharing = ctx_.spans_nodes() ? cuda::VmmWorkspace::Sharing::kFabric
                                             : cuda::VmmWorkspace::Sharing::kPosixFd;
-    const std::size_t vmm_granularity = cuda::VmmWorkspace::granularity(config_.device, sharing);
-    auto layout = cuda::multimem_layout(config_.area_bytes, vmm_granularity);
+    const std::size_t vmm_granularity = cuda::VmmWorkspace::granularity(ctx_.cuda_device, sharing);
+    auto layout = cuda::multimem_layout(kAreaBytes, vmm_granularity);
     const std::size_t mc_granularity =
-        cuda::MulticastObject::granularity(config_.size, layout.total_bytes, config_.cross_node);
-    layout = cuda::multimem_layout(config_.area_bytes, std::max(vmm_granularity, mc_granularity));
-    workspace_.create(config_.device, layout.total_bytes, sharing);
-    watchdog_.create("multimem kernel", config_.timeout, config_.device);
-    if (config_.rank == 0) multicast_.create(config_.size, layout.total_bytes, config_.cross_node);
-    base_.rank = config_.rank;
-    base_.world = config_.size;
+        cuda::MulticastObject::granularity(ctx_.size, layout.total_bytes, ctx_.spans_nodes());
+    layout = cuda::multimem_layout(kAreaBytes, std::max(vmm_granularity, mc_granularity));
+    workspace_.create(ctx_.cuda_device, layout.total_bytes, sharing);
+    watchdog_.create("multimem kernel", ctx_.timeout, ctx_.cuda_device);
+    if (ctx_.rank == 0) multicast_.create(ctx_.size, layout.total_bytes, ctx_.spans_nodes());
+    base_.rank = ctx_.rank;
+    base_.world = ctx_.size;
     base_.layout = layout;
     base_.unicast = static_cast<char*>(workspace_.own());
     base_.abort_word = watchdog_.device_abort_word();
     base_.failure = watchdog_.device_failure();
     base_.cycle_budget = watchdog_.cycle_budget();
-    if (!config_.cross_node) {
-      listener_ = cuda::listen_abstract(cuda::listener_name(channel(), config_.rank));
+    if (!ctx_.spans_nodes()) {
+      listener_ = cuda::listen_abstract(cuda::listener_name(channel(), ctx_.rank));
     }
   }
 
   void share(const Deadline& deadline) {
-    if (config_.cross_node) {
+    if (ctx_.spans_nodes()) {
       Bytes handle;
-      if (config_.rank == 0) {
+      if (ctx_.rank == 0) {
         const CUmemFabricHandle h = multicast_.export_fabric();
         handle.assign(reinterpret_cast<const std::uint8_t*>(&h),
                       reinterpret_cast<const std::uint8_t*>(&h) + sizeof(h));
       }
-      handle = config_.bootstrap->broadcast(handle, 0, "multimem fabric handle", deadline);
+      handle = ctx_.bootstrap->broadcast(handle, 0, "multimem fabric handle", deadline);
       if (handle.size() != sizeof(CUmemFabricHandle)) {
         throw Error(ErrorCode::kMismatch,
                     fmt::format("rank 0 sent a {}-byte multicast fabric handle", handle.size()));
       }
-      if (config_.rank != 0) {
+      if (ctx_.rank != 0) {
         CUmemFabricHandle h;
         std::memcpy(&h, handle.data(), sizeof(h));
         multicast_.import(h, base_.layout.total_bytes);
       }
-      multicast_.add_device(config_.device);
+      multicast_.add_device(ctx_.cuda_device);
       return;
     }
-    net::Fd mine = config_.rank == 0 ? multicast_.export_fd() : net::Fd();
-    net::Fd got = cuda::broadcast_handle(config_.rank, config_.size, 0, channel(), listener_.get(),
+    net::Fd mine = ctx_.rank == 0 ? multicast_.export_fd() : net::Fd();
+    net::Fd got = cuda::broadcast_handle(ctx_.rank, ctx_.size, 0, channel(), listener_.get(),
                                          mine.get(), base_.layout.total_bytes, deadline);
-    if (config_.rank != 0) multicast_.import(got.get(), base_.layout.total_bytes);
-    multicast_.add_device(config_.device);
+    if (ctx_.rank != 0) multicast_.import(got.get(), base_.layout.total_bytes);
+    multicast_.add_device(ctx_.cuda_device);
   }
 
   void bind() {
@@ -139,13 +143,12 @@ class MultimemBackend final : public CollectiveBackend {
   // Every rank puts four copies of rank + 1 into its probe area; one multicast load must then
   // read their sum on every rank (a multicast that does not reach every workspace fails here).
   void probe(const Deadline& deadline) {
-    const float mine[4] = {
-        static_cast<float>(config_.rank + 1), static_cast<float>(config_.rank + 1),
-        static_cast<float>(config_.rank + 1), static_cast<float>(config_.rank + 1)};
+    const float mine[4] = {static_cast<float>(ctx_.rank + 1), static_cast<float>(ctx_.rank + 1),
+                           static_cast<float>(ctx_.rank + 1), static_cast<float>(ctx_.rank + 1)};
     char* probe_in = base_.unicast + base_.layout.probe_offset;
     cuda::check_cuda(cudaMemcpy(probe_in, mine, sizeof(mine), cudaMemcpyHostToDevice),
                      "writing the multimem probe");
-    config_.bootstrap->barrier("multimem probe", deadline);
+    ctx_.bootstrap->barrier("multimem probe", deadline);
     void* result = nullptr;
     cuda::check_cuda(cudaMalloc(&result, sizeof(mine)), "cudaMalloc (multimem probe)");
     const int launched =
@@ -155,19 +158,19 @@ class MultimemBackend final : public CollectiveBackend {
     if (synced == 0) cudaMemcpy(got, result, sizeof(got), cudaMemcpyDeviceToHost);
     cudaFree(result);
     cuda::check_cuda(synced, "the multimem probe kernel");
-    config_.bootstrap->barrier("multimem probe done", deadline);
-    const float want = static_cast<float>(config_.size * (config_.size + 1) / 2);
+    ctx_.bootstrap->barrier("multimem probe done", deadline);
+    const float want = static_cast<float>(ctx_.size * (ctx_.size + 1) / 2);
     for (float g : got) {
       if (g != want) {
         throw Error(ErrorCode::kUnavailable,
                     fmt::format("multimem probe: a multicast sum of {} ranks read {}, expected {}; "
                                 "the multicast object does not reach every workspace",
-                                config_.size, g, want));
+                                ctx_.size, g, want));
       }
     }
   }
 
-  MultimemConfig config_;
+  BackendContext ctx_;
   cuda::VmmWorkspace workspace_;
   cuda::MulticastObject multicast_;  // after workspace_: unbound before the memory goes
   cuda::KernelWatchdog watchdog_;
@@ -177,12 +180,12 @@ class MultimemBackend final : public CollectiveBackend {
 
 }  // namespace
 
-std::unique_ptr<CollectiveBackend> make_multimem_backend(const MultimemConfig& config) {
-  if (config.size < 2 || config.size > cuda::kMaxRanks) {
+std::unique_ptr<CollectiveBackend> make_multimem_backend(const BackendContext& context) {
+  if (context.size < 2 || context.size > cuda::kMaxRanks) {
     throw invalid_input(
-        fmt::format("multimem backend: {} ranks, expected 2 to {}", config.size, cuda::kMaxRanks));
+        fmt::format("multimem backend: {} ranks, expected 2 to {}", context.size, cuda::kMaxRanks));
   }
-  return std::make_unique<MultimemBackend>(config);
+  return std::make_unique<MultimemBackend>(context);
 }
 
 }  // namespace tpcomm::transport

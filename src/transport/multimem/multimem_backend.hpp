@@ -12,23 +12,10 @@
 
 #include "tpcomm/bootstrap.hpp"
 #include "transport/common/backend.hpp"
+#include "transport/common/backend_context.hpp"
 
 namespace tpcomm::transport {
 
-struct MultimemConfig {
-  int rank = 0;
-  int size = 1;
-  int device = 0;
-  std::shared_ptr<Bootstrap> bootstrap;
-  std::uint64_t comm_id = 0;
-  std::chrono::milliseconds timeout{60000};
-  std::size_t area_bytes = 8u << 20;  // each of the two data areas per rank
-  // Ranks on several nodes (sm_100, one NVLink clique, as the plan admitted): the object and
-  // the workspaces use fabric handles, passed through the bootstrap.
-  bool cross_node = false;
-  std::function<void(const std::string&)> on_async_failure;
-};
-
-std::unique_ptr<CollectiveBackend> make_multimem_backend(const MultimemConfig& config);
+std::unique_ptr<CollectiveBackend> make_multimem_backend(const BackendContext& context);
 
 }  // namespace tpcomm::transport

@@ -43,7 +43,7 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 
 class NcclBackend final : public CollectiveBackend {
  public:
-  explicit NcclBackend(NcclConfig config) : config_(std::move(config)) {}
+  explicit NcclBackend(BackendContext context) : ctx_(std::move(context)) {}
   ~NcclBackend() override {
     if (comm_ != nullptr) {
       // After an abort the communicator may be unusable; abort frees it without waiting.
@@ -67,22 +67,23 @@ class NcclBackend final : public CollectiveBackend {
       return;
     }
     ncclUniqueId id{};
-    if (config_.rank == 0) check(lib_->get_unique_id(&id), "ncclGetUniqueId");
+    if (ctx_.rank == 0) check(lib_->get_unique_id(&id), "ncclGetUniqueId");
     Bytes mine(reinterpret_cast<const std::uint8_t*>(&id),
                reinterpret_cast<const std::uint8_t*>(&id) + sizeof(id));
-    Bytes got = config_.bootstrap->broadcast(mine, 0, "nccl unique id", deadline);
+    Bytes got = ctx_.bootstrap->broadcast(mine, 0, "nccl unique id", deadline);
     if (got.size() != sizeof(id)) {
       throw Error(ErrorCode::kMismatch,
                   fmt::format("nccl unique id: {} bytes, expected {}", got.size(), sizeof(id)));
     }
     std::memcpy(&id, got.data(), sizeof(id));
-    if (cudaSetDevice(config_.device) != cudaSuccess) {
-      throw Error(ErrorCode::kUnavailable,
-                  fmt::format("cudaSetDevice({}) failed before ncclCommInitRank", config_.device));
+    if (cudaSetDevice(ctx_.cuda_device) != cudaSuccess) {
+      throw Error(
+          ErrorCode::kUnavailable,
+          fmt::format("cudaSetDevice({}) failed before ncclCommInitRank", ctx_.cuda_device));
     }
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;  // so that we can give up at our deadline
-    ncclResult_t r = lib_->comm_init_rank_config(&comm_, config_.size, id, config_.rank, &cfg);
+    ncclResult_t r = lib_->comm_init_rank_config(&comm_, ctx_.size, id, ctx_.rank, &cfg);
     if (r != ncclSuccess && r != ncclInProgress) check(r, "ncclCommInitRankConfig");
     wait_ready(deadline, "ncclCommInitRankConfig");
   }
@@ -104,7 +105,7 @@ class NcclBackend final : public CollectiveBackend {
         break;
     }
     if (r == ncclInProgress) {
-      wait_ready(Deadline::after(config_.timeout), "enqueueing the call");
+      wait_ready(Deadline::after(ctx_.timeout), "enqueueing the call");
     } else {
       check(r, "the NCCL call");
     }
@@ -154,7 +155,7 @@ class NcclBackend final : public CollectiveBackend {
     }
   }
 
-  NcclConfig config_;
+  BackendContext ctx_;
   const NcclLibrary* lib_ = nullptr;
   ncclComm_t comm_ = nullptr;
   bool aborted_ = false;
@@ -162,8 +163,8 @@ class NcclBackend final : public CollectiveBackend {
 
 }  // namespace
 
-std::unique_ptr<CollectiveBackend> make_nccl_backend(const NcclConfig& config) {
-  return std::make_unique<NcclBackend>(config);
+std::unique_ptr<CollectiveBackend> make_nccl_backend(const BackendContext& context) {
+  return std::make_unique<NcclBackend>(context);
 }
 
 }  // namespace tpcomm::transport

@@ -8,17 +8,10 @@
 
 #include "tpcomm/bootstrap.hpp"
 #include "transport/common/backend.hpp"
+#include "transport/common/backend_context.hpp"
 
 namespace tpcomm::transport {
 
-struct NcclConfig {
-  int rank = 0;
-  int size = 1;
-  int device = 0;  // CUDA device ordinal of this rank
-  std::shared_ptr<Bootstrap> bootstrap;
-  std::chrono::milliseconds timeout{60000};
-};
-
-std::unique_ptr<CollectiveBackend> make_nccl_backend(const NcclConfig& config);
+std::unique_ptr<CollectiveBackend> make_nccl_backend(const BackendContext& context);
 
 }  // namespace tpcomm::transport

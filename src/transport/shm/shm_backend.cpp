@@ -47,10 +47,10 @@ std::string describe(const shm::CallHeader& h) {
 
 class ShmBackend final : public CollectiveBackend {
  public:
-  explicit ShmBackend(ShmConfig config)
-      : config_(std::move(config)),
-        lane_bytes_(shm::lane_bytes(config_.slot_bytes)),
-        sources_(static_cast<std::size_t>(config_.size)) {}
+  explicit ShmBackend(BackendContext context)
+      : ctx_(std::move(context)),
+        lane_bytes_(shm::lane_bytes(ctx_.shm_workspace_bytes)),
+        sources_(static_cast<std::size_t>(ctx_.size)) {}
 
   Backend kind() const override { return Backend::kShm; }
   int setup_steps() const override { return 2; }
@@ -60,36 +60,36 @@ class ShmBackend final : public CollectiveBackend {
 
   void run_setup_step(int step, const Deadline& deadline) override {
     const std::size_t bytes =
-        shm::segment_bytes(static_cast<std::size_t>(config_.size), config_.slot_bytes);
+        shm::segment_bytes(static_cast<std::size_t>(ctx_.size), ctx_.shm_workspace_bytes);
     if (step == 0) {
-      if (config_.rank != 0) return;
+      if (ctx_.rank != 0) return;
       std::random_device rd;
       const std::string name =
-          fmt::format("/tpcomm-shm-{}-{:016x}{:08x}", getpid(), config_.comm_id, rd());
+          fmt::format("/tpcomm-shm-{}-{:016x}{:08x}", getpid(), ctx_.comm_id, rd());
       segment_.create(
           name, bytes,
-          fmt::format("TPCOMM_SHM_WORKSPACE (now {} bytes per rank)", config_.slot_bytes));
+          fmt::format("TPCOMM_SHM_WORKSPACE (now {} bytes per rank)", ctx_.shm_workspace_bytes));
       auto* h = new (segment_.base()) SegmentHeader();
       h->magic = shm::kMagic;
-      h->world_size = static_cast<std::uint32_t>(config_.size);
-      h->slot_bytes = config_.slot_bytes;
-      for (int r = 0; r < config_.size; ++r) new (control(r)) RankControl();
+      h->world_size = static_cast<std::uint32_t>(ctx_.size);
+      h->slot_bytes = ctx_.shm_workspace_bytes;
+      for (int r = 0; r < ctx_.size; ++r) new (control(r)) RankControl();
       return;
     }
     // Step 1: everyone learns the name from rank 0 and maps the segment.
-    const std::string mine = config_.rank == 0 ? segment_.name() : std::string();
-    Bytes name = config_.bootstrap->broadcast(Bytes(mine.begin(), mine.end()), 0,
-                                              "shm segment name", deadline);
-    if (config_.rank != 0) segment_.open(std::string(name.begin(), name.end()), bytes);
+    const std::string mine = ctx_.rank == 0 ? segment_.name() : std::string();
+    Bytes name =
+        ctx_.bootstrap->broadcast(Bytes(mine.begin(), mine.end()), 0, "shm segment name", deadline);
+    if (ctx_.rank != 0) segment_.open(std::string(name.begin(), name.end()), bytes);
     if (header().magic != shm::kMagic ||
-        header().world_size != static_cast<std::uint32_t>(config_.size) ||
-        header().slot_bytes != config_.slot_bytes) {
+        header().world_size != static_cast<std::uint32_t>(ctx_.size) ||
+        header().slot_bytes != ctx_.shm_workspace_bytes) {
       throw Error(ErrorCode::kMismatch,
                   "shm: the segment's header does not match this group "
                   "(ranks with different TPCOMM_SHM_WORKSPACE?)");
     }
-    control(config_.rank)->pid.store(getpid(), std::memory_order_release);
-    control(config_.rank)->mapped.store(1, std::memory_order_release);
+    control(ctx_.rank)->pid.store(getpid(), std::memory_order_release);
+    control(ctx_.rank)->mapped.store(1, std::memory_order_release);
   }
 
   // Every rank has mapped it (the vote said so): the name can go, so no crash can leak it.
@@ -98,7 +98,7 @@ class ShmBackend final : public CollectiveBackend {
   void abort() override {
     if (segment_.base() == nullptr) return;
     std::int32_t expected = 0;
-    header().aborted_by.compare_exchange_strong(expected, config_.rank + 1);
+    header().aborted_by.compare_exchange_strong(expected, ctx_.rank + 1);
     shm::wake_sleepers(header());
   }
 
@@ -130,25 +130,26 @@ class ShmBackend final : public CollectiveBackend {
   // Rank r's lane for protocol step `seq`.
   std::uint8_t* lane(int r, std::uint64_t seq) const {
     return static_cast<std::uint8_t*>(segment_.base()) +
-           shm::slots_offset(static_cast<std::size_t>(config_.size)) +
-           static_cast<std::size_t>(r) * config_.slot_bytes + (seq % shm::kLanes) * lane_bytes_;
+           shm::slots_offset(static_cast<std::size_t>(ctx_.size)) +
+           static_cast<std::size_t>(r) * ctx_.shm_workspace_bytes +
+           (seq % shm::kLanes) * lane_bytes_;
   }
 
   // Waits until every peer's `field` reached `seq`.
   void wait(shm::Flag which, std::uint64_t seq, const Describe& what) {
-    shm::wait_for_peers(header(), control(0), config_.size, config_.rank, which, seq,
-                        config_.timeout, what, wake_pending_);
+    shm::wait_for_peers(header(), control(0), ctx_.size, ctx_.rank, which, seq, ctx_.timeout, what,
+                        wake_pending_);
   }
 
   void publish(shm::Flag which, std::uint64_t seq) {
-    shm::flag(*control(config_.rank), which, seq).store(seq, std::memory_order_release);
+    shm::flag(*control(ctx_.rank), which, seq).store(seq, std::memory_order_release);
     wake_pending_ = true;
   }
 
   // Publishes this rank's slot for step `seq` and waits for every peer's, checking that they
   // are the same call.
   void exchange(std::uint64_t seq, const Call& c, Algorithm algorithm, const Describe& what) {
-    RankControl& me = *control(config_.rank);
+    RankControl& me = *control(ctx_.rank);
     shm::CallHeader& mine = me.lane[seq % shm::kLanes].call;
     mine = shm::CallHeader{seq,
                            c.sequence,
@@ -159,12 +160,12 @@ class ShmBackend final : public CollectiveBackend {
                            static_cast<std::uint32_t>(algorithm)};
     publish(shm::Flag::kArrived, seq);
     wait(shm::Flag::kArrived, seq, what);
-    for (int p = 0; p < config_.size; ++p) {
+    for (int p = 0; p < ctx_.size; ++p) {
       const shm::CallHeader& h = control(p)->lane[seq % shm::kLanes].call;
       if (h.op != mine.op || h.type != mine.type || h.count != mine.count ||
           h.reduce != mine.reduce || h.algorithm != mine.algorithm || h.sequence != seq) {
         throw Error(ErrorCode::kMismatch, fmt::format("rank {} called {} but rank {} called {}", p,
-                                                      describe(h), config_.rank, describe(mine)));
+                                                      describe(h), ctx_.rank, describe(mine)));
       }
     }
   }
@@ -175,8 +176,8 @@ class ShmBackend final : public CollectiveBackend {
   // with the peers that read the lane two steps ago), and loads from them would wait for that;
   // measured, one-shot W = 2 is 25-35% faster at 4-64 KiB. Same values, same order, same result.
   const void* const* sources(std::uint64_t seq, std::size_t byte_offset, const void* own) {
-    for (int r = 0; r < config_.size; ++r) sources_[r] = lane(r, seq) + byte_offset;
-    sources_[static_cast<std::size_t>(config_.rank)] = own;
+    for (int r = 0; r < ctx_.size; ++r) sources_[r] = lane(r, seq) + byte_offset;
+    sources_[static_cast<std::size_t>(ctx_.rank)] = own;
     return sources_.data();
   }
 
@@ -202,7 +203,7 @@ class ShmBackend final : public CollectiveBackend {
   auto copy_in(const Call& c) {
     return [this, &c](std::size_t base, std::size_t n, std::uint64_t seq) {
       const std::size_t es = size_of(c.type);
-      std::memcpy(lane(config_.rank, seq), static_cast<const std::uint8_t*>(c.input) + base * es,
+      std::memcpy(lane(ctx_.rank, seq), static_cast<const std::uint8_t*>(c.input) + base * es,
                   n * es);
     };
   }
@@ -213,7 +214,7 @@ class ShmBackend final : public CollectiveBackend {
     const auto* in = static_cast<const std::uint8_t*>(c.input);
     chunked(c, lane_bytes_ / es, Algorithm::kOneShot, describer(c, Algorithm::kOneShot), copy_in(c),
             [&](std::size_t base, std::size_t n, std::uint64_t seq) {
-              shm::reduce_slots(sources(seq, 0, in + base * es), config_.size, n, c.type, c.reduce,
+              shm::reduce_slots(sources(seq, 0, in + base * es), ctx_.size, n, c.type, c.reduce,
                                 static_cast<std::uint8_t*>(c.output) + base * es);
             });
   }
@@ -221,7 +222,7 @@ class ShmBackend final : public CollectiveBackend {
   // Reduce-scatter of slices into each owner's slot, then everyone gathers the reduced slices.
   void two_shot(const Call& c) {
     const std::size_t es = size_of(c.type);
-    const auto w = static_cast<std::size_t>(config_.size);
+    const auto w = static_cast<std::size_t>(ctx_.size);
     const auto* in = static_cast<const std::uint8_t*>(c.input);
     const Describe what = describer(c, Algorithm::kTwoShot);
     chunked(c, lane_bytes_ / es, Algorithm::kTwoShot, what, copy_in(c),
@@ -230,9 +231,9 @@ class ShmBackend final : public CollectiveBackend {
                 const std::size_t lo = n * r / w;
                 return std::make_pair(lo, n * (r + 1) / w - lo);
               };
-              const auto [lo, len] = slice(static_cast<std::size_t>(config_.rank));
-              shm::reduce_slots(sources(seq, lo * es, in + (base + lo) * es), config_.size, len,
-                                c.type, c.reduce, lane(config_.rank, seq) + lo * es);
+              const auto [lo, len] = slice(static_cast<std::size_t>(ctx_.rank));
+              shm::reduce_slots(sources(seq, lo * es, in + (base + lo) * es), ctx_.size, len,
+                                c.type, c.reduce, lane(ctx_.rank, seq) + lo * es);
               publish(shm::Flag::kReduced, seq);
               wait(shm::Flag::kReduced, seq, what);
               for (std::size_t r = 0; r < w; ++r) {
@@ -248,7 +249,7 @@ class ShmBackend final : public CollectiveBackend {
     auto* out = static_cast<std::uint8_t*>(c.output);
     chunked(c, lane_bytes_ / es, Algorithm::kOneShot, describer(c, Algorithm::kOneShot), copy_in(c),
             [&](std::size_t base, std::size_t n, std::uint64_t seq) {
-              for (int r = 0; r < config_.size; ++r) {
+              for (int r = 0; r < ctx_.size; ++r) {
                 std::memcpy(out + (static_cast<std::size_t>(r) * c.count + base) * es, lane(r, seq),
                             n * es);
               }
@@ -258,26 +259,25 @@ class ShmBackend final : public CollectiveBackend {
   // Each slot holds W blocks of the chunk; rank r reduces block r of every slot.
   void reduce_scatter(const Call& c) {
     const std::size_t es = size_of(c.type);
-    const auto w = static_cast<std::size_t>(config_.size);
+    const auto w = static_cast<std::size_t>(ctx_.size);
     const auto* in = static_cast<const std::uint8_t*>(c.input);
     chunked(
         c, std::max<std::size_t>(1, lane_bytes_ / (es * w)), Algorithm::kOneShot,
         describer(c, Algorithm::kOneShot),
         [&](std::size_t base, std::size_t n, std::uint64_t seq) {
           for (std::size_t b = 0; b < w; ++b) {
-            std::memcpy(lane(config_.rank, seq) + b * n * es, in + (b * c.count + base) * es,
-                        n * es);
+            std::memcpy(lane(ctx_.rank, seq) + b * n * es, in + (b * c.count + base) * es, n * es);
           }
         },
         [&](std::size_t base, std::size_t n, std::uint64_t seq) {
           shm::reduce_slots(
-              sources(seq, static_cast<std::size_t>(config_.rank) * n * es,
-                      in + (static_cast<std::size_t>(config_.rank) * c.count + base) * es),
-              config_.size, n, c.type, c.reduce, static_cast<std::uint8_t*>(c.output) + base * es);
+              sources(seq, static_cast<std::size_t>(ctx_.rank) * n * es,
+                      in + (static_cast<std::size_t>(ctx_.rank) * c.count + base) * es),
+              ctx_.size, n, c.type, c.reduce, static_cast<std::uint8_t*>(c.output) + base * es);
         });
   }
 
-  ShmConfig config_;
+  BackendContext ctx_;
   std::size_t lane_bytes_;
   std::vector<const void*> sources_;  // scratch for lanes_at, so a call allocates nothing
   shm::Segment segment_;
@@ -287,13 +287,13 @@ class ShmBackend final : public CollectiveBackend {
 
 }  // namespace
 
-std::unique_ptr<CollectiveBackend> make_shm_backend(const ShmConfig& config) {
-  if (config.slot_bytes < 4096 || config.slot_bytes % 64 != 0) {
+std::unique_ptr<CollectiveBackend> make_shm_backend(const BackendContext& context) {
+  if (context.shm_workspace_bytes < 4096 || context.shm_workspace_bytes % 64 != 0) {
     throw invalid_input(
         fmt::format("TPCOMM_SHM_WORKSPACE={}: expected a multiple of 64 bytes, at least 4096",
-                    config.slot_bytes));
+                    context.shm_workspace_bytes));
   }
-  return std::make_unique<ShmBackend>(config);
+  return std::make_unique<ShmBackend>(context);
 }
 
 }  // namespace tpcomm::transport

@@ -8,18 +8,10 @@
 
 #include "tpcomm/bootstrap.hpp"
 #include "transport/common/backend.hpp"
+#include "transport/common/backend_context.hpp"
 
 namespace tpcomm::transport {
 
-struct ShmConfig {
-  int rank = 0;
-  int size = 1;
-  std::shared_ptr<Bootstrap> bootstrap;  // to share the segment's name
-  std::uint64_t comm_id = 0;
-  std::chrono::milliseconds timeout{60000};
-  std::size_t slot_bytes = 512u << 10;  // workspace per rank (TPCOMM_SHM_WORKSPACE)
-};
-
-std::unique_ptr<CollectiveBackend> make_shm_backend(const ShmConfig& config);
+std::unique_ptr<CollectiveBackend> make_shm_backend(const BackendContext& context);
 
 }  // namespace tpcomm::transport

@@ -1,0 +1,41 @@
+// What every backend is built from: the one description of a rank's place in its group that the
+// communicator fills once and every backend factory takes (backends read only the fields they
+// need). Backend-specific sizes are the backends' own constants.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tpcomm/bootstrap.hpp"
+
+namespace tpcomm::transport {
+
+struct BackendContext {
+  int rank = 0;
+  int size = 1;
+  std::shared_ptr<Bootstrap> bootstrap;  // rendezvous; its store() holds the backends' keys
+  std::uint64_t comm_id = 0;             // unique per communicator: names segments and keys
+  std::chrono::milliseconds timeout{60000};
+  std::string socket_address = "127.0.0.1";  // where peers reach this rank (gloo's sockets)
+  std::vector<int> node_of_rank;             // node index of every rank; empty: one node
+  std::size_t shm_workspace_bytes = 512u << 10;  // per rank (TPCOMM_SHM_WORKSPACE): shm, hier
+  int cuda_device = 0;                           // this rank's CUDA device (GPU backends)
+  bool zero_copy = false;  // the graph plan lets user buffers be read in place (custom)
+  // Aborts the communicator from another thread (a GPU backend's watchdog).
+  std::function<void(const std::string&)> on_async_failure;
+
+  // Whether the ranks are on more than one node.
+  bool spans_nodes() const {
+    for (int n : node_of_rank) {
+      if (n != node_of_rank.front()) return true;
+    }
+    return false;
+  }
+};
+
+}  // namespace tpcomm::transport
