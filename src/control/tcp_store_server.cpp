@@ -17,6 +17,7 @@
 
 #include "socket_util.hpp"
 #include "store_protocol.hpp"
+#include "store_table.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/log.hpp"
 #include "tpcomm/tcp_store.hpp"
@@ -47,7 +48,7 @@ struct TcpStoreServer::Impl {
   std::atomic<bool> stopping{false};
 
   mutable std::mutex mutex;  // guards data for key_count() from other threads
-  std::map<std::string, Bytes> data;
+  control::StoreTable data;
   std::map<int, Client> clients;
   std::list<Waiter> waiters;
   std::atomic<std::size_t> client_total{0};
@@ -56,6 +57,14 @@ struct TcpStoreServer::Impl {
   void accept_clients();
   void read_client(Client& c);
   void handle_frame(Client& c, Type type, const std::uint8_t* payload, std::size_t size);
+  // One handler per request type: reads the rest of the request, applies it, queues the reply.
+  void handle_set(Client& c, store_wire::Reader& r, bool ephemeral);
+  void handle_get(Client& c, store_wire::Reader& r);
+  void handle_wait(Client& c, store_wire::Reader& r);
+  void handle_add(Client& c, store_wire::Reader& r);
+  void handle_compare_set(Client& c, store_wire::Reader& r);
+  void handle_delete(Client& c, store_wire::Reader& r);
+  void handle_size(Client& c, store_wire::Reader& r);
   void reply(Client& c, const store_wire::Writer& w) {
     Bytes f = w.frame();
     c.out.insert(c.out.end(), f.begin(), f.end());
@@ -65,13 +74,6 @@ struct TcpStoreServer::Impl {
                why);
     c.closing = true;
     c.out.clear();
-  }
-  std::vector<std::string> missing(const std::vector<std::string>& keys) const {
-    std::vector<std::string> out;
-    for (const auto& k : keys) {
-      if (data.find(k) == data.end()) out.push_back(k);
-    }
-    return out;
   }
   void answer_waiters(bool only_expired);
 };
@@ -139,91 +141,95 @@ void TcpStoreServer::Impl::handle_frame(Client& c, Type type, const std::uint8_t
   std::lock_guard<std::mutex> lock(mutex);
   switch (type) {
     case Type::kSet:
-    case Type::kSetEphemeral: {
-      std::string key = r.string();
-      Bytes value = r.bytes();
-      r.expect_end();
-      if (type == Type::kSetEphemeral) c.ephemeral.push_back(key);
-      data[key] = std::move(value);
-      reply(c, store_wire::Writer(Type::kOk));
-      return;
-    }
-    case Type::kGet: {
-      std::string key = r.string();
-      r.expect_end();
-      auto it = data.find(key);
-      if (it == data.end()) {
-        reply(c, store_wire::Writer(Type::kNotFound));
-      } else {
-        reply(c, store_wire::Writer(Type::kValue).bytes(it->second));
-      }
-      return;
-    }
-    case Type::kWait: {
-      auto timeout_ms = r.i64();
-      auto count = r.i64();
-      if (count < 0 || count > 1'000'000) throw invalid_input("wait for an absurd number of keys");
-      std::vector<std::string> keys;
-      for (std::int64_t i = 0; i < count; ++i) keys.push_back(r.string());
-      r.expect_end();
-      if (missing(keys).empty()) {
-        reply(c, store_wire::Writer(Type::kOk));
-      } else {
-        waiters.push_back({c.fd.get(), std::move(keys),
-                           Deadline::Clock::now() + std::chrono::milliseconds(timeout_ms)});
-      }
-      return;
-    }
-    case Type::kAdd: {
-      std::string key = r.string();
-      auto delta = r.i64();
-      r.expect_end();
-      std::int64_t value = 0;
-      if (auto it = data.find(key); it != data.end()) {
-        try {
-          value = std::stoll(std::string(it->second.begin(), it->second.end()));
-        } catch (const std::exception&) {
-          reply(c, store_wire::Writer(Type::kError)
-                       .string("add: the value of " + key + " is not an integer"));
-          return;
-        }
-      }
-      value += delta;
-      std::string text = std::to_string(value);
-      data[key] = Bytes(text.begin(), text.end());
-      reply(c, store_wire::Writer(Type::kInteger).i64(value));
-      return;
-    }
-    case Type::kCompareSet: {
-      std::string key = r.string();
-      bool has_expected = r.u8() != 0;
-      Bytes expected = r.bytes();
-      Bytes desired = r.bytes();
-      r.expect_end();
-      auto it = data.find(key);
-      bool matches = has_expected ? (it != data.end() && it->second == expected) : it == data.end();
-      if (matches) {
-        data[key] = desired;
-        reply(c, store_wire::Writer(Type::kValue).bytes(desired));
-      } else {
-        reply(c, store_wire::Writer(Type::kValue).bytes(it == data.end() ? Bytes{} : it->second));
-      }
-      return;
-    }
-    case Type::kDelete: {
-      std::string key = r.string();
-      r.expect_end();
-      std::erase(c.ephemeral, key);
-      reply(c, store_wire::Writer(Type::kBool).u8(data.erase(key) > 0 ? 1 : 0));
-      return;
-    }
+      return handle_set(c, r, false);
+    case Type::kSetEphemeral:
+      return handle_set(c, r, true);
+    case Type::kGet:
+      return handle_get(c, r);
+    case Type::kWait:
+      return handle_wait(c, r);
+    case Type::kAdd:
+      return handle_add(c, r);
+    case Type::kCompareSet:
+      return handle_compare_set(c, r);
+    case Type::kDelete:
+      return handle_delete(c, r);
     case Type::kSize:
-      r.expect_end();
-      reply(c, store_wire::Writer(Type::kInteger).i64(static_cast<std::int64_t>(data.size())));
-      return;
+      return handle_size(c, r);
     default:
       throw invalid_input(fmt::format("unknown request type {}", static_cast<int>(type)));
   }
+}
+
+void TcpStoreServer::Impl::handle_set(Client& c, store_wire::Reader& r, bool ephemeral) {
+  std::string key = r.string();
+  Bytes value = r.bytes();
+  r.expect_end();
+  if (ephemeral) c.ephemeral.push_back(key);
+  data.set(key, std::move(value));
+  reply(c, store_wire::Writer(Type::kOk));
+}
+
+void TcpStoreServer::Impl::handle_get(Client& c, store_wire::Reader& r) {
+  std::string key = r.string();
+  r.expect_end();
+  if (const Bytes* value = data.get(key)) {
+    reply(c, store_wire::Writer(Type::kValue).bytes(*value));
+  } else {
+    reply(c, store_wire::Writer(Type::kNotFound));
+  }
+}
+
+// Answered now when every key is present, else parked until they are or its deadline passes.
+void TcpStoreServer::Impl::handle_wait(Client& c, store_wire::Reader& r) {
+  auto timeout_ms = r.i64();
+  auto count = r.i64();
+  if (count < 0 || count > 1'000'000) throw invalid_input("wait for an absurd number of keys");
+  std::vector<std::string> keys;
+  for (std::int64_t i = 0; i < count; ++i) keys.push_back(r.string());
+  r.expect_end();
+  if (data.missing(keys).empty()) {
+    reply(c, store_wire::Writer(Type::kOk));
+  } else {
+    waiters.push_back({c.fd.get(), std::move(keys),
+                       Deadline::Clock::now() + std::chrono::milliseconds(timeout_ms)});
+  }
+}
+
+// A value that is not an integer is the caller's error, answered; the connection stays.
+void TcpStoreServer::Impl::handle_add(Client& c, store_wire::Reader& r) {
+  std::string key = r.string();
+  auto delta = r.i64();
+  r.expect_end();
+  try {
+    reply(c, store_wire::Writer(Type::kInteger).i64(data.add(key, delta)));
+  } catch (const Error& e) {
+    reply(c, store_wire::Writer(Type::kError).string(e.what()));
+  }
+}
+
+void TcpStoreServer::Impl::handle_compare_set(Client& c, store_wire::Reader& r) {
+  std::string key = r.string();
+  bool has_expected = r.u8() != 0;
+  Bytes expected = r.bytes();
+  Bytes desired = r.bytes();
+  r.expect_end();
+  Bytes held =
+      data.compare_set(key, has_expected ? std::optional<Bytes>(std::move(expected)) : std::nullopt,
+                       std::move(desired));
+  reply(c, store_wire::Writer(Type::kValue).bytes(held));
+}
+
+void TcpStoreServer::Impl::handle_delete(Client& c, store_wire::Reader& r) {
+  std::string key = r.string();
+  r.expect_end();
+  std::erase(c.ephemeral, key);
+  reply(c, store_wire::Writer(Type::kBool).u8(data.remove(key) ? 1 : 0));
+}
+
+void TcpStoreServer::Impl::handle_size(Client& c, store_wire::Reader& r) {
+  r.expect_end();
+  reply(c, store_wire::Writer(Type::kInteger).i64(static_cast<std::int64_t>(data.size())));
 }
 
 void TcpStoreServer::Impl::answer_waiters(bool only_expired) {
@@ -237,7 +243,7 @@ void TcpStoreServer::Impl::answer_waiters(bool only_expired) {
     std::vector<std::string> left;
     {
       std::lock_guard<std::mutex> lock(mutex);
-      left = missing(it->keys);
+      left = data.missing(it->keys);
     }
     if (left.empty() && !only_expired) {
       reply(client->second, store_wire::Writer(Type::kOk));
@@ -294,7 +300,7 @@ void TcpStoreServer::Impl::run() {
       }
       if (c.closing) {
         std::lock_guard<std::mutex> lock(mutex);
-        for (const auto& key : c.ephemeral) data.erase(key);
+        for (const auto& key : c.ephemeral) data.remove(key);
         it = clients.erase(it);
       } else {
         ++it;

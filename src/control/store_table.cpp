@@ -1,0 +1,52 @@
+// The one implementation of the store's key semantics (store_table.hpp).
+#include "store_table.hpp"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "tpcomm/error.hpp"
+
+namespace tpcomm::control {
+
+const Bytes* StoreTable::get(const std::string& key) const {
+  auto it = data_.find(key);
+  return it == data_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> StoreTable::missing(const std::vector<std::string>& keys) const {
+  std::vector<std::string> out;
+  for (const auto& k : keys) {
+    if (data_.find(k) == data_.end()) out.push_back(k);
+  }
+  return out;
+}
+
+std::int64_t StoreTable::add(const std::string& key, std::int64_t delta) {
+  std::int64_t value = 0;
+  if (const Bytes* held = get(key)) {
+    const char* begin = reinterpret_cast<const char*>(held->data());
+    const char* end = begin + held->size();
+    auto [ptr, ec] = std::from_chars(begin, end, value);
+    if (ec != std::errc() || ptr != end || held->empty()) {
+      throw invalid_input(fmt::format("add: the value of {} is not an integer", key));
+    }
+  }
+  value += delta;
+  const std::string text = std::to_string(value);
+  data_[key] = Bytes(text.begin(), text.end());
+  return value;
+}
+
+Bytes StoreTable::compare_set(const std::string& key, const std::optional<Bytes>& expected,
+                              Bytes desired) {
+  auto it = data_.find(key);
+  const bool matches = expected ? (it != data_.end() && it->second == *expected) : it == data_.end();
+  if (matches) {
+    data_[key] = desired;
+    return desired;
+  }
+  return it == data_.end() ? Bytes{} : it->second;
+}
+
+}  // namespace tpcomm::control
