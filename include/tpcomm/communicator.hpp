@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tpcomm/bootstrap.hpp"
 #include "tpcomm/facts.hpp"
@@ -36,6 +37,9 @@ struct CommunicatorOptions {
   // multimem, nccl), calls take a stream.
   DeviceType device = DeviceType::kCpu;
   int cuda_device = -1;  // -1: LOCAL_RANK modulo the visible devices
+  // Backends never to use, besides TPCOMM_DISABLE's (the plan names who refused them). The
+  // fallbacks, nccl and gloo, cannot be disabled: every group can use them.
+  std::vector<Backend> disabled;
 };
 
 // A cudaStream_t, without making every user of this header include CUDA's.

@@ -154,4 +154,23 @@ bool recv_all(int fd, std::uint8_t* data, std::size_t size, const Deadline& dead
   return true;
 }
 
+std::optional<std::string> address_toward(const std::string& host) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(9);  // any port: connect() on UDP only picks the route
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) return std::nullopt;
+  Fd fd(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0 || connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return std::nullopt;
+  }
+  sockaddr_in local{};
+  socklen_t len = sizeof(local);
+  char text[INET_ADDRSTRLEN] = {};
+  if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &len) != 0 ||
+      inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text)) == nullptr) {
+    return std::nullopt;
+  }
+  return std::string(text);
+}
+
 }  // namespace tpcomm::net

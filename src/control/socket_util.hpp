@@ -1,7 +1,8 @@
-// Small POSIX socket helpers shared by the store server and client.
+// Small POSIX socket helpers of the control plane and the transports built on it.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "tpcomm/deadline.hpp"
@@ -48,5 +49,8 @@ bool send_all(int fd, const std::uint8_t* data, std::size_t size, const Deadline
               std::string* why);
 bool recv_all(int fd, std::uint8_t* data, std::size_t size, const Deadline& deadline,
               std::string* why);
+// This host's IPv4 address on the route toward `host` (an IPv4 address): the interface its peers
+// there can reach. No packet is sent. nullopt when there is no such route.
+std::optional<std::string> address_toward(const std::string& host);
 
 }  // namespace tpcomm::net

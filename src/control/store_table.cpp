@@ -41,7 +41,8 @@ std::int64_t StoreTable::add(const std::string& key, std::int64_t delta) {
 Bytes StoreTable::compare_set(const std::string& key, const std::optional<Bytes>& expected,
                               Bytes desired) {
   auto it = data_.find(key);
-  const bool matches = expected ? (it != data_.end() && it->second == *expected) : it == data_.end();
+  const bool matches =
+      expected ? (it != data_.end() && it->second == *expected) : it == data_.end();
   if (matches) {
     data_[key] = desired;
     return desired;

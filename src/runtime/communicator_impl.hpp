@@ -87,6 +87,10 @@ std::string gpu_build_unavailable_reason();
 // Whether `stream` (a cudaStream_t) is capturing a CUDA graph; false without CUDA.
 bool stream_is_capturing(void* stream);
 
+// Sets up every backend the plans use, voting after each step (backend_setup.cpp).
+void set_up_backends(Communicator::Impl& c, const std::map<Backend, BackendFactory>& factories,
+                     const BackendContext& context);
+
 std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> bootstrap,
                                                   const CommunicatorOptions& options,
                                                   const Platform& platform);

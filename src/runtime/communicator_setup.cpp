@@ -2,10 +2,6 @@
 // plan -> digest vote -> set-up of each backend the tables use, with an AND vote after every
 // step -> ready. Every step is collective and has a deadline; every error is raised on every
 // rank, so no rank goes on alone into a step the others will never reach.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -16,6 +12,7 @@
 
 #include "common/rank_list.hpp"
 #include "communicator_impl.hpp"
+#include "control/socket_util.hpp"
 #include "facts_exchange.hpp"
 #include "node_identity.hpp"
 #include "tpcomm/env.hpp"
@@ -24,10 +21,6 @@
 #include "tpcomm/probe.hpp"
 #include "tpcomm/tuning_file.hpp"
 #include "tpcomm/version.hpp"
-#include "transport/gloo/gloo_backend.hpp"
-#include "transport/hier/hier_backend.hpp"
-#include "transport/local/local_backend.hpp"
-#include "transport/shm/shm_backend.hpp"
 
 namespace tpcomm {
 
@@ -174,15 +167,15 @@ void dump_facts(const FactsTable& facts) {
   }
 }
 
-// `tuning_failure`: this rank could not read TPCOMM_TUNING's file. It still takes part, with
-// the failure in place of its digest, so every rank fails with the reason instead of waiting.
-void agree_on_digest(Communicator::Impl& c, const std::optional<std::string>& tuning_failure) {
+// `input_failure`: this rank's plan inputs were bad (read_plan_inputs). It still takes part,
+// with the failure in place of its digest, so every rank fails with the reason instead of waiting.
+void agree_on_digest(Communicator::Impl& c, const std::optional<std::string>& input_failure) {
   // Both tables of a kCuda communicator: a rank with a different graph table would pick another
   // backend for the same captured call.
   std::string digest = c.eager_plan.digest;
   if (c.graph_plan.digest != digest) digest += "+" + c.graph_plan.digest;
   if (c.faults.hits("digest", FaultAction::kCorrupt)) digest = "0000000000000000";
-  if (tuning_failure) digest = "!" + *tuning_failure;
+  if (input_failure) digest = "!" + *input_failure;
   c.faults.apply_fail_or_stall("digest");
   auto all =
       c.bootstrap->all_gather(Bytes(digest.begin(), digest.end()), "plan agreement", c.deadline());
@@ -208,106 +201,68 @@ void agree_on_digest(Communicator::Impl& c, const std::optional<std::string>& tu
                   fmt::join(parts, "; ")));
 }
 
-// An AND vote: nullopt when every rank succeeded, else who failed and why.
-std::optional<std::string> vote(Communicator::Impl& c, const std::optional<std::string>& failure,
-                                const std::string& step) {
-  // "1" for success, "0<reason>" for failure.
-  const std::string text = failure ? "0" + *failure : std::string("1");
-  auto all = c.bootstrap->all_gather(Bytes(text.begin(), text.end()), "set-up vote on " + step,
-                                     c.deadline());
-  std::vector<std::string> failed;
-  for (std::size_t r = 0; r < all.size(); ++r) {
-    const std::string got(all[r].begin(), all[r].end());
-    if (got != "1")
-      failed.push_back(fmt::format("rank {}: {}", r, got.empty() ? "no vote" : got.substr(1)));
-  }
-  if (failed.empty()) return std::nullopt;
-  return fmt::format("step {} failed on {}", step, fmt::join(failed, "; "));
-}
-
+// Where this rank's peers reach its sockets (gloo): TPCOMM_SOCKET_ADDRESS, else loopback when
+// every rank is on this machine, else this host's address on the route to the store's host.
 std::string socket_address(const std::vector<runtime::RankRecord>& records) {
   if (auto a = env_raw("TPCOMM_SOCKET_ADDRESS")) return *a;
-  bool one_machine = std::all_of(records.begin(), records.end(),
-                                 [&](const auto& r) { return r.boot_id == records[0].boot_id; });
+  const bool one_machine = std::all_of(records.begin(), records.end(), [&](const auto& r) {
+    return r.boot_id == records[0].boot_id;
+  });
   auto master = env_raw("MASTER_ADDR");
   if (one_machine || !master) return "127.0.0.1";
-  // The local address on the route to the store's host: the interface peers can reach.
-  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(9);
-  std::string out = "127.0.0.1";
-  if (fd >= 0 && inet_pton(AF_INET, master->c_str(), &addr.sin_addr) == 1 &&
-      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    sockaddr_in local{};
-    socklen_t len = sizeof(local);
-    char text[INET_ADDRSTRLEN] = {};
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
-        inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text)) != nullptr) {
-      out = text;
-    }
-  }
-  if (fd >= 0) close(fd);
-  return out;
+  return net::address_toward(*master).value_or("127.0.0.1");
 }
 
-// Sets up every backend the size tables use, voting after each step. A backend whose step
-// fails anywhere is disabled everywhere and the plan is recomputed (identically on every rank);
-// the fallback engine failing is an error.
-void set_up_backends(Communicator::Impl& c, const std::map<Backend, BackendFactory>& factories,
-                     const BackendContext& context) {
-  const Backend fallback = fallback_backend(c.plan.device_type);
-  while (true) {
-    std::vector<Backend> needed;
-    for (const Plan* plan : {&c.eager_plan, &c.graph_plan}) {
-      for (const auto& [op, p] : plan->ops) {
-        for (const auto& row : p.table) {
-          if (!c.backends.count(row.backend) &&
-              std::find(needed.begin(), needed.end(), row.backend) == needed.end()) {
-            needed.push_back(row.backend);
-          }
-        }
-      }
-    }
-    if (needed.empty()) return;
-    bool replan = false;
-    for (Backend b : needed) {
-      auto factory = factories.find(b);
-      if (factory == factories.end()) {
-        throw Error(ErrorCode::kInternal,
-                    fmt::format("plan uses {} but this build has no such backend", to_string(b)));
-      }
-      auto backend = factory->second(context);
-      std::optional<std::string> failed;
-      for (int step = 0; step < backend->setup_steps() && !failed; ++step) {
-        const std::string name = backend->setup_step_name(step);
-        std::optional<std::string> mine;
-        try {
-          backend->run_setup_step(step, c.deadline());
-          // Injected after the step so that the rank still took part in any rendezvous in it.
-          c.faults.apply_fail_or_stall(name);
-        } catch (const std::exception& e) {
-          mine = e.what();
-        }
-        failed = vote(c, mine, name);
-      }
-      if (!failed) {
-        backend->setup_complete();
-        c.backends[b] = std::move(backend);
-        continue;
-      }
-      if (b == fallback) {
-        throw Error(
-            ErrorCode::kUnavailable,
-            fmt::format("the fallback engine {} could not be set up: {}", to_string(b), *failed));
-      }
-      TPCOMM_LOG(kWarn, "comm", "rank {}: {} disabled on every rank: {}", context.rank,
-                 to_string(b), *failed);
-      c.plan_options.disabled[b] = "its set-up: " + *failed;
-      replan = true;
-    }
-    if (replan) c.make_plans();
+// This rank's inputs to the plan: mode, disabled backends, tuning overrides. A bad input (an
+// unknown or fallback backend in TPCOMM_DISABLE or the options, an unreadable TPCOMM_TUNING) is
+// returned, not thrown: the plan agreement then fails on every rank with it, so none waits.
+std::optional<std::string> read_plan_inputs(Communicator::Impl& c,
+                                            const CommunicatorOptions& options,
+                                            const std::map<Backend, BackendFactory>& factories) {
+  c.plan_options.mode = options.mode;
+  for (Backend b : backends_of(c.facts.ranks.at(0).device.type)) {
+    if (!factories.count(b)) c.plan_options.disabled[b] = "not available in this build yet";
   }
+  try {
+    for (Backend b : parse_disabled_backends(env_string("TPCOMM_DISABLE"), "TPCOMM_DISABLE")) {
+      c.plan_options.disabled[b] = "TPCOMM_DISABLE";
+    }
+    for (Backend b : options.disabled) {
+      if (b == fallback_backend(DeviceType::kCuda) || b == fallback_backend(DeviceType::kCpu)) {
+        throw invalid_input(
+            fmt::format("CommunicatorOptions::disabled: {} cannot be disabled: it "
+                        "is the fallback engine that every group can use",
+                        to_string(b)));
+      }
+      c.plan_options.disabled[b] = "CommunicatorOptions::disabled";
+    }
+    c.tuning = tuning_from_env();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return std::nullopt;
+}
+
+BackendContext backend_context(Communicator::Impl& c,
+                               const std::vector<runtime::RankRecord>& records,
+                               const std::vector<int>& node_of) {
+  BackendContext context;
+  context.rank = c.bootstrap->rank();
+  context.size = c.bootstrap->size();
+  context.bootstrap = c.bootstrap;
+  context.comm_id = c.comm_id;
+  context.timeout = c.timeout;
+  context.socket_address = socket_address(records);
+  context.node_of_rank = node_of;
+  context.shm_workspace_bytes = static_cast<std::size_t>(env_integer("TPCOMM_SHM_WORKSPACE"));
+  context.cuda_device = c.cuda_device;
+  context.zero_copy = c.graph_plan.ops.at(Op::kAllReduce).zero_copy;
+  Communicator::Impl* impl = &c;
+  context.on_async_failure = [impl](const std::string& why) {
+    impl->abort_with(
+        Error(ErrorCode::kTimeout, fmt::format("rank {}: {}", impl->bootstrap->rank(), why)));
+  };
+  return context;
 }
 
 }  // namespace
@@ -325,24 +280,9 @@ void Communicator::Impl::make_plans() {
 
 namespace detail {
 
-Platform builtin_platform() {
-  return Platform{builtin_backend_factories(), probe_local, gpu_build_unavailable_reason};
-}
-
-std::map<Backend, BackendFactory> builtin_backend_factories() {
-  std::map<Backend, BackendFactory> f;
-  f[Backend::kLocal] = [](const BackendContext&) { return transport::make_local_backend(); };
-  f[Backend::kGloo] = transport::make_gloo_backend;
-  f[Backend::kShm] = transport::make_shm_backend;
-  f[Backend::kHier] = transport::make_hier_backend;
-  add_gpu_backend_factories(f);
-  return f;
-}
-
 std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> bootstrap,
                                                   const CommunicatorOptions& options,
                                                   const Platform& platform) {
-  const auto& factories = platform.factories;
   if (!bootstrap) throw invalid_input("Communicator::create: the bootstrap is null");
   auto c = std::make_unique<Communicator::Impl>();
   c->bootstrap = std::move(bootstrap);
@@ -362,45 +302,15 @@ std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> boo
   c->facts = group_facts(records, node_of);
   if (c->bootstrap->rank() == 0) dump_facts(c->facts);
 
-  c->plan_options.mode = options.mode;
-  for (Backend b : parse_disabled_backends(env_string("TPCOMM_DISABLE"), "TPCOMM_DISABLE")) {
-    c->plan_options.disabled[b] = "TPCOMM_DISABLE";
-  }
-  for (Backend b : backends_of(c->facts.ranks.at(0).device.type)) {
-    if (!factories.count(b) && !c->plan_options.disabled.count(b)) {
-      c->plan_options.disabled[b] = "not available in this build yet";
-    }
-  }
-  std::optional<std::string> tuning_failure;
-  try {
-    c->tuning = tuning_from_env();
-  } catch (const Error& e) {
-    tuning_failure = e.what();
-  }
+  auto input_failure = read_plan_inputs(*c, options, platform.factories);
   c->make_plans();
-  agree_on_digest(*c, tuning_failure);
+  agree_on_digest(*c, input_failure);
   phase("plan agreement");
 
   c->comm_id = records[0].comm_id;
   c->bootstrap->store()->set_ephemeral(c->presence_key(c->bootstrap->rank()), Bytes{1});
-
-  BackendContext context;
-  context.rank = c->bootstrap->rank();
-  context.size = c->bootstrap->size();
-  context.bootstrap = c->bootstrap;
-  context.comm_id = records[0].comm_id;
-  context.timeout = c->timeout;
-  context.socket_address = socket_address(records);
-  context.node_of_rank = node_of;
-  context.shm_workspace_bytes = static_cast<std::size_t>(env_integer("TPCOMM_SHM_WORKSPACE"));
-  context.cuda_device = c->cuda_device;
-  context.zero_copy = c->graph_plan.ops.at(Op::kAllReduce).zero_copy;
-  Communicator::Impl* impl = c.get();
-  context.on_async_failure = [impl](const std::string& why) {
-    impl->abort_with(
-        Error(ErrorCode::kTimeout, fmt::format("rank {}: {}", impl->bootstrap->rank(), why)));
-  };
-  set_up_backends(*c, factories, context);
+  const BackendContext context = backend_context(*c, records, node_of);
+  set_up_backends(*c, platform.factories, context);
   phase("backend set-up");
   TPCOMM_LOG(kInfo, "comm", "rank {} of {}: ready, plan {}", context.rank, context.size,
              c->plan.digest);

@@ -5,13 +5,13 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "thread_ranks.hpp"
 #include "tpcomm/communicator.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/tcp_store.hpp"
-#include "transport/common/convert.hpp"
 
 namespace tpcomm {
 namespace {
@@ -30,6 +30,40 @@ std::size_t own_segments() {
     closedir(d);
   }
   return n;
+}
+
+// bf16 from fp32 bits, round to nearest even, written here from the bit patterns (not the
+// library's conversion); no NaNs in these tests.
+std::uint16_t bf16_of(float f) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  const std::uint32_t lower = bits & 0xffffu;
+  std::uint32_t upper = bits >> 16;
+  if (lower > 0x8000u || (lower == 0x8000u && (upper & 1u))) ++upper;
+  return static_cast<std::uint16_t>(upper);
+}
+float float_of_bf16(std::uint16_t h) {
+  const std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// A value that differs by rank and by element, exact in fp32 sums of a few ranks.
+float rank_value(int rank, std::size_t i) {
+  return static_cast<float>((rank + 1) * 1000 + static_cast<int>(i % 97));
+}
+
+// Expects every element of `data` to be `expect(i)`; reports the first few that are not.
+template <typename Expect>
+void expect_every_element(const std::vector<float>& data, Expect expect, const std::string& what) {
+  int reported = 0;
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    if (data[i] != expect(i) && reported++ < 5) {
+      ADD_FAILURE() << what << ": element " << i << " is " << data[i] << ", expected " << expect(i);
+    }
+  }
+  EXPECT_EQ(reported, 0) << what << ": elements wrong";
 }
 
 std::size_t count_entries(const char* dir) {
@@ -53,7 +87,7 @@ TEST(Communicator, ThreadsAgreeAndAllReduceBitwiseIdentically) {
     for (std::size_t i = 0; i < in.size(); ++i)
       in[i] = 0.001f * static_cast<float>(i) + static_cast<float>(r);
     std::vector<std::uint16_t> bf(in.size());
-    transport::from_float(in.data(), DataType::kBFloat16, in.size(), bf.data());
+    for (std::size_t i = 0; i < in.size(); ++i) bf[i] = bf16_of(in[i]);
     comm->all_reduce(bf.data(), bf.data(), bf.size(), DataType::kBFloat16, ReduceOp::kSum);
     results[static_cast<std::size_t>(r)] = bf;
     digests[static_cast<std::size_t>(r)] = comm->plan().digest;
@@ -61,9 +95,19 @@ TEST(Communicator, ThreadsAgreeAndAllReduceBitwiseIdentically) {
   EXPECT_EQ(results[0], results[1]);
   EXPECT_EQ(results[0], results[2]);
   EXPECT_EQ(digests[0], digests[2]);
-  float v;
-  transport::to_float(&results[0][10], DataType::kBFloat16, 1, &v);
-  EXPECT_NEAR(v, 3 * 0.01f + 3.0f, 0.05f);
+  // The exact fp32 sum of the three ranks' bf16 inputs (three 8-bit mantissas below 4 add
+  // exactly), rounded once to bf16: every element, bit for bit.
+  int wrong = 0;
+  for (std::size_t i = 0; i < 1000; ++i) {
+    float sum = 0;
+    for (int r = 0; r < 3; ++r)
+      sum += float_of_bf16(bf16_of(0.001f * static_cast<float>(i) + static_cast<float>(r)));
+    if (results[0][i] != bf16_of(sum) && wrong++ < 5) {
+      ADD_FAILURE() << "element " << i << ": 0x" << std::hex << results[0][i] << ", expected 0x"
+                    << bf16_of(sum);
+    }
+  }
+  EXPECT_EQ(wrong, 0);
 }
 
 TEST(Communicator, OneNodeGroupsUseShm) {
@@ -73,9 +117,11 @@ TEST(Communicator, OneNodeGroupsUseShm) {
     const auto& ar = comm->plan().ops.at(Op::kAllReduce);
     EXPECT_TRUE(ar.is_eligible(Backend::kShm));
     EXPECT_EQ(ar.table.front().backend, Backend::kShm);
-    std::vector<float> data(64, static_cast<float>(comm->rank() + 1));
+    std::vector<float> data(4099);
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = rank_value(comm->rank(), i);
     comm->all_reduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
-    EXPECT_EQ(data[5], 3.0f);
+    expect_every_element(
+        data, [](std::size_t i) { return rank_value(0, i) + rank_value(1, i); }, "shm sum");
     // Host buffers are never captured: nothing to register, and no graph table.
     EXPECT_EQ(comm->register_graph_buffers(), 0u);
     EXPECT_EQ(&comm->plan(Mode::kEager), &comm->plan());
@@ -114,9 +160,12 @@ TEST(Communicator, TuningFileFromTheEnvironmentReplacesTheBuiltInTable) {
     EXPECT_EQ(table[1].algorithm, Algorithm::kTwoShot);
     EXPECT_NE(comm->plan().tuning.find(file.path()), std::string::npos) << comm->plan().tuning;
     for (std::size_t n : {16u, 5000u}) {  // one call through each row
-      std::vector<float> data(n, static_cast<float>(r + 1));
+      std::vector<float> data(n);
+      for (std::size_t i = 0; i < n; ++i) data[i] = rank_value(r, i);
       comm->all_reduce(data.data(), data.data(), n, DataType::kFloat32, ReduceOp::kSum);
-      EXPECT_EQ(data[n - 1], 3.0f) << n;
+      expect_every_element(
+          data, [](std::size_t i) { return rank_value(0, i) + rank_value(1, i); },
+          std::to_string(n) + " elements");
     }
   });
 }
@@ -147,10 +196,43 @@ TEST(Communicator, SetUpStepFailingOnOneRankDisablesTheBackendEverywhere) {
           << why;
       for (const auto& row : p.table) EXPECT_EQ(row.backend, Backend::kGloo);
     }
-    std::vector<float> data(1000, 2.0f);
+    std::vector<float> data(1000);
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = rank_value(comm->rank(), i);
     comm->all_reduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kAvg);
-    EXPECT_EQ(data[999], 2.0f);
+    // (1000 + 2000 + 3000 + 3 x (i % 97)) / 3, exact in fp32.
+    expect_every_element(
+        data, [](std::size_t i) { return 2000.0f + static_cast<float>(i % 97); }, "gloo avg");
   });
+}
+
+TEST(Communicator, OptionsDisableABackendAndThePlanSaysWho) {
+  on_ranks(make_thread_group(2), [&](int r, std::shared_ptr<Bootstrap> bs) {
+    CommunicatorOptions o;
+    o.disabled = {Backend::kShm};
+    auto comm = Communicator::create(bs, o);
+    for (const auto& [op, p] : comm->plan().ops) {
+      EXPECT_EQ(p.rejected.at(Backend::kShm), "disabled by CommunicatorOptions::disabled");
+      for (const auto& row : p.table) EXPECT_EQ(row.backend, Backend::kGloo);
+    }
+    std::vector<float> data(300);
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = rank_value(r, i);
+    comm->all_reduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kMax);
+    expect_every_element(
+        data, [](std::size_t i) { return rank_value(1, i); }, "gloo max");
+  });
+}
+
+TEST(Communicator, DisablingTheFallbackInTheOptionsOfOneRankFailsEveryRankWithTheReason) {
+  const auto errors = test::errors_on_ranks(make_thread_group(3), [](int r, auto bs) {
+    CommunicatorOptions o;
+    if (r == 2) o.disabled = {Backend::kGloo};
+    Communicator::create(bs, o);
+  });
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("no plan: rank 2: CommunicatorOptions::disabled: gloo cannot be disabled"),
+              std::string::npos)
+        << e;
+  }
 }
 
 TEST(Communicator, FallbackEngineFailingAtSetUpIsAnErrorOnEveryRank) {
@@ -217,9 +299,9 @@ TEST(Communicator, TwoHundredCreateDestroyCyclesLeakNothing) {
     on_ranks(group, [&](int, std::shared_ptr<Bootstrap> bs) {
       for (int i = 0; i < cycles; ++i) {
         auto comm = Communicator::create(bs);
-        float x = 1.0f;
+        float x = static_cast<float>(bs->rank() + 1);
         comm->all_reduce(&x, &x, 1, DataType::kFloat32, ReduceOp::kSum);
-        if (x != 2.0f) throw std::runtime_error("wrong sum");
+        if (x != 3.0f) throw std::runtime_error("wrong sum");
       }
     });
   };

@@ -60,6 +60,9 @@ void float_to_bf16_block(const float* s, std::uint16_t* d, std::size_t n) {
 }
 
 }  // namespace
+}  // namespace transport
+
+using namespace transport;
 
 void to_float(const void* src, DataType type, std::size_t count, float* dst) {
   if (count == 0) return;  // the buffers may be null
@@ -93,5 +96,4 @@ void from_float(const float* src, DataType type, std::size_t count, void* dst) {
   }
 }
 
-}  // namespace transport
 }  // namespace tpcomm

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "tpcomm/convert.hpp"
 #include "tpcomm/types.hpp"
 
 namespace tpcomm::transport {
@@ -38,9 +39,8 @@ inline std::uint16_t float_to_fp16(float f) {
   return v;
 }
 
-// `count` elements of `type` at `src` as fp32.
-void to_float(const void* src, DataType type, std::size_t count, float* dst);
-// fp32 values rounded into `type` at `dst`.
-void from_float(const float* src, DataType type, std::size_t count, void* dst);
+// The array conversions are public (tpcomm/convert.hpp); the transport uses them unqualified.
+using tpcomm::from_float;
+using tpcomm::to_float;
 
 }  // namespace tpcomm::transport

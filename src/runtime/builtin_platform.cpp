@@ -1,0 +1,24 @@
+// The built-in platform: this machine's probe and the backends of this build.
+#include "communicator_impl.hpp"
+#include "transport/gloo/gloo_backend.hpp"
+#include "transport/hier/hier_backend.hpp"
+#include "transport/local/local_backend.hpp"
+#include "transport/shm/shm_backend.hpp"
+
+namespace tpcomm::detail {
+
+Platform builtin_platform() {
+  return Platform{builtin_backend_factories(), probe_local, gpu_build_unavailable_reason};
+}
+
+std::map<Backend, BackendFactory> builtin_backend_factories() {
+  std::map<Backend, BackendFactory> f;
+  f[Backend::kLocal] = [](const BackendContext&) { return transport::make_local_backend(); };
+  f[Backend::kGloo] = transport::make_gloo_backend;
+  f[Backend::kShm] = transport::make_shm_backend;
+  f[Backend::kHier] = transport::make_hier_backend;
+  add_gpu_backend_factories(f);
+  return f;
+}
+
+}  // namespace tpcomm::detail
