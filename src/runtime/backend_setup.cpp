@@ -80,9 +80,9 @@ void set_up_backends(Communicator::Impl& c, const std::map<Backend, BackendFacto
       auto backend = factory->second(context);
       if (auto failed = run_voted_steps(c, *backend)) {
         if (b == fallback) {
-          throw Error(ErrorCode::kUnavailable,
-                      fmt::format("the fallback engine {} could not be set up: {}", to_string(b),
-                                  *failed));
+          throw Error(
+              ErrorCode::kUnavailable,
+              fmt::format("the fallback engine {} could not be set up: {}", to_string(b), *failed));
         }
         TPCOMM_LOG(kWarn, "comm", "rank {}: {} disabled on every rank: {}", context.rank,
                    to_string(b), *failed);

@@ -1,0 +1,87 @@
+// The MPI comparison engine of tpcomm bench (bench_mpi.hpp).
+#include "bench_mpi.hpp"
+
+#include <vector>
+
+#include "tpcomm/convert.hpp"
+#include "tpcomm/error.hpp"
+
+#ifdef TPCOMM_HAVE_MPI
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#endif
+
+namespace tpcomm::cli {
+
+#ifdef TPCOMM_HAVE_MPI
+
+namespace {
+
+// MPI has no bf16 sum: a user op that widens, adds in fp32 and rounds as tpcomm does.
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto n = static_cast<std::size_t>(*len);
+  std::vector<float> a(n), b(n);
+  to_float(in, DataType::kBFloat16, n, a.data());
+  to_float(inout, DataType::kBFloat16, n, b.data());
+  for (std::size_t i = 0; i < n; ++i) b[i] += a[i];
+  from_float(b.data(), DataType::kBFloat16, n, inout);
+}
+
+}  // namespace
+
+struct MpiEngine::Impl {
+  MPI_Datatype type = MPI_FLOAT;
+  MPI_Op op = MPI_SUM;
+  bool own_op = false;
+};
+
+MpiEngine::MpiEngine(DataType type, ReduceOp redop) : impl_(std::make_unique<Impl>()) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized)
+    throw Error(ErrorCode::kUnavailable, "--compare mpi needs the ranks started by mpirun");
+  const bool bf16_sum_op = type == DataType::kBFloat16 && redop == ReduceOp::kSum;
+  if (type != DataType::kFloat32 && !bf16_sum_op) {
+    throw invalid_input(
+        "--compare mpi: float16, and bfloat16 other than sum, have no MPI reduction here");
+  }
+  impl_->type = type == DataType::kFloat32 ? MPI_FLOAT : MPI_UINT16_T;
+  if (bf16_sum_op) {
+    MPI_Op_create(bf16_sum, 1, &impl_->op);
+    impl_->own_op = true;
+  } else if (redop == ReduceOp::kMax) {
+    impl_->op = MPI_MAX;
+  } else if (redop == ReduceOp::kMin) {
+    impl_->op = MPI_MIN;
+  }
+}
+
+MpiEngine::~MpiEngine() {
+  if (impl_->own_op) MPI_Op_free(&impl_->op);
+}
+
+void MpiEngine::call(Op op, const void* in, void* out, std::size_t per) const {
+  const int n = static_cast<int>(per);
+  if (op == Op::kAllReduce) {
+    MPI_Allreduce(in, out, n, impl_->type, impl_->op, MPI_COMM_WORLD);
+  } else if (op == Op::kAllGather) {
+    MPI_Allgather(in, n, impl_->type, out, n, impl_->type, MPI_COMM_WORLD);
+  } else {
+    MPI_Reduce_scatter_block(in, out, n, impl_->type, impl_->op, MPI_COMM_WORLD);
+  }
+}
+
+#else
+
+struct MpiEngine::Impl {};
+
+MpiEngine::MpiEngine(DataType, ReduceOp) {
+  throw Error(ErrorCode::kUnavailable, "--compare mpi: this tpcomm was built without Open MPI");
+}
+MpiEngine::~MpiEngine() = default;
+void MpiEngine::call(Op, const void*, void*, std::size_t) const {}
+
+#endif
+
+}  // namespace tpcomm::cli

@@ -1,0 +1,124 @@
+// The output of tpcomm bench (bench_report.hpp).
+#include "bench_report.hpp"
+
+#include <fstream>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bench_data.hpp"
+#include "bench_plot.hpp"
+
+namespace tpcomm::cli {
+namespace {
+
+double busbw(const BenchArgs& a, int w, std::uint64_t bytes, double us) {
+  return static_cast<double>(bytes) / us / 1e3 * bus_factor(a.op, w);
+}
+
+void print_comparison(const BenchArgs& a, int w, const std::vector<BenchRow>& rows) {
+  std::cout << "#\n# Same sweep, same data, out of place: time (us) and bus bandwidth (GB/s) per "
+               "engine\n";
+  std::cout << fmt::format("# {:>10}   {:>9} {:>7}   {:>9} {:>7} {:>8}   {:>9} {:>7} {:>8}\n",
+                           "size", "tpcomm", "busbw", "mpi", "busbw", "speed-up", "gloo", "busbw",
+                           "speed-up");
+  for (const auto& r : rows) {
+    auto col = [&](const std::optional<double>& t) {
+      return t ? fmt::format("{:>9.2f} {:>7.2f} {:>7.2f}x", *t, busbw(a, w, r.bytes, *t),
+                             *t / r.time_oop)
+               : fmt::format("{:>9} {:>7} {:>8}", "-", "-", "-");
+    };
+    std::cout << fmt::format("  {:>10}   {:>9.2f} {:>7.2f}   {}   {}\n", r.bytes, r.time_oop,
+                             busbw(a, w, r.bytes, r.time_oop), col(r.mpi), col(r.gloo));
+  }
+}
+
+void plot(const BenchArgs& a, int w, const std::vector<BenchRow>& rows) {
+  const bool with_mpi = a.compare.find("mpi") != std::string::npos;
+  const bool with_gloo = a.compare.find("gloo") != std::string::npos;
+  std::vector<PlotSeries> series(1);
+  series[0].engine = "tpcomm";
+  if (with_mpi) series.push_back({"Open MPI", {}, {}, {}});
+  if (with_gloo) series.push_back({"Gloo", {}, {}, {}});
+  for (const auto& r : rows) {
+    auto add = [&](PlotSeries& s, double us) {
+      s.bytes.push_back(static_cast<double>(r.bytes));
+      s.time_us.push_back(us);
+      s.busbw.push_back(busbw(a, w, r.bytes, us));
+    };
+    add(series[0], r.time_oop);
+    if (with_mpi && r.mpi) add(series[1], *r.mpi);
+    if (with_gloo && r.gloo) add(series[with_mpi ? 2 : 1], *r.gloo);
+  }
+  write_plot(a.plot, fmt::format("{} {} on {} ranks", to_string(a.op), to_string(a.dtype), w),
+             series);
+  std::cout << fmt::format("# plot written to {}\n", a.plot);
+}
+
+void write_json(const BenchArgs& a, int w, const std::vector<BenchRow>& rows) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& r : rows) {
+    nlohmann::json o = {{"op", to_string(a.op)},
+                        {"type", to_string(a.dtype)},
+                        {"redop", to_string(a.redop)},
+                        {"ranks", w},
+                        {"bytes", r.bytes},
+                        {"count", r.count},
+                        {"time_us", r.time_oop},
+                        {"time_in_place_us", r.time_ip},
+                        {"algbw_gbs", static_cast<double>(r.bytes) / r.time_oop / 1e3},
+                        {"busbw_gbs", busbw(a, w, r.bytes, r.time_oop)},
+                        {"wrong", r.wrong_oop + r.wrong_ip},
+                        {"backend_algorithm", r.path}};
+    if (r.mpi) o["mpi_time_us"] = *r.mpi;
+    if (r.gloo) o["gloo_time_us"] = *r.gloo;
+    j.push_back(o);
+  }
+  std::ofstream(a.json) << j.dump(2) << "\n";
+}
+
+}  // namespace
+
+void print_table_header(const BenchArgs& a, int w, int nodes, const std::string& digest) {
+  std::cout << fmt::format("# tpcomm bench: {} {} {} on {} ranks ({} node{}), plan {}\n",
+                           to_string(a.op), to_string(a.dtype), to_string(a.redop), w, nodes,
+                           nodes == 1 ? "" : "s", digest);
+  std::cout << fmt::format(
+      "# {:>10} {:>12} {:>9} {:>6} {:>5}   {:>9} {:>7} {:>7} {:>6}   {:>9} {:>7} {:>7} {:>6}  "
+      "{}\n",
+      "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
+      "algbw", "busbw", "#wrong", "backend/algorithm");
+  std::cout << fmt::format(
+      "# {:>10} {:>12} {:>9} {:>6} {:>5}   {:>9} {:>7} {:>7} {:>6}   {:>9} {:>7} {:>7} {:>6}\n",
+      "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
+      "");
+}
+
+void print_table_row(const BenchArgs& a, int w, const BenchRow& row) {
+  auto wrong = [&](std::uint64_t v) { return a.check ? std::to_string(v) : std::string("N/A"); };
+  const double algbw = static_cast<double>(row.bytes) / row.time_oop / 1e3;
+  const double algbw_ip = static_cast<double>(row.bytes) / row.time_ip / 1e3;
+  std::cout << fmt::format(
+                   "  {:>10} {:>12} {:>9} {:>6} {:>5}   {:>9.2f} {:>7.2f} {:>7.2f} {:>6}   "
+                   "{:>9.2f} {:>7.2f} {:>7.2f} {:>6}  {}\n",
+                   row.bytes, row.count, to_string(a.dtype), to_string(a.redop), -1, row.time_oop,
+                   algbw, algbw * bus_factor(a.op, w), wrong(row.wrong_oop), row.time_ip, algbw_ip,
+                   algbw_ip * bus_factor(a.op, w), wrong(row.wrong_ip), row.path)
+            << std::flush;
+}
+
+void finish_report(const BenchArgs& a, int w, const std::vector<BenchRow>& rows,
+                   std::uint64_t total_wrong) {
+  double busbw_sum = 0;
+  for (const auto& r : rows) busbw_sum += busbw(a, w, r.bytes, r.time_oop);
+  const std::size_t n = rows.empty() ? 1 : rows.size();
+  std::cout << fmt::format("# Out of bounds values : {} {}\n", total_wrong,
+                           total_wrong == 0 ? "OK" : "FAILED");
+  std::cout << fmt::format("# Avg bus bandwidth    : {:.3f}\n", busbw_sum / static_cast<double>(n));
+  if (!a.compare.empty()) print_comparison(a, w, rows);
+  if (!a.plot.empty()) plot(a, w, rows);
+  if (!a.json.empty()) write_json(a, w, rows);
+}
+
+}  // namespace tpcomm::cli

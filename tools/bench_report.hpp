@@ -1,0 +1,29 @@
+// What tpcomm bench prints and writes: the nccl-tests table row by row, the summary, the
+// side-by-side table of --compare, the --plot picture and the --json rows.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench.hpp"
+
+namespace tpcomm::cli {
+
+struct BenchRow {
+  std::uint64_t bytes = 0;
+  std::size_t count = 0;
+  double time_oop = 0, time_ip = 0;  // us per call, out of place and in place
+  std::uint64_t wrong_oop = 0, wrong_ip = 0;
+  std::string path;  // backend/algorithm of the plan row
+  std::optional<double> mpi, gloo;
+};
+
+void print_table_header(const BenchArgs& a, int w, int nodes, const std::string& digest);
+void print_table_row(const BenchArgs& a, int w, const BenchRow& row);
+// The closing lines (and the --compare table); then --plot and --json.
+void finish_report(const BenchArgs& a, int w, const std::vector<BenchRow>& rows,
+                   std::uint64_t total_wrong);
+
+}  // namespace tpcomm::cli
