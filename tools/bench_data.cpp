@@ -35,7 +35,8 @@ double bus_factor(Op op, int w) {
   return op == Op::kAllReduce ? 2.0 * (w - 1) / w : static_cast<double>(w - 1) / w;
 }
 
-std::pair<std::size_t, std::size_t> bench_counts(Op op, std::uint64_t bytes, std::size_t es, int w) {
+std::pair<std::size_t, std::size_t> bench_counts(Op op, std::uint64_t bytes, std::size_t es,
+                                                 int w) {
   const std::size_t total = bytes / es;
   if (op == Op::kAllReduce) return {total, total};
   const std::size_t per = total / static_cast<std::size_t>(w);

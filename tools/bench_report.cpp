@@ -87,8 +87,8 @@ void print_table_header(const BenchArgs& a, int w, int nodes, const std::string&
   std::cout << fmt::format(
       "# {:>10} {:>12} {:>9} {:>6} {:>5}   {:>9} {:>7} {:>7} {:>6}   {:>9} {:>7} {:>7} {:>6}  "
       "{}\n",
-      "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
-      "algbw", "busbw", "#wrong", "backend/algorithm");
+      "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
+      "busbw", "#wrong", "backend/algorithm");
   std::cout << fmt::format(
       "# {:>10} {:>12} {:>9} {:>6} {:>5}   {:>9} {:>7} {:>7} {:>6}   {:>9} {:>7} {:>7} {:>6}\n",
       "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",

@@ -42,6 +42,10 @@ struct CommunicatorOptions {
   std::vector<Backend> disabled;
 };
 
+namespace detail {
+struct CommunicatorState;  // the library's own (src/runtime)
+}  // namespace detail
+
 // A cudaStream_t, without making every user of this header include CUDA's.
 using CudaStream = void*;
 
@@ -93,11 +97,9 @@ class Communicator {
   void abort(const std::string& reason);
   bool aborted() const;
 
-  struct Impl;
-
  private:
-  explicit Communicator(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  explicit Communicator(std::unique_ptr<detail::CommunicatorState> state);
+  std::unique_ptr<detail::CommunicatorState> impl_;
   friend struct CommunicatorFactory;
 };
 

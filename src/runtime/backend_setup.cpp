@@ -11,7 +11,7 @@ namespace tpcomm::detail {
 namespace {
 
 // An AND vote: nullopt when every rank succeeded, else who failed and why.
-std::optional<std::string> vote(Communicator::Impl& c, const std::optional<std::string>& failure,
+std::optional<std::string> vote(CommunicatorState& c, const std::optional<std::string>& failure,
                                 const std::string& step) {
   // "1" for success, "0<reason>" for failure.
   const std::string text = failure ? "0" + *failure : std::string("1");
@@ -28,7 +28,7 @@ std::optional<std::string> vote(Communicator::Impl& c, const std::optional<std::
 }
 
 // The backends the eager and graph tables use that are not set up yet.
-std::vector<Backend> backends_needed(const Communicator::Impl& c) {
+std::vector<Backend> backends_needed(const CommunicatorState& c) {
   std::vector<Backend> needed;
   for (const Plan* plan : {&c.eager_plan, &c.graph_plan}) {
     for (const auto& [op, p] : plan->ops) {
@@ -44,7 +44,7 @@ std::vector<Backend> backends_needed(const Communicator::Impl& c) {
 }
 
 // Runs every set-up step of one backend with a vote after each; the first failed vote's text.
-std::optional<std::string> run_voted_steps(Communicator::Impl& c,
+std::optional<std::string> run_voted_steps(CommunicatorState& c,
                                            transport::CollectiveBackend& backend) {
   for (int step = 0; step < backend.setup_steps(); ++step) {
     const std::string name = backend.setup_step_name(step);
@@ -66,7 +66,7 @@ std::optional<std::string> run_voted_steps(Communicator::Impl& c,
 // Sets up every backend the size tables use, voting after each step. A backend whose step
 // fails anywhere is disabled everywhere and the plan is recomputed (identically on every rank);
 // the fallback engine failing is an error.
-void set_up_backends(Communicator::Impl& c, const std::map<Backend, BackendFactory>& factories,
+void set_up_backends(CommunicatorState& c, const std::map<Backend, BackendFactory>& factories,
                      const BackendContext& context) {
   const Backend fallback = fallback_backend(c.plan.device_type);
   for (auto needed = backends_needed(c); !needed.empty(); needed = backends_needed(c)) {

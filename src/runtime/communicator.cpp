@@ -20,15 +20,15 @@ std::uint64_t call_bytes(const transport::Call& c, int size) {
 
 }  // namespace
 
-std::string Communicator::Impl::presence_key(int r) const {
+std::string CommunicatorState::presence_key(int r) const {
   return fmt::format("tpcomm/c{:016x}/alive/{}", comm_id, r);
 }
 
-std::string Communicator::Impl::abort_key() const {
+std::string CommunicatorState::abort_key() const {
   return fmt::format("tpcomm/c{:016x}/abort", comm_id);
 }
 
-Communicator::Impl::~Impl() {
+CommunicatorState::~CommunicatorState() {
   try {
     backends.clear();
     bootstrap->store()->remove(presence_key(bootstrap->rank()));
@@ -37,7 +37,7 @@ Communicator::Impl::~Impl() {
   }
 }
 
-std::string Communicator::Impl::peer_report() {
+std::string CommunicatorState::peer_report() {
   try {
     auto store = bootstrap->store();
     // A dead process's store connection closes a moment after its sockets do: look twice.
@@ -63,7 +63,8 @@ std::string Communicator::Impl::peer_report() {
   }
 }
 
-Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Communicator::Communicator(std::unique_ptr<detail::CommunicatorState> state)
+    : impl_(std::move(state)) {}
 Communicator::~Communicator() = default;
 
 int Communicator::rank() const {
@@ -167,7 +168,7 @@ bool Communicator::aborted() const {
   return impl_->abort_cause.has_value();
 }
 
-void Communicator::Impl::abort_with(const Error& cause) {
+void CommunicatorState::abort_with(const Error& cause) {
   std::lock_guard<std::mutex> lock(abort_mutex);
   if (abort_cause) return;
   abort_cause = cause;
@@ -182,14 +183,14 @@ void Communicator::Impl::abort_with(const Error& cause) {
   for (auto& [kind, backend] : backends) backend->abort();
 }
 
-void Communicator::Impl::throw_if_aborted() const {
+void CommunicatorState::throw_if_aborted() const {
   if (!aborted.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lock(abort_mutex);
   throw Error(ErrorCode::kAborted,
               fmt::format("the communicator was aborted earlier: {}", abort_cause->what()));
 }
 
-void Communicator::Impl::run_call(transport::Call call, bool device_call) {
+void CommunicatorState::run_call(transport::Call call, bool device_call) {
   const int rank = bootstrap->rank();
   if (plan.device_type == DeviceType::kCuda) {
     // A kernel that gave up after an earlier call returned: its failure is this call's error.
@@ -255,7 +256,7 @@ void Communicator::Impl::run_call(transport::Call call, bool device_call) {
 
 namespace tpcomm {
 
-std::size_t Communicator::Impl::register_graph_buffers() {
+std::size_t CommunicatorState::register_graph_buffers() {
   throw_if_aborted();
   std::size_t registered = 0;
   try {

@@ -20,10 +20,13 @@ namespace tpcomm {
 
 using transport::BackendContext;
 
+using detail::CommunicatorState;
+
 using BackendFactory =
     std::function<std::unique_ptr<transport::CollectiveBackend>(const BackendContext&)>;
 
-struct Communicator::Impl {
+// Everything a communicator is (the public class holds only a pointer to it).
+struct detail::CommunicatorState {
   std::shared_ptr<Bootstrap> bootstrap;
   std::chrono::milliseconds timeout{60000};
   runtime::FaultPlan faults;
@@ -41,7 +44,7 @@ struct Communicator::Impl {
   std::uint64_t comm_id = 0;
   int cuda_device = -1;
 
-  ~Impl();
+  ~CommunicatorState();
 
   mutable std::mutex abort_mutex;
   std::optional<Error> abort_cause;
@@ -88,7 +91,7 @@ std::string gpu_build_unavailable_reason();
 bool stream_is_capturing(void* stream);
 
 // Sets up every backend the plans use, voting after each step (backend_setup.cpp).
-void set_up_backends(Communicator::Impl& c, const std::map<Backend, BackendFactory>& factories,
+void set_up_backends(CommunicatorState& c, const std::map<Backend, BackendFactory>& factories,
                      const BackendContext& context);
 
 std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> bootstrap,

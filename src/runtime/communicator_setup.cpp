@@ -25,7 +25,7 @@
 namespace tpcomm {
 
 struct CommunicatorFactory {
-  static std::unique_ptr<Communicator> wrap(std::unique_ptr<Communicator::Impl> impl) {
+  static std::unique_ptr<Communicator> wrap(std::unique_ptr<CommunicatorState> impl) {
     return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
   }
 };
@@ -80,7 +80,7 @@ runtime::RankRecord my_record(int rank, const CommunicatorOptions& options,
   return r;
 }
 
-std::vector<runtime::RankRecord> exchange_facts(Communicator::Impl& c,
+std::vector<runtime::RankRecord> exchange_facts(CommunicatorState& c,
                                                 const CommunicatorOptions& options,
                                                 const detail::Platform& platform) {
   const int rank = c.bootstrap->rank();
@@ -99,7 +99,7 @@ std::vector<runtime::RankRecord> exchange_facts(Communicator::Impl& c,
 // segment exists only between two back-to-back rounds that every rank has already reached, so
 // a rank killed at any moment is very unlikely to leave it behind (and tpcomm run removes what a
 // killed rank left, see docs/errors.md).
-std::vector<int> identify_nodes(Communicator::Impl& c,
+std::vector<int> identify_nodes(CommunicatorState& c,
                                 const std::vector<runtime::RankRecord>& records) {
   const int rank = c.bootstrap->rank();
   const auto n = records.size();
@@ -169,7 +169,7 @@ void dump_facts(const FactsTable& facts) {
 
 // `input_failure`: this rank's plan inputs were bad (read_plan_inputs). It still takes part,
 // with the failure in place of its digest, so every rank fails with the reason instead of waiting.
-void agree_on_digest(Communicator::Impl& c, const std::optional<std::string>& input_failure) {
+void agree_on_digest(CommunicatorState& c, const std::optional<std::string>& input_failure) {
   // Both tables of a kCuda communicator: a rank with a different graph table would pick another
   // backend for the same captured call.
   std::string digest = c.eager_plan.digest;
@@ -216,7 +216,7 @@ std::string socket_address(const std::vector<runtime::RankRecord>& records) {
 // This rank's inputs to the plan: mode, disabled backends, tuning overrides. A bad input (an
 // unknown or fallback backend in TPCOMM_DISABLE or the options, an unreadable TPCOMM_TUNING) is
 // returned, not thrown: the plan agreement then fails on every rank with it, so none waits.
-std::optional<std::string> read_plan_inputs(Communicator::Impl& c,
+std::optional<std::string> read_plan_inputs(CommunicatorState& c,
                                             const CommunicatorOptions& options,
                                             const std::map<Backend, BackendFactory>& factories) {
   c.plan_options.mode = options.mode;
@@ -243,7 +243,7 @@ std::optional<std::string> read_plan_inputs(Communicator::Impl& c,
   return std::nullopt;
 }
 
-BackendContext backend_context(Communicator::Impl& c,
+BackendContext backend_context(CommunicatorState& c,
                                const std::vector<runtime::RankRecord>& records,
                                const std::vector<int>& node_of) {
   BackendContext context;
@@ -257,7 +257,7 @@ BackendContext backend_context(Communicator::Impl& c,
   context.shm_workspace_bytes = static_cast<std::size_t>(env_integer("TPCOMM_SHM_WORKSPACE"));
   context.cuda_device = c.cuda_device;
   context.zero_copy = c.graph_plan.ops.at(Op::kAllReduce).zero_copy;
-  Communicator::Impl* impl = &c;
+  CommunicatorState* impl = &c;
   context.on_async_failure = [impl](const std::string& why) {
     impl->abort_with(
         Error(ErrorCode::kTimeout, fmt::format("rank {}: {}", impl->bootstrap->rank(), why)));
@@ -267,7 +267,7 @@ BackendContext backend_context(Communicator::Impl& c,
 
 }  // namespace
 
-void Communicator::Impl::make_plans() {
+void CommunicatorState::make_plans() {
   plan = make_plan(facts, plan_options, tuning);
   eager_plan = plan;
   graph_plan = plan;
@@ -284,7 +284,7 @@ std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> boo
                                                   const CommunicatorOptions& options,
                                                   const Platform& platform) {
   if (!bootstrap) throw invalid_input("Communicator::create: the bootstrap is null");
-  auto c = std::make_unique<Communicator::Impl>();
+  auto c = std::make_unique<CommunicatorState>();
   c->bootstrap = std::move(bootstrap);
   c->timeout = options.timeout.value_or(default_timeout());
   c->faults = runtime::FaultPlan::from_env(c->bootstrap->rank());

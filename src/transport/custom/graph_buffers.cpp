@@ -98,6 +98,86 @@ std::vector<T> from_bytes(const Bytes& b, std::size_t n, int rank) {
 
 }  // namespace
 
+// One registration round (declared in the header, so not in the anonymous namespace): what every
+// rank shares of each pending buffer, and what becomes of it.
+struct RegistrationRound {
+  std::vector<SharedBuffer> mine;
+  std::vector<net::Fd> fds;                       // this rank's VMM descriptors, by buffer
+  std::vector<std::vector<SharedBuffer>> peers;   // [rank][buffer]
+  std::vector<std::string> why;                   // why buffer i keeps copying
+  std::vector<std::uint8_t> usable;               // 1: every rank could open it so far
+  std::vector<std::vector<std::uint64_t>> words;  // each buffer's slot: flag, then addresses
+};
+
+namespace {
+
+// Phase 1: every rank must have captured the same calls, so the same number of buffers.
+void require_same_count(Bootstrap& bootstrap, std::size_t n, const Deadline& deadline) {
+  const std::vector<std::uint64_t> mine{n};
+  auto counts = bootstrap.all_gather(as_bytes(mine), "graph buffer count", deadline);
+  for (int r = 0; r < bootstrap.size(); ++r) {
+    const auto theirs = from_bytes<std::uint64_t>(counts[static_cast<std::size_t>(r)], 1, r)[0];
+    if (theirs != n) {
+      throw Error(ErrorCode::kMismatch,
+                  fmt::format("rank {} captured {} calls with buffers to register since the last "
+                              "registration, rank {} captured {}: every rank must capture the "
+                              "same calls",
+                              r, theirs, bootstrap.rank(), n));
+    }
+  }
+}
+
+// Phase 2: every rank describes how it can share each buffer; all descriptions are gathered.
+RegistrationRound exchange_descriptions(Bootstrap& bootstrap,
+                                        const std::vector<const void*>& inputs,
+                                        const Deadline& deadline) {
+  const std::size_t n = inputs.size();
+  RegistrationRound round;
+  round.mine.resize(n);
+  round.fds.resize(n);
+  round.why.resize(n);
+  round.usable.assign(n, 1);
+  round.words.assign(n, std::vector<std::uint64_t>(kSlotWords, 0));
+  for (std::size_t i = 0; i < n; ++i)
+    round.mine[i] = describe(inputs[i], &round.fds[i], &round.why[i]);
+  auto all = bootstrap.all_gather(as_bytes(round.mine), "graph buffer handles", deadline);
+  for (int r = 0; r < bootstrap.size(); ++r) {
+    round.peers.push_back(from_bytes<SharedBuffer>(all[static_cast<std::size_t>(r)], n, r));
+  }
+  return round;
+}
+
+// Whether every rank shared buffer i, and the same way; marks it unusable with the reason if not.
+void require_shared_alike(RegistrationRound& round, std::size_t i) {
+  const std::uint32_t how = round.peers[0][i].how;
+  for (std::size_t r = 0; r < round.peers.size(); ++r) {
+    const std::uint32_t theirs = round.peers[r][i].how;
+    if (theirs != kNone && theirs == how) continue;
+    if (round.why[i].empty()) {
+      round.why[i] = theirs == kNone ? fmt::format("rank {} could not share it", r)
+                                     : "the ranks' buffers come from different allocators";
+    }
+    round.usable[i] = 0;
+  }
+}
+
+// Phase 4: a buffer any rank could not open stays copied everywhere.
+void vote_on_usable(Bootstrap& bootstrap, RegistrationRound& round, const Deadline& deadline) {
+  const std::size_t n = round.usable.size();
+  auto votes = bootstrap.all_gather(as_bytes(round.usable), "graph buffer vote", deadline);
+  for (int r = 0; r < bootstrap.size(); ++r) {
+    const auto theirs = from_bytes<std::uint8_t>(votes[static_cast<std::size_t>(r)], n, r);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (theirs[i] == 0 && round.usable[i]) {
+        round.usable[i] = 0;
+        round.why[i] = fmt::format("rank {} could not open a peer's buffer", r);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void* GraphBuffers::open_ipc(const cudaIpcMemHandle_t& handle) {
   const std::string key(reinterpret_cast<const char*>(&handle), sizeof(handle));
   auto it = opened_.find(key);
@@ -148,101 +228,71 @@ const std::uint64_t* GraphBuffers::claim(const void* input) {
   return slots_ + kSlotWords * used_++;
 }
 
-std::size_t GraphBuffers::register_all(Bootstrap& bootstrap, int listener, std::uint64_t channel,
-                                       const Deadline& deadline) {
-  const int world = bootstrap.size();
+// Phase 3: maps every peer's copy of buffer i (what every rank could share the same way). VMM
+// descriptors travel all-to-all, so every rank takes part whenever every rank has one.
+void GraphBuffers::open_peers(RegistrationRound& round, std::size_t i, Bootstrap& bootstrap,
+                              int listener, std::uint64_t channel, const Deadline& deadline) {
   const int me = bootstrap.rank();
-  // Every rank must have captured the same calls: same number of buffers.
-  const std::vector<std::uint64_t> mine_count{pending_.size()};
-  auto counts = bootstrap.all_gather(as_bytes(mine_count), "graph buffer count", deadline);
-  for (int r = 0; r < world; ++r) {
-    const auto n = from_bytes<std::uint64_t>(counts[static_cast<std::size_t>(r)], 1, r)[0];
-    if (n != pending_.size()) {
-      throw Error(ErrorCode::kMismatch,
-                  fmt::format("rank {} captured {} calls with buffers to register since the last "
-                              "registration, rank {} captured {}: every rank must capture the "
-                              "same calls",
-                              r, n, me, pending_.size()));
+  const int world = bootstrap.size();
+  require_shared_alike(round, i);
+  const std::uint32_t how = round.peers[0][i].how;
+  std::vector<net::Fd> received;
+  if (round.usable[i] && how == kVmmFd) {
+    if (listener < 0) {
+      round.usable[i] = 0;
+      round.why[i] = "VMM buffers are shared only within a node";
+    } else {
+      received = exchange_handles(me, world, channel, listener, round.fds[i].get(),
+                                  round.mine[i].size, deadline);
     }
   }
-  const std::size_t n = pending_.size();
-  std::vector<SharedBuffer> shared(n);
-  std::vector<std::string> why(n);
-  std::vector<net::Fd> fds(n);
-  for (std::size_t i = 0; i < n; ++i) shared[i] = describe(pending_[i].second, &fds[i], &why[i]);
-  auto all = bootstrap.all_gather(as_bytes(shared), "graph buffer handles", deadline);
-  std::vector<std::vector<SharedBuffer>> peers;
-  for (int r = 0; r < world; ++r) {
-    peers.push_back(from_bytes<SharedBuffer>(all[static_cast<std::size_t>(r)], n, r));
-  }
-
-  // Open what every rank could share the same way; a buffer this rank cannot open stays copied
-  // everywhere (the vote below).
-  std::vector<std::vector<std::uint64_t>> words(n, std::vector<std::uint64_t>(kSlotWords, 0));
-  std::vector<std::uint8_t> usable(n, 1);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint32_t how = peers[0][i].how;
-    for (int r = 0; r < world; ++r) {
-      const std::uint32_t theirs = peers[static_cast<std::size_t>(r)][i].how;
-      if (theirs == kNone || theirs != how) {
-        if (why[i].empty()) {
-          why[i] = theirs == kNone ? fmt::format("rank {} could not share it", r)
-                                   : "the ranks' buffers come from different allocators";
-        }
-        usable[i] = 0;
-      }
-    }
-    // Descriptors travel all-to-all, so every rank takes part whenever every rank has one.
-    std::vector<net::Fd> received;
-    if (usable[i] && how == kVmmFd) {
-      if (listener < 0) {
-        usable[i] = 0;
-        why[i] = "VMM buffers are shared only within a node";
-      } else {
-        received =
-            exchange_handles(me, world, channel, listener, fds[i].get(), shared[i].size, deadline);
-      }
-    }
-    for (int r = 0; r < world && usable[i]; ++r) {
-      const SharedBuffer& s = peers[static_cast<std::size_t>(r)][i];
-      if (r == me || s.pid == static_cast<std::int32_t>(getpid())) {
-        words[i][1 + static_cast<std::size_t>(r)] = s.address;
-        continue;
-      }
-      try {
-        void* base = how == kIpcHandle ? open_ipc(s.handle)
-                                       : open_vmm(r, s.address - s.offset, s.size,
-                                                  received[static_cast<std::size_t>(r)].get());
-        words[i][1 + static_cast<std::size_t>(r)] =
-            reinterpret_cast<std::uintptr_t>(base) + s.offset;
-      } catch (const std::exception& e) {
-        why[i] = fmt::format("cannot open rank {}'s buffer: {}", r, e.what());
-        usable[i] = 0;
-      }
-    }
-  }
-  auto votes = bootstrap.all_gather(as_bytes(usable), "graph buffer vote", deadline);
-  for (int r = 0; r < world; ++r) {
-    const auto theirs = from_bytes<std::uint8_t>(votes[static_cast<std::size_t>(r)], n, r);
-    for (std::size_t i = 0; i < n; ++i) {
-      if (theirs[i] == 0 && usable[i]) {
-        usable[i] = 0;
-        why[i] = fmt::format("rank {} could not open a peer's buffer", r);
-      }
-    }
-  }
-  std::size_t registered = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (!usable[i]) {
-      TPCOMM_LOG(kInfo, "custom", "rank {}: captured buffer {} keeps copying: {}", me, i, why[i]);
+  for (int r = 0; r < world && round.usable[i]; ++r) {
+    const SharedBuffer& s = round.peers[static_cast<std::size_t>(r)][i];
+    auto& word = round.words[i][1 + static_cast<std::size_t>(r)];
+    if (r == me || s.pid == static_cast<std::int32_t>(getpid())) {
+      word = s.address;
       continue;
     }
-    words[i][0] = 1;
-    check_cuda(cudaMemcpy(slots_ + kSlotWords * pending_[i].first, words[i].data(),
+    try {
+      void* base = how == kIpcHandle ? open_ipc(s.handle)
+                                     : open_vmm(r, s.address - s.offset, s.size,
+                                                received[static_cast<std::size_t>(r)].get());
+      word = reinterpret_cast<std::uintptr_t>(base) + s.offset;
+    } catch (const std::exception& e) {
+      round.why[i] = fmt::format("cannot open rank {}'s buffer: {}", r, e.what());
+      round.usable[i] = 0;
+    }
+  }
+}
+
+// Phase 5: the slots of the buffers every rank opened switch to reading in place.
+std::size_t GraphBuffers::write_slots(RegistrationRound& round, int me) {
+  std::size_t registered = 0;
+  for (std::size_t i = 0; i < round.usable.size(); ++i) {
+    if (!round.usable[i]) {
+      TPCOMM_LOG(kInfo, "custom", "rank {}: captured buffer {} keeps copying: {}", me, i,
+                 round.why[i]);
+      continue;
+    }
+    round.words[i][0] = 1;
+    check_cuda(cudaMemcpy(slots_ + kSlotWords * pending_[i].first, round.words[i].data(),
                           kSlotWords * sizeof(std::uint64_t), cudaMemcpyHostToDevice),
                "writing a graph buffer slot");
     ++registered;
   }
+  return registered;
+}
+
+std::size_t GraphBuffers::register_all(Bootstrap& bootstrap, int listener, std::uint64_t channel,
+                                       const Deadline& deadline) {
+  require_same_count(bootstrap, pending_.size(), deadline);
+  std::vector<const void*> inputs;
+  for (const auto& [slot, input] : pending_) inputs.push_back(input);
+  RegistrationRound round = exchange_descriptions(bootstrap, inputs, deadline);
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    open_peers(round, i, bootstrap, listener, channel, deadline);
+  vote_on_usable(bootstrap, round, deadline);
+  const std::size_t registered = write_slots(round, bootstrap.rank());
   pending_.clear();
   return registered;
 }

@@ -27,6 +27,8 @@
 
 namespace tpcomm::transport::cuda {
 
+struct RegistrationRound;  // one registration (graph_buffers.cpp)
+
 // u64 words of one slot: the flag, then one address per rank.
 constexpr std::size_t kSlotWords = 1 + kMaxRanks;
 constexpr std::size_t kGraphSlots = 4096;
@@ -51,6 +53,10 @@ class GraphBuffers {
                            const Deadline& deadline);
 
  private:
+  // The phases of register_all that need this object (the others are free functions).
+  void open_peers(RegistrationRound& round, std::size_t i, Bootstrap& bootstrap, int listener,
+                  std::uint64_t channel, const Deadline& deadline);
+  std::size_t write_slots(RegistrationRound& round, int me);
   void* open_ipc(const cudaIpcMemHandle_t& handle);
   void* open_vmm(int rank, std::uint64_t their_base, std::size_t bytes, int fd);
 
