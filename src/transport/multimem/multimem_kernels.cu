@@ -151,69 +151,72 @@ __device__ __forceinline__ std::size_t vectors(std::size_t bytes) {
   return (bytes + kVecBytes - 1) / kVecBytes;
 }
 
-template <typename T, int MaxW>
-__global__ void __launch_bounds__(kThreads) multimem_kernel(MultimemArgs a) {
-  constexpr std::size_t es = sizeof(T);
-  const LaunchStep launch_step(local_words(a));
-  const std::uint64_t step = launch_step.number();
-  const int b = static_cast<int>(blockIdx.x);
-  const int nb = static_cast<int>(gridDim.x);
-  const std::size_t area = a.layout.data_offset + (step % 2) * a.layout.area_bytes;
-  char* uc = a.unicast + area;
-  char* mc = a.multicast + area;
-  const auto* in = static_cast<const char*>(a.input);
-  auto* out = static_cast<char*>(a.output);
+// The pointers of one step: this rank's data area (unicast and multicast aliases), the buffers.
+struct StepBuffers {
+  char* uc;
+  char* mc;
+  const char* in;
+  char* out;
+};
 
-  if (a.mode == MultimemMode::kReduceSum && a.op == KernelOp::kOneShot) {
-    // Copy in (zeros past the end), barrier, each rank reduces its share of the block's vectors
-    // in the switch and stores the sums into every rank's result half, barrier, copy out.
-    const std::size_t bytes = a.count * es, half = a.layout.area_bytes / 2;
-    const Range rv = split(vectors(bytes), nb, b);
-    for (std::size_t v = rv.begin + threadIdx.x; v < rv.end; v += blockDim.x) {
-      *reinterpret_cast<uint4*>(uc + v * kVecBytes) = load_padded(in, v, bytes);
-    }
-    if (!multicast_barrier(a, 0, step)) return;
-    const Range mine = split(rv.size(), a.world, a.rank);
-    for (std::size_t v = rv.begin + mine.begin + threadIdx.x; v < rv.begin + mine.end;
-         v += blockDim.x) {
-      multicast_store(mc + half + v * kVecBytes, multicast_sum<T>(mc + v * kVecBytes));
-    }
-    if (!multicast_barrier(a, 1, step)) return;
-    for (std::size_t v = rv.begin + threadIdx.x; v < rv.end; v += blockDim.x) {
-      store_clipped(out, v, bytes, *reinterpret_cast<const uint4*>(uc + half + v * kVecBytes));
-    }
-    return;
+// All-reduce in the switch: copy in (zeros past the end), barrier, each rank reduces its share
+// of the block's vectors in the switch and stores the sums into every rank's result half,
+// barrier, copy out.
+template <typename T>
+__device__ void reduce_in_switch(const MultimemArgs& a, std::uint64_t step, const StepBuffers& s) {
+  const std::size_t bytes = a.count * sizeof(T), half = a.layout.area_bytes / 2;
+  const Range rv = split(vectors(bytes), static_cast<int>(gridDim.x), static_cast<int>(blockIdx.x));
+  for (std::size_t v = rv.begin + threadIdx.x; v < rv.end; v += blockDim.x) {
+    *reinterpret_cast<uint4*>(s.uc + v * kVecBytes) = load_padded(s.in, v, bytes);
   }
-  if (a.mode == MultimemMode::kReduceSum) {
-    // Reduce-scatter: every input block at a whole-vector stride, barrier, this rank sums its
-    // own block of every rank's copy in the switch.
-    const std::size_t bytes = a.count * es, stride = vectors(bytes) * kVecBytes;
-    const Range rv = split(vectors(bytes), nb, b);
-    for (int q = 0; q < a.world; ++q) {
-      const char* src = in + static_cast<std::size_t>(q) * a.in_rank_stride;
-      for (std::size_t v = rv.begin + threadIdx.x; v < rv.end; v += blockDim.x) {
-        *reinterpret_cast<uint4*>(uc + q * stride + v * kVecBytes) = load_padded(src, v, bytes);
-      }
-    }
-    if (!multicast_barrier(a, 0, step)) return;
-    for (std::size_t v = rv.begin + threadIdx.x; v < rv.end; v += blockDim.x) {
-      store_clipped(out, v, bytes, multicast_sum<T>(mc + a.rank * stride + v * kVecBytes));
-    }
-    return;
+  if (!multicast_barrier(a, 0, step)) return;
+  const Range mine = split(rv.size(), a.world, a.rank);
+  for (std::size_t v = rv.begin + mine.begin + threadIdx.x; v < rv.begin + mine.end;
+       v += blockDim.x) {
+    multicast_store(s.mc + half + v * kVecBytes, multicast_sum<T>(s.mc + v * kVecBytes));
   }
-  // Gather: this rank's input into its slot on every rank, barrier, then the slots locally. A
-  // reduce-scatter input is W blocks (not always contiguous), each at a whole-vector stride.
-  // Each thread block reads only what the same block of every rank stored (its barrier covers
-  // nothing else), so stores and reads use the same vector range.
+  if (!multicast_barrier(a, 1, step)) return;
+  for (std::size_t v = rv.begin + threadIdx.x; v < rv.end; v += blockDim.x) {
+    store_clipped(s.out, v, bytes, *reinterpret_cast<const uint4*>(s.uc + half + v * kVecBytes));
+  }
+}
+
+// Reduce-scatter in the switch: every input block at a whole-vector stride, barrier, this rank
+// sums its own block of every rank's copy in the switch.
+template <typename T>
+__device__ void reduce_scatter_in_switch(const MultimemArgs& a, std::uint64_t step,
+                                         const StepBuffers& s) {
+  const std::size_t bytes = a.count * sizeof(T), stride = vectors(bytes) * kVecBytes;
+  const Range rv = split(vectors(bytes), static_cast<int>(gridDim.x), static_cast<int>(blockIdx.x));
+  for (int q = 0; q < a.world; ++q) {
+    const char* src = s.in + static_cast<std::size_t>(q) * a.in_rank_stride;
+    for (std::size_t v = rv.begin + threadIdx.x; v < rv.end; v += blockDim.x) {
+      *reinterpret_cast<uint4*>(s.uc + q * stride + v * kVecBytes) = load_padded(src, v, bytes);
+    }
+  }
+  if (!multicast_barrier(a, 0, step)) return;
+  for (std::size_t v = rv.begin + threadIdx.x; v < rv.end; v += blockDim.x) {
+    store_clipped(s.out, v, bytes, multicast_sum<T>(s.mc + a.rank * stride + v * kVecBytes));
+  }
+}
+
+// Gather: this rank's input into its slot on every rank, barrier, then the slots locally. A
+// reduce-scatter input is W blocks (not always contiguous), each at a whole-vector stride.
+// Each thread block reads only what the same block of every rank stored (its barrier covers
+// nothing else), so stores and reads use the same vector range.
+template <typename T, int MaxW>
+__device__ void gather_then_local(const MultimemArgs& a, std::uint64_t step, const StepBuffers& s) {
+  constexpr std::size_t es = sizeof(T);
   const std::size_t slot =
       a.layout.area_bytes / static_cast<std::size_t>(a.world) / kVecBytes * kVecBytes;
   const std::size_t block_bytes = a.count * es, stride = vectors(block_bytes) * kVecBytes;
   const int blocks_in = a.op == KernelOp::kReduceScatter ? a.world : 1;
-  const Range rv = split(vectors(block_bytes), nb, b);
+  const Range rv =
+      split(vectors(block_bytes), static_cast<int>(gridDim.x), static_cast<int>(blockIdx.x));
   for (int q = 0; q < blocks_in; ++q) {
-    const char* src = in + static_cast<std::size_t>(q) * a.in_rank_stride;
+    const char* src = s.in + static_cast<std::size_t>(q) * a.in_rank_stride;
     for (std::size_t v = rv.begin + threadIdx.x; v < rv.end; v += blockDim.x) {
-      multicast_store(mc + a.rank * slot + q * stride + v * kVecBytes,
+      multicast_store(s.mc + a.rank * slot + q * stride + v * kVecBytes,
                       load_padded(src, v, block_bytes));
     }
   }
@@ -224,7 +227,7 @@ __global__ void __launch_bounds__(kThreads) multimem_kernel(MultimemArgs a) {
   if (first >= last) return;
   if (a.op == KernelOp::kAllGather) {
     for (int q = 0; q < a.world; ++q) {
-      copy_bytes(out + q * a.out_rank_stride + first * es, uc + q * slot + first * es,
+      copy_bytes(s.out + q * a.out_rank_stride + first * es, s.uc + q * slot + first * es,
                  (last - first) * es);
     }
     return;
@@ -232,8 +235,24 @@ __global__ void __launch_bounds__(kThreads) multimem_kernel(MultimemArgs a) {
   // All-reduce (each slot's only block) or reduce-scatter (block `rank`), in rank order.
   const std::size_t at = a.op == KernelOp::kReduceScatter ? a.rank * stride : 0;
   Sources<MaxW> src;
-  for (int q = 0; q < MaxW; ++q) src.at[q] = q < a.world ? uc + q * slot + at : nullptr;
-  reduce_range<T, MaxW>(a.world, a.reduce, src, first, last, out);
+  for (int q = 0; q < MaxW; ++q) src.at[q] = q < a.world ? s.uc + q * slot + at : nullptr;
+  reduce_range<T, MaxW>(a.world, a.reduce, src, first, last, s.out);
+}
+
+template <typename T, int MaxW>
+__global__ void __launch_bounds__(kThreads) multimem_kernel(MultimemArgs a) {
+  const LaunchStep launch_step(local_words(a));
+  const std::uint64_t step = launch_step.number();
+  const std::size_t area = a.layout.data_offset + (step % 2) * a.layout.area_bytes;
+  const StepBuffers s{a.unicast + area, a.multicast + area, static_cast<const char*>(a.input),
+                      static_cast<char*>(a.output)};
+  if (a.mode == MultimemMode::kReduceSum && a.op == KernelOp::kOneShot) {
+    reduce_in_switch<T>(a, step, s);
+  } else if (a.mode == MultimemMode::kReduceSum) {
+    reduce_scatter_in_switch<T>(a, step, s);
+  } else {
+    gather_then_local<T, MaxW>(a, step, s);
+  }
 }
 
 template <typename T, int MaxW>
