@@ -1,5 +1,6 @@
-// The shm backend's reduction kernels alone (no synchronisation): GB/s of input read per dtype,
-// for the ISA dispatched on this CPU, to separate arithmetic from waiting in tpcomm bench; and
+// The shm backend's reduction kernels alone (no synchronisation): GB/s of input read per dtype
+// and per ISA variant (each called by name; one this CPU cannot run is skipped with the reason),
+// to separate arithmetic from waiting in tpcomm bench; and
 // the machine's memory-copy bandwidth beside them, the scale for tpcomm bench's bus bandwidth.
 #include <benchmark/benchmark.h>
 
@@ -10,7 +11,13 @@
 
 namespace {
 
-void BM_ReduceSlots(benchmark::State& state, tpcomm::DataType type) {
+using tpcomm::transport::shm::KernelIsa;
+
+void BM_ReduceSlots(benchmark::State& state, tpcomm::DataType type, KernelIsa isa) {
+  if (!tpcomm::transport::shm::cpu_runs(isa)) {
+    state.SkipWithError("this CPU cannot run this variant");
+    return;
+  }
   const int ranks = static_cast<int>(state.range(0));
   const std::size_t count = static_cast<std::size_t>(state.range(1));
   const std::size_t es = tpcomm::size_of(type);
@@ -20,24 +27,51 @@ void BM_ReduceSlots(benchmark::State& state, tpcomm::DataType type) {
   for (auto& s : slots) srcs.push_back(s.data());
   std::vector<std::uint8_t> out(count * es);
   for (auto _ : state) {
-    tpcomm::transport::shm::reduce_slots(srcs.data(), ranks, count, type, tpcomm::ReduceOp::kSum,
-                                         out.data());
+    tpcomm::transport::shm::reduce_slots_with(isa, srcs.data(), ranks, count, type,
+                                              tpcomm::ReduceOp::kSum, out.data());
     benchmark::DoNotOptimize(out.data());
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * ranks *
                           static_cast<std::int64_t>(count * es));
-  state.SetLabel(tpcomm::transport::shm::kernel_isa());
+  state.SetLabel(tpcomm::transport::shm::to_string(isa));
 }
 
-BENCHMARK_CAPTURE(BM_ReduceSlots, float32, tpcomm::DataType::kFloat32)
+BENCHMARK_CAPTURE(BM_ReduceSlots, float32_avx512, tpcomm::DataType::kFloat32, KernelIsa::kAvx512)
     ->Args({2, 1 << 16})
     ->Args({4, 1 << 16})
     ->Args({2, 1 << 20});
-BENCHMARK_CAPTURE(BM_ReduceSlots, bfloat16, tpcomm::DataType::kBFloat16)
+BENCHMARK_CAPTURE(BM_ReduceSlots, float32_avx2, tpcomm::DataType::kFloat32, KernelIsa::kAvx2)
     ->Args({2, 1 << 16})
     ->Args({4, 1 << 16})
     ->Args({2, 1 << 20});
-BENCHMARK_CAPTURE(BM_ReduceSlots, float16, tpcomm::DataType::kFloat16)
+BENCHMARK_CAPTURE(BM_ReduceSlots, float32_baseline, tpcomm::DataType::kFloat32,
+                  KernelIsa::kBaseline)
+    ->Args({2, 1 << 16})
+    ->Args({4, 1 << 16})
+    ->Args({2, 1 << 20});
+BENCHMARK_CAPTURE(BM_ReduceSlots, bfloat16_avx512, tpcomm::DataType::kBFloat16, KernelIsa::kAvx512)
+    ->Args({2, 1 << 16})
+    ->Args({4, 1 << 16})
+    ->Args({2, 1 << 20});
+BENCHMARK_CAPTURE(BM_ReduceSlots, bfloat16_avx2, tpcomm::DataType::kBFloat16, KernelIsa::kAvx2)
+    ->Args({2, 1 << 16})
+    ->Args({4, 1 << 16})
+    ->Args({2, 1 << 20});
+BENCHMARK_CAPTURE(BM_ReduceSlots, bfloat16_baseline, tpcomm::DataType::kBFloat16,
+                  KernelIsa::kBaseline)
+    ->Args({2, 1 << 16})
+    ->Args({4, 1 << 16})
+    ->Args({2, 1 << 20});
+BENCHMARK_CAPTURE(BM_ReduceSlots, float16_avx512, tpcomm::DataType::kFloat16, KernelIsa::kAvx512)
+    ->Args({2, 1 << 16})
+    ->Args({4, 1 << 16})
+    ->Args({2, 1 << 20});
+BENCHMARK_CAPTURE(BM_ReduceSlots, float16_avx2, tpcomm::DataType::kFloat16, KernelIsa::kAvx2)
+    ->Args({2, 1 << 16})
+    ->Args({4, 1 << 16})
+    ->Args({2, 1 << 20});
+BENCHMARK_CAPTURE(BM_ReduceSlots, float16_baseline, tpcomm::DataType::kFloat16,
+                  KernelIsa::kBaseline)
     ->Args({2, 1 << 16})
     ->Args({4, 1 << 16})
     ->Args({2, 1 << 20});

@@ -1,7 +1,9 @@
-// The shm reduction kernels against a scalar reference, bit for bit: every dtype and op, 1-5
-// ranks, every count from 0 to 100 (each vector width's body and tail) and a few large ones,
-// sources at odd offsets, special values (NaN, infinities, signed zeros, denormals, rounding
-// ties), and an output aliasing a source.
+// The shm reduction kernels against a scalar reference, bit for bit: every ISA variant this CPU
+// runs (each called by name; a variant it cannot run is reported as skipped with the reason),
+// every dtype and op, 1-5 ranks, every count from 0 to 100 (each vector width's body and tail)
+// and a few large ones, sources at odd offsets, special values (NaN, infinities, signed zeros,
+// denormals, rounding ties), and an output aliasing a source. The reference widens and rounds
+// from the bit patterns, written here, not with the library's conversions.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,14 +11,77 @@
 #include <random>
 #include <vector>
 
-#include "transport/common/convert.hpp"
 #include "transport/shm/shm_reduce.hpp"
 
 namespace tpcomm {
 namespace {
 
-using transport::float_to_bf16;
-using transport::float_to_fp16;
+using transport::shm::KernelIsa;
+
+std::uint32_t bits_of(float f) {
+  std::uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+float float_of(std::uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+// Round to nearest, ties to even, on the bits: keep `keep` high bits of the 32 (bf16: 16).
+std::uint16_t bf16_from_bits(std::uint32_t x) {
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40);  // NaN
+  const std::uint32_t lower = x & 0xffffu;
+  std::uint32_t upper = x >> 16;
+  if (lower > 0x8000u || (lower == 0x8000u && (upper & 1u))) ++upper;  // may carry into inf
+  return static_cast<std::uint16_t>(upper);
+}
+
+// IEEE binary16 from binary32 bits: normals, subnormals, overflow to infinity, ties to even.
+std::uint16_t fp16_from_bits(std::uint32_t x) {
+  const std::uint16_t sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
+  const std::uint32_t abs = x & 0x7fffffffu;
+  if (abs > 0x7f800000u) return sign | 0x7e00u;  // NaN (payload not part of the contract)
+  const int e = static_cast<int>(abs >> 23) - 127;
+  if (e > 15) return sign | 0x7c00u;                      // infinity, or too large for binary16
+  if (e < -25) return sign;                               // below half the smallest subnormal
+  const std::uint32_t m = (abs & 0x7fffffu) | 0x800000u;  // 24 bits with the implicit one
+  // Bits dropped: 13 for a normal result, more below 2^-14 (subnormal).
+  const int shift = e >= -14 ? 13 : 13 + (-14 - e);
+  std::uint32_t kept = m >> shift;
+  const std::uint32_t dropped = m & ((1u << shift) - 1u);
+  const std::uint32_t half = 1u << (shift - 1);
+  if (dropped > half || (dropped == half && (kept & 1u))) ++kept;
+  // A normal result's exponent field plus the mantissa; a carry out of the mantissa moves the
+  // exponent up by one, and past the largest finite value to infinity.
+  const std::uint32_t out =
+      e >= -14 ? (static_cast<std::uint32_t>(e + 15) << 10) + (kept - 0x400u) : kept;
+  return sign | static_cast<std::uint16_t>(out >= 0x7c00u ? 0x7c00u : out);
+}
+
+float float_from_bf16(std::uint16_t h) {
+  return float_of(static_cast<std::uint32_t>(h) << 16);
+}
+
+float float_from_fp16(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t exp = (h >> 10) & 0x1fu;
+  const std::uint32_t man = h & 0x3ffu;
+  if (exp == 0) {  // zero or subnormal: man x 2^-24, exact in binary32
+    const float v = std::ldexp(static_cast<float>(man), -24);
+    return float_of(bits_of(v) | sign);
+  }
+  if (exp == 31) return float_of(sign | 0x7f800000u | (man << 13));
+  return float_of(sign | ((exp - 15 + 127) << 23) | (man << 13));
+}
+
+std::uint16_t float_to_bf16(float v) {
+  return bf16_from_bits(bits_of(v));
+}
+std::uint16_t float_to_fp16(float v) {
+  return fp16_from_bits(bits_of(v));
+}
 
 std::vector<std::uint32_t> f32_specials() {
   auto bits = [](float f) {
@@ -55,11 +120,25 @@ std::vector<std::uint32_t> random_elements(DataType t, std::size_t n, std::mt199
   return out;
 }
 
-// One element as fp32, through the library's conversions (F16C for fp16 where present).
+// One element as fp32, decoded from its bits.
 float widen(DataType t, const std::uint8_t* p, std::size_t i) {
-  float f;
-  transport::to_float(p + i * size_of(t), t, 1, &f);
-  return f;
+  if (t == DataType::kFloat32) {
+    float f;
+    std::memcpy(&f, p + i * 4, 4);
+    return f;
+  }
+  std::uint16_t h;
+  std::memcpy(&h, p + i * 2, 2);
+  return t == DataType::kBFloat16 ? float_from_bf16(h) : float_from_fp16(h);
+}
+
+void narrow(DataType t, float v, std::uint8_t* p) {
+  if (t == DataType::kFloat32) {
+    std::memcpy(p, &v, 4);
+    return;
+  }
+  const std::uint16_t h = t == DataType::kBFloat16 ? float_to_bf16(v) : float_to_fp16(v);
+  std::memcpy(p, &h, 2);
 }
 
 // The documented semantics, one element at a time: widen, fold in rank order, round once.
@@ -80,7 +159,7 @@ std::vector<std::uint8_t> reference(DataType t, ReduceOp op,
       }
     }
     if (op == ReduceOp::kAvg) acc /= static_cast<float>(srcs.size());
-    transport::from_float(&acc, t, 1, &out[i * es]);
+    narrow(t, acc, &out[i * es]);
   }
   return out;
 }
@@ -106,7 +185,35 @@ void expect_same(DataType t, const std::vector<std::uint8_t>& got,
   }
 }
 
-TEST(ShmReduce, EveryTypeOpRankCountAndOffsetMatchesTheScalarReferenceBitForBit) {
+// The reference conversions themselves, against values whose encodings are known.
+TEST(ShmReduceReference, ConversionsRoundToNearestEvenFromTheBits) {
+  EXPECT_EQ(float_to_fp16(1.0f), 0x3c00u);
+  EXPECT_EQ(float_to_fp16(65504.0f), 0x7bffu);
+  EXPECT_EQ(float_to_fp16(65520.0f), 0x7c00u);               // halfway to 65536: even is infinity
+  EXPECT_EQ(float_to_fp16(std::ldexp(1.0f, -24)), 0x0001u);  // smallest subnormal
+  EXPECT_EQ(float_to_fp16(std::ldexp(1.0f, -25)), 0x0000u);  // its half: tie to even (zero)
+  EXPECT_EQ(float_to_fp16(std::ldexp(3.0f, -26)), 0x0001u);  // above the tie
+  EXPECT_EQ(float_to_fp16(1.0f + std::ldexp(1.0f, -11)), 0x3c00u);      // tie: stays even
+  EXPECT_EQ(float_to_fp16(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02u);  // tie: up to even
+  EXPECT_EQ(float_to_fp16(-2.0f), 0xc000u);
+  EXPECT_EQ(float_from_fp16(0x0001u), std::ldexp(1.0f, -24));
+  EXPECT_EQ(float_from_fp16(0xfbffu), -65504.0f);
+  EXPECT_EQ(float_to_bf16(1.00390625f), 0x3f80u);  // tie: stays even
+  EXPECT_EQ(float_to_bf16(1.01171875f), 0x3f82u);  // tie: up to even
+  EXPECT_EQ(float_to_bf16(3.4e38f), 0x7f80u);      // rounds up to infinity
+  EXPECT_TRUE(std::isnan(float_from_bf16(float_to_bf16(NAN))));
+  EXPECT_TRUE(std::isnan(float_from_fp16(float_to_fp16(NAN))));
+}
+
+class ShmReduce : public ::testing::TestWithParam<KernelIsa> {};
+
+TEST_P(ShmReduce, EveryTypeOpRankCountAndOffsetMatchesTheScalarReferenceBitForBit) {
+  const KernelIsa isa = GetParam();
+  if (!transport::shm::cpu_runs(isa)) {
+    GTEST_SKIP() << "the " << transport::shm::to_string(isa)
+                 << " variant needs an instruction set this CPU lacks (best here: "
+                 << transport::shm::kernel_isa() << ")";
+  }
   std::mt19937 rng(7);
   std::vector<std::size_t> counts;
   for (std::size_t n = 0; n <= 100; ++n) counts.push_back(n);
@@ -129,7 +236,7 @@ TEST(ShmReduce, EveryTypeOpRankCountAndOffsetMatchesTheScalarReferenceBitForBit)
           const auto want = reference(t, op, srcs, n);
           std::vector<std::uint8_t> got(n * es + 1, 0xa5);  // one guard byte
           std::vector<const void*> ptrs(srcs.begin(), srcs.end());
-          transport::shm::reduce_slots(ptrs.data(), ranks, n, t, op, got.data());
+          transport::shm::reduce_slots_with(isa, ptrs.data(), ranks, n, t, op, got.data());
           ASSERT_EQ(got.back(), 0xa5) << "wrote past the end";
           got.pop_back();
           expect_same(t, got, want, n);
@@ -137,8 +244,8 @@ TEST(ShmReduce, EveryTypeOpRankCountAndOffsetMatchesTheScalarReferenceBitForBit)
             FAIL() << to_string(t) << " " << to_string(op) << " ranks=" << ranks << " n=" << n;
           }
           // In place: the output is the last source.
-          transport::shm::reduce_slots(ptrs.data(), ranks, n, t, op,
-                                       const_cast<std::uint8_t*>(srcs.back()));
+          transport::shm::reduce_slots_with(isa, ptrs.data(), ranks, n, t, op,
+                                            const_cast<std::uint8_t*>(srcs.back()));
           std::vector<std::uint8_t> in_place(srcs.back(), srcs.back() + n * es);
           expect_same(t, in_place, want, n);
           if (HasFailure()) FAIL() << "in place: " << to_string(t) << " " << to_string(op);
@@ -147,9 +254,17 @@ TEST(ShmReduce, EveryTypeOpRankCountAndOffsetMatchesTheScalarReferenceBitForBit)
       }
     }
   }
-  std::cout << "[ info ] " << cases << " cases bit-identical on " << transport::shm::kernel_isa()
-            << "\n";
+  EXPECT_EQ(cases, 3 * 4 * 5 * static_cast<int>(counts.size()));
+  std::cout << "[ info ] " << cases << " cases bit-identical on the "
+            << transport::shm::to_string(isa) << " variant\n";
 }
+
+INSTANTIATE_TEST_SUITE_P(Variants, ShmReduce,
+                         ::testing::Values(KernelIsa::kBaseline, KernelIsa::kAvx2,
+                                           KernelIsa::kAvx512),
+                         [](const ::testing::TestParamInfo<KernelIsa>& p) {
+                           return std::string(transport::shm::to_string(p.param));
+                         });
 
 }  // namespace
 }  // namespace tpcomm

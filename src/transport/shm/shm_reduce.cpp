@@ -1,5 +1,6 @@
-// The reduction kernels, multiversioned for AVX-512 (x86-64-v4: F, BW, DQ, VL, CD) / AVX2 /
-// baseline.
+// The reduction kernels, compiled three times from one source: AVX-512 (x86-64-v4: F, BW, DQ,
+// VL, CD), AVX2 and the x86-64 baseline. The best this CPU runs serves every call; each variant
+// can also be called by name (tests, benchmarks).
 #include "shm_reduce.hpp"
 
 #include <immintrin.h>
@@ -14,9 +15,12 @@ namespace tpcomm::transport::shm {
 namespace {
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TPCOMM_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#define TPCOMM_X86_VARIANTS 1
+#define TPCOMM_TARGET_AVX512 __attribute__((target("arch=x86-64-v4")))
+#define TPCOMM_TARGET_AVX2 __attribute__((target("avx2")))
 #else
-#define TPCOMM_MULTIVERSION
+#define TPCOMM_TARGET_AVX512
+#define TPCOMM_TARGET_AVX2
 #endif
 
 constexpr std::size_t kBlock = 1024;  // fp16 elements widened to fp32 at a time
@@ -170,18 +174,7 @@ TPCOMM_INLINE void reduce_dispatch(const void* const* srcs, int ranks, std::size
   reduce_body<0, false, Bf16>(srcs, ranks, n, out, w);
 }
 
-TPCOMM_MULTIVERSION
-void reduce_f32(const void* const* srcs, int ranks, std::size_t n, void* out, int code, bool avg) {
-  reduce_dispatch<false>(srcs, ranks, n, out, code, avg);
-}
-
-TPCOMM_MULTIVERSION
-void reduce_bf16(const void* const* srcs, int ranks, std::size_t n, void* out, int code, bool avg) {
-  reduce_dispatch<true>(srcs, ranks, n, out, code, avg);
-}
-
-TPCOMM_MULTIVERSION
-void combine(float* acc, const float* x, std::size_t n, int op) {
+TPCOMM_INLINE void combine_body(float* acc, const float* x, std::size_t n, int op) {
   switch (op) {
     case 1:
       for (std::size_t i = 0; i < n; ++i) acc[i] = acc[i] < x[i] ? x[i] : acc[i];
@@ -194,10 +187,39 @@ void combine(float* acc, const float* x, std::size_t n, int op) {
   }
 }
 
-TPCOMM_MULTIVERSION
-void scale(float* acc, std::size_t n, float factor_inverse) {
-  for (std::size_t i = 0; i < n; ++i) acc[i] /= factor_inverse;
+TPCOMM_INLINE void scale_body(float* acc, std::size_t n, float w) {
+  for (std::size_t i = 0; i < n; ++i) acc[i] /= w;
 }
+
+// One variant's entry points: the same inlined bodies, compiled for its target.
+struct Kernels {
+  void (*f32)(const void* const*, int, std::size_t, void*, int, bool);
+  void (*bf16)(const void* const*, int, std::size_t, void*, int, bool);
+  void (*combine)(float*, const float*, std::size_t, int);
+  void (*scale)(float*, std::size_t, float);
+};
+
+#define TPCOMM_KERNEL_VARIANT(SUFFIX, TARGET)                                                    \
+  TARGET void reduce_f32_##SUFFIX(const void* const* srcs, int ranks, std::size_t n, void* out,  \
+                                  int code, bool avg) {                                          \
+    reduce_dispatch<false>(srcs, ranks, n, out, code, avg);                                      \
+  }                                                                                              \
+  TARGET void reduce_bf16_##SUFFIX(const void* const* srcs, int ranks, std::size_t n, void* out, \
+                                   int code, bool avg) {                                         \
+    reduce_dispatch<true>(srcs, ranks, n, out, code, avg);                                       \
+  }                                                                                              \
+  TARGET void combine_##SUFFIX(float* acc, const float* x, std::size_t n, int op) {              \
+    combine_body(acc, x, n, op);                                                                 \
+  }                                                                                              \
+  TARGET void scale_##SUFFIX(float* acc, std::size_t n, float w) {                               \
+    scale_body(acc, n, w);                                                                       \
+  }                                                                                              \
+  constexpr Kernels kKernels_##SUFFIX = {reduce_f32_##SUFFIX, reduce_bf16_##SUFFIX,              \
+                                         combine_##SUFFIX, scale_##SUFFIX};
+
+TPCOMM_KERNEL_VARIANT(avx512, TPCOMM_TARGET_AVX512)
+TPCOMM_KERNEL_VARIANT(avx2, TPCOMM_TARGET_AVX2)
+TPCOMM_KERNEL_VARIANT(baseline, )
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define TPCOMM_HAVE_F16_AVX512 1
@@ -251,58 +273,77 @@ int op_code(ReduceOp op) {
   return op == ReduceOp::kMax ? 1 : op == ReduceOp::kMin ? 2 : 0;
 }
 
-enum class Isa { kBaseline, kAvx2, kAvx512 };
-
-// The clone target_clones picks on this CPU, detected once.
-Isa dispatched_isa() {
-  static const Isa isa = [] {
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("x86-64-v4")) return Isa::kAvx512;
-    if (__builtin_cpu_supports("avx2")) return Isa::kAvx2;
-#endif
-    return Isa::kBaseline;
-  }();
-  return isa;
+const Kernels& kernels_of(KernelIsa isa) {
+  return isa == KernelIsa::kAvx512 ? kKernels_avx512
+         : isa == KernelIsa::kAvx2 ? kKernels_avx2
+                                   : kKernels_baseline;
 }
 
-}  // namespace
-
-const char* kernel_isa() {
-  const Isa isa = dispatched_isa();
-  return isa == Isa::kAvx512 ? "avx512" : isa == Isa::kAvx2 ? "avx2" : "baseline";
-}
-
-void reduce_slots(const void* const* srcs, int ranks, std::size_t count, DataType type, ReduceOp op,
-                  void* out) {
-  const int code = op_code(op);
-  const float w = static_cast<float>(ranks);
-  const bool avg = op == ReduceOp::kAvg;
-  if (type == DataType::kFloat32) return reduce_f32(srcs, ranks, count, out, code, avg);
-  if (type == DataType::kBFloat16) return reduce_bf16(srcs, ranks, count, out, code, avg);
+// fp16: on AVX-512 converted in registers; elsewhere widened a block at a time with F16C where
+// present (convert.cpp), then the same order of operations.
+void reduce_f16(KernelIsa isa, const void* const* srcs, int ranks, std::size_t count, void* out,
+                int code, bool avg) {
 #if defined(TPCOMM_HAVE_F16_AVX512)
-  if (dispatched_isa() == Isa::kAvx512) {
-    return reduce_f16_avx512(srcs, ranks, count, out, code, avg);
-  }
+  if (isa == KernelIsa::kAvx512) return reduce_f16_avx512(srcs, ranks, count, out, code, avg);
 #endif
-  // fp16 elsewhere: widened a block at a time with F16C where present (convert.cpp), then the
-  // same order of operations.
+  const Kernels& k = kernels_of(isa);
   float acc[kBlock];
   float x[kBlock];
   for (std::size_t base = 0; base < count; base += kBlock) {
     const std::size_t n = std::min(kBlock, count - base);
     auto widen = [&](const void* src, float* dst) {
-      to_float(static_cast<const std::uint16_t*>(src) + base, type, n, dst);
+      to_float(static_cast<const std::uint16_t*>(src) + base, DataType::kFloat16, n, dst);
     };
     widen(srcs[0], acc);
     for (int r = 1; r < ranks; ++r) {
       widen(srcs[r], x);
-      combine(acc, x, n, code);
+      k.combine(acc, x, n, code);
     }
-    if (avg) scale(acc, n, w);
-    auto* o = static_cast<std::uint16_t*>(out) + base;
-    from_float(acc, type, n, o);
+    if (avg) k.scale(acc, n, static_cast<float>(ranks));
+    from_float(acc, DataType::kFloat16, n, static_cast<std::uint16_t*>(out) + base);
   }
+}
+
+}  // namespace
+
+bool cpu_runs(KernelIsa isa) {
+#if defined(TPCOMM_X86_VARIANTS)
+  __builtin_cpu_init();
+  if (isa == KernelIsa::kAvx512) return __builtin_cpu_supports("x86-64-v4");
+  if (isa == KernelIsa::kAvx2) return __builtin_cpu_supports("avx2");
+  return true;
+#else
+  return isa == KernelIsa::kBaseline;
+#endif
+}
+
+KernelIsa best_kernel_isa() {
+  static const KernelIsa isa = cpu_runs(KernelIsa::kAvx512) ? KernelIsa::kAvx512
+                               : cpu_runs(KernelIsa::kAvx2) ? KernelIsa::kAvx2
+                                                            : KernelIsa::kBaseline;
+  return isa;
+}
+
+const char* to_string(KernelIsa isa) {
+  return isa == KernelIsa::kAvx512 ? "avx512" : isa == KernelIsa::kAvx2 ? "avx2" : "baseline";
+}
+
+const char* kernel_isa() {
+  return to_string(best_kernel_isa());
+}
+
+void reduce_slots_with(KernelIsa isa, const void* const* srcs, int ranks, std::size_t count,
+                       DataType type, ReduceOp op, void* out) {
+  const int code = op_code(op);
+  const bool avg = op == ReduceOp::kAvg;
+  if (type == DataType::kFloat32) return kernels_of(isa).f32(srcs, ranks, count, out, code, avg);
+  if (type == DataType::kBFloat16) return kernels_of(isa).bf16(srcs, ranks, count, out, code, avg);
+  reduce_f16(isa, srcs, ranks, count, out, code, avg);
+}
+
+void reduce_slots(const void* const* srcs, int ranks, std::size_t count, DataType type, ReduceOp op,
+                  void* out) {
+  reduce_slots_with(best_kernel_isa(), srcs, ranks, count, type, op, out);
 }
 
 }  // namespace tpcomm::transport::shm
