@@ -207,6 +207,8 @@ int run_loop(tpcomm::Communicator& comm, int iterations, std::size_t count) {
   const int victim_stop = env_int("TEST_STOP_RANK", -1);
   const int after = env_int("TEST_AFTER", 20);
   std::vector<float> data(count, 1.0f);
+  std::printf("rank %d: looping\n", rank);  // what a test waits for before it signals
+  std::fflush(stdout);
   for (int i = 0; i < iterations; ++i) {
     if (i == after && (rank == victim_kill || rank == victim_stop)) {
       std::printf("rank %d: %s itself (pid %d) at %lld\n", rank,

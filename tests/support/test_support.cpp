@@ -1,15 +1,20 @@
 // Test helpers: fixtures and child processes (stdout and stderr captured through temp files).
 #include "test_support.hpp"
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
+
+#include <gtest/gtest.h>
 
 #include "tpcomm/facts_json.hpp"
 
@@ -53,8 +58,30 @@ std::vector<std::pair<std::string, std::string>> expectations(const std::string&
   return out;
 }
 
+namespace {
+
+// Waits for `pid` until `until`; true with its status when it ended.
+bool wait_until(pid_t pid, std::chrono::steady_clock::time_point until, int* status) {
+  while (true) {
+    const pid_t r = waitpid(pid, status, WNOHANG);
+    if (r == pid) return true;
+    if (r < 0 && errno != EINTR) return true;  // nothing to wait for
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+std::string joined(const std::vector<std::string>& argv) {
+  std::string text;
+  for (const auto& a : argv) text += (text.empty() ? "" : " ") + a;
+  return text;
+}
+
+}  // namespace
+
 ProcessResult run_process(const std::vector<std::string>& argv,
-                          const std::map<std::string, std::string>& env) {
+                          const std::map<std::string, std::string>& env,
+                          std::chrono::seconds limit) {
   char out_path[] = "/tmp/tpcomm_test_out_XXXXXX";
   char err_path[] = "/tmp/tpcomm_test_err_XXXXXX";
   int out_fd = mkstemp(out_path);
@@ -62,6 +89,7 @@ ProcessResult run_process(const std::vector<std::string>& argv,
   if (out_fd < 0 || err_fd < 0) throw std::runtime_error("mkstemp failed");
   pid_t pid = fork();
   if (pid == 0) {
+    setpgid(0, 0);  // its own group, so that a stop on timeout reaches what it started
     dup2(out_fd, 1);
     dup2(err_fd, 2);
     for (const auto& [k, v] : env) {
@@ -77,11 +105,20 @@ ProcessResult run_process(const std::vector<std::string>& argv,
     execv(args[0], args.data());
     _exit(127);
   }
+  setpgid(pid, pid);  // also here: no race with the child's own call
   int status = 0;
-  waitpid(pid, &status, 0);
+  ProcessResult r;
+  if (!wait_until(pid, std::chrono::steady_clock::now() + limit, &status)) {
+    r.timed_out = true;
+    kill(-pid, SIGTERM);
+    if (!wait_until(pid, std::chrono::steady_clock::now() + std::chrono::seconds(5), &status)) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+    }
+    ADD_FAILURE() << "still running after " << limit.count() << " s, stopped: " << joined(argv);
+  }
   close(out_fd);
   close(err_fd);
-  ProcessResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   r.out = read_file(out_path);
   r.err = read_file(err_path);

@@ -1,6 +1,7 @@
 // Helpers for tests: fixture paths and files, expectation tables, running the real binary.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <utility>
@@ -22,10 +23,14 @@ struct ProcessResult {
   int exit_code = -1;  // the process's exit status; 128+N when killed by signal N
   std::string out;
   std::string err;
+  bool timed_out = false;  // it outlived its limit and was stopped (the test has failed)
 };
 
-// Runs a program with extra environment variables (an empty value unsets one), and waits.
+// Runs a program with extra environment variables (an empty value unsets one), and waits at most
+// `limit`: a program still running then gets SIGTERM (a launcher stops its ranks), then SIGKILL
+// 5 s later, and the calling test fails naming the command.
 ProcessResult run_process(const std::vector<std::string>& argv,
-                          const std::map<std::string, std::string>& env = {});
+                          const std::map<std::string, std::string>& env = {},
+                          std::chrono::seconds limit = std::chrono::seconds(120));
 
 }  // namespace tpcomm::test
