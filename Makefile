@@ -14,7 +14,7 @@ test: build
 	ctest --preset $(PRESET)
 
 # This machine's facts, the plans of the shipped example topologies, then a live group: the
-# example all-reduce on 2 ranks, and on 2 ranks over 2 simulated nodes (needs root); then the
+# example all-reduce on 2 ranks, and on 4 ranks over 2 simulated nodes (hier; needs root); then the
 # benchmark against Open MPI and Gloo.
 run: build
 	@echo "== tpcomm topo (this machine)"
@@ -24,8 +24,8 @@ run: build
 	done
 	@echo; echo "== tpcomm run -n 2 -- build/bin/allreduce"
 	@$(BIN) run -n 2 -- build/bin/allreduce
-	@echo; echo "== tpcomm run -n 2 --nodes 2 -- build/bin/allreduce"
-	@$(BIN) run -n 2 --nodes 2 -- build/bin/allreduce
+	@echo; echo "== tpcomm run -n 4 --nodes 2 -- build/bin/allreduce (two simulated nodes: hier)"
+	@$(BIN) run -n 4 --nodes 2 -- build/bin/allreduce
 	@echo; echo "== tpcomm bench -n 2 --check --compare mpi,gloo (float32, then bfloat16)"
 	@$(BIN) bench -n 2 -b 4096 -e 16777216 --check --compare mpi,gloo
 	@$(BIN) bench -n 2 -b 4096 -e 16777216 --check --compare mpi,gloo --dtype bfloat16
