@@ -37,7 +37,24 @@ CommunicatorState::~CommunicatorState() {
   }
 }
 
-std::string CommunicatorState::peer_report() {
+std::string CommunicatorState::timeout_report(Store& store, std::uint64_t call) {
+  // Ranks that time out in the same call say so; the ones that do not within a moment are the
+  // ones everybody waited for (stopped, or stuck outside tpcomm).
+  const std::string prefix = fmt::format("tpcomm/c{:016x}/timeout/{}/", comm_id, call);
+  store.set(prefix + std::to_string(bootstrap->rank()), Bytes{1});
+  std::vector<std::string> keys;
+  for (int r = 0; r < bootstrap->size(); ++r) keys.push_back(prefix + std::to_string(r));
+  const auto missing = store.wait_for(keys, Deadline::after(std::chrono::milliseconds(300)));
+  if (missing.empty()) return "";
+  std::vector<int> silent;
+  for (const auto& key : missing) silent.push_back(std::stoi(key.substr(prefix.size())));
+  return fmt::format(
+      "; {} did not time out in call #{} as the others did: {} the one{} they waited for",
+      detail::rank_set_text(silent), call, silent.size() == 1 ? "it is" : "they are",
+      silent.size() == 1 ? "" : "s");
+}
+
+std::string CommunicatorState::peer_report(bool timed_out, std::uint64_t call) {
   try {
     auto store = bootstrap->store();
     // A dead process's store connection closes a moment after its sockets do: look twice.
@@ -52,6 +69,8 @@ std::string CommunicatorState::peer_report() {
     if (!gone.empty()) {
       report += fmt::format("; {} gone (the process ended: its store connection closed)",
                             detail::rank_set_text(gone));
+    } else if (timed_out) {
+      report += timeout_report(*store, call);
     }
     if (auto cause = store->get(abort_key())) {
       report +=
@@ -242,7 +261,9 @@ void CommunicatorState::run_call(transport::Call call, bool device_call) {
     faults.apply_fail_or_stall("call", static_cast<std::int64_t>(call.sequence));
     backends.at(row.backend)->run(call);
   } catch (const Error& e) {
-    const std::string peers = e.code() == ErrorCode::kMismatch ? std::string() : peer_report();
+    const std::string peers = e.code() == ErrorCode::kMismatch
+                                  ? std::string()
+                                  : peer_report(e.code() == ErrorCode::kTimeout, call.sequence);
     Error full(e.code(), fmt::format("rank {}: {} #{} via {} failed: {}{}", rank,
                                      transport::call_signature(call), call.sequence,
                                      to_string(row.backend), e.what(), peers));

@@ -64,8 +64,11 @@ struct detail::CommunicatorState {
   // rank's process dies) and the first abort's cause.
   std::string presence_key(int rank) const;
   std::string abort_key() const;
-  // After a failed call: which peers are gone or aborted, for the error message.
-  std::string peer_report();
+  // After a failed call: which peers are gone or aborted, for the error message. After a timeout
+  // of call `sequence` (timed_out), also which peers did not time out in it as well: an engine
+  // that cannot say who is missing (Gloo, NCCL) still gets the stalled rank named.
+  std::string peer_report(bool timed_out = false, std::uint64_t call = 0);
+  std::string timeout_report(Store& store, std::uint64_t call);
 };
 
 namespace detail {

@@ -331,6 +331,98 @@ TEST(Faults, SigstopOfOneRankTimesOutTheOthers) {
   EXPECT_EQ(processes_with(mark), 0);
 }
 
+TEST(Faults, InjectedCallFailureIsNamedOnEveryRank) {
+  const std::string mark = marker();
+  auto r = run_group({"-n", "3", "--keep-going"}, {"loop", "20", "4096"},
+                     {{"TPCOMM_FAULT", "call:fail@1#5"}}, mark);
+  EXPECT_NE(r.exit_code, 0);
+  auto errors = lines_with(r.out, "ERROR");
+  ASSERT_EQ(errors.size(), 3u) << r.out;
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("all_reduce(float32 x 4096, avg) #5 via shm failed"), std::string::npos) << e;
+    EXPECT_NE(e.find("injected fault: call fails on rank 1 (TPCOMM_FAULT)"), std::string::npos)
+        << e;
+  }
+  EXPECT_EQ(processes_with(mark), 0);
+}
+
+TEST(Faults, InjectedCallStallIsATimeoutNamingTheStalledRank) {
+  auto r = run_group({"-n", "3", "--keep-going", "--grace", "0.5"}, {"loop", "20", "4096"},
+                     {{"TPCOMM_TIMEOUT_MS", "1500"}, {"TPCOMM_FAULT", "call:stall@1#5"}}, marker());
+  EXPECT_NE(r.exit_code, 0);
+  auto errors = lines_with(r.out, "ERROR (timeout)");
+  ASSERT_EQ(errors.size(), 2u) << r.out;  // ranks 0 and 2; rank 1 sleeps in its call
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("#5 via shm failed: rank 1 did not arrive within 1500 ms"), std::string::npos)
+        << e;
+  }
+}
+
+// A dead peer and a stopped peer where Gloo carries the calls (shm disabled), and where hier does
+// (two simulated nodes): every survivor names the rank, within the deadline.
+struct EngineCase {
+  std::string name;
+  std::vector<std::string> run_args;
+  std::map<std::string, std::string> env;
+  std::string via;
+};
+
+class FaultsOverEngine : public ::testing::TestWithParam<EngineCase> {
+ protected:
+  void SetUp() override {
+    if (GetParam().name == "hier" && !root())
+      GTEST_SKIP() << "hier needs simulated nodes, which need root to create namespaces";
+  }
+  ProcessResult run_with(std::map<std::string, std::string> extra, const std::string& mark) {
+    auto env = GetParam().env;
+    env.insert(extra.begin(), extra.end());
+    auto args = GetParam().run_args;
+    args.insert(args.end(), {"--keep-going", "--grace", "1"});
+    return run_group(args, {"loop", "1000", "4096"}, env, mark);
+  }
+};
+
+TEST_P(FaultsOverEngine, KillNineIsNamedByEverySurvivor) {
+  const std::string mark = marker();
+  auto r =
+      run_with({{"TPCOMM_TIMEOUT_MS", "5000"}, {"TEST_KILL_RANK", "1"}, {"TEST_AFTER", "5"}}, mark);
+  auto killed = lines_with(r.out, "killing itself (pid ");
+  ASSERT_EQ(killed.size(), 1u) << r.out;
+  auto errors = lines_with(r.out, "ERROR");
+  const std::size_t ranks = GetParam().name == "hier" ? 4 : 3;
+  ASSERT_EQ(errors.size(), ranks - 1) << r.out;
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("#6 via " + GetParam().via + " failed"), std::string::npos) << e;
+    EXPECT_NE(e.find("rank 1 gone"), std::string::npos) << e;
+    EXPECT_LT(time_in(e) - time_in(killed[0]), 5000) << "within the timeout";
+  }
+  EXPECT_EQ(processes_with(mark), 0);
+}
+
+TEST_P(FaultsOverEngine, SigstopIsATimeoutNamingTheStoppedRank) {
+  const std::string mark = marker();
+  auto r =
+      run_with({{"TPCOMM_TIMEOUT_MS", "2000"}, {"TEST_STOP_RANK", "1"}, {"TEST_AFTER", "5"}}, mark);
+  auto stopped = lines_with(r.out, "stopping itself (pid ");
+  ASSERT_EQ(stopped.size(), 1u) << r.out;
+  auto errors = lines_with(r.out, "ERROR (timeout)");
+  const std::size_t ranks = GetParam().name == "hier" ? 4 : 3;
+  ASSERT_EQ(errors.size(), ranks - 1) << r.out;
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("#6 via " + GetParam().via + " failed"), std::string::npos) << e;
+    EXPECT_NE(e.find("rank 1 did not time out in call #6 as the others did"), std::string::npos)
+        << e;
+    EXPECT_LT(time_in(e) - time_in(stopped[0]), 2000 + 2000);
+  }
+  EXPECT_EQ(processes_with(mark), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Engines, FaultsOverEngine,
+    ::testing::Values(EngineCase{"gloo", {"-n", "3"}, {{"TPCOMM_DISABLE", "shm"}}, "gloo"},
+                      EngineCase{"hier", {"-n", "4", "--nodes", "2"}, {}, "hier"}),
+    [](const ::testing::TestParamInfo<EngineCase>& p) { return p.param.name; });
+
 class Mismatch : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
 
 TEST_P(Mismatch, CheckNamesBothSidesOnEveryRank) {

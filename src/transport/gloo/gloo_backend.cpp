@@ -104,8 +104,10 @@ class GlooBackend final : public CollectiveBackend {
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
-      // Gloo reports a dead peer or a timeout as an IoException.
-      throw Error(ErrorCode::kUnavailable, fmt::format("gloo: {}", e.what()));
+      // Gloo reports a dead peer or a timeout as an IoException; only the text tells them apart.
+      const bool timed_out = std::string_view(e.what()).find("Timed out") != std::string_view::npos;
+      throw Error(timed_out ? ErrorCode::kTimeout : ErrorCode::kUnavailable,
+                  fmt::format("gloo: {}", e.what()));
     }
   }
 

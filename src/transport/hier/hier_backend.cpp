@@ -58,29 +58,35 @@ class HierBackend final : public CollectiveBackend {
     std::vector<float> full(per * l, 0.0f);
     std::vector<float> mine(per);
     to_float(c.input, c.type, c.count, full.data());
-    shm_->run({.op = Op::kReduceScatter,
-               .input = full.data(),
-               .output = mine.data(),
-               .count = per,
-               .type = DataType::kFloat32,
-               .reduce = stage_op,
-               .algorithm = Algorithm::kOneShot,
-               .sequence = c.sequence});
-    gloo_->run({.op = Op::kAllReduce,
-                .input = mine.data(),
-                .output = mine.data(),
-                .count = per,
-                .type = DataType::kFloat32,
-                .reduce = stage_op,
-                .algorithm = Algorithm::kGloo,
-                .sequence = c.sequence});
-    shm_->run({.op = Op::kAllGather,
-               .input = mine.data(),
-               .output = full.data(),
-               .count = per,
-               .type = DataType::kFloat32,
-               .algorithm = Algorithm::kOneShot,
-               .sequence = c.sequence});
+    in_stage(node_group_, [&] {
+      shm_->run({.op = Op::kReduceScatter,
+                 .input = full.data(),
+                 .output = mine.data(),
+                 .count = per,
+                 .type = DataType::kFloat32,
+                 .reduce = stage_op,
+                 .algorithm = Algorithm::kOneShot,
+                 .sequence = c.sequence});
+    });
+    in_stage(lane_, [&] {
+      gloo_->run({.op = Op::kAllReduce,
+                  .input = mine.data(),
+                  .output = mine.data(),
+                  .count = per,
+                  .type = DataType::kFloat32,
+                  .reduce = stage_op,
+                  .algorithm = Algorithm::kGloo,
+                  .sequence = c.sequence});
+    });
+    in_stage(node_group_, [&] {
+      shm_->run({.op = Op::kAllGather,
+                 .input = mine.data(),
+                 .output = full.data(),
+                 .count = per,
+                 .type = DataType::kFloat32,
+                 .algorithm = Algorithm::kOneShot,
+                 .sequence = c.sequence});
+    });
     if (c.reduce == ReduceOp::kAvg) {
       const float w = static_cast<float>(ctx_.node_of_rank.size());
       for (std::size_t i = 0; i < c.count; ++i) full[i] /= w;
@@ -89,6 +95,23 @@ class HierBackend final : public CollectiveBackend {
   }
 
  private:
+  // A sub-group numbers its ranks from 0: a stage's error names them, so it is prefixed with
+  // the group's global ranks in that order.
+  struct SubGroup {
+    std::string name;
+    std::vector<int> ranks;  // global rank of each sub-group rank
+  };
+  template <typename Stage>
+  static void in_stage(const SubGroup& group, Stage stage) {
+    try {
+      stage();
+    } catch (const Error& e) {
+      throw Error(e.code(),
+                  fmt::format("{} (its ranks 0-{} are ranks {}): {}", group.name,
+                              group.ranks.size() - 1, fmt::join(group.ranks, ", "), e.what()));
+    }
+  }
+
   // Node group: the ranks of this node, in rank order. Lane: the ranks with this local index on
   // every node, in node order. Both rendezvous over the parent's store under their own prefix.
   void make_groups() {
@@ -116,6 +139,10 @@ class HierBackend final : public CollectiveBackend {
       if (node == my_node) break;
       ++node_index;
     }
+    node_group_ = {"node group", local};
+    lane_ = {"lane", {}};
+    for (const auto& [node, ranks] : nodes)
+      lane_.ranks.push_back(ranks[static_cast<std::size_t>(local_index)]);
     const std::string prefix = fmt::format("tpcomm/c{:016x}/hier", ctx_.comm_id);
     auto store = ctx_.bootstrap->store();
     auto node_bs = make_store_bootstrap(store, local_index, local_size_,
@@ -140,6 +167,7 @@ class HierBackend final : public CollectiveBackend {
 
   BackendContext ctx_;
   int local_size_ = 1;
+  SubGroup node_group_, lane_;
   std::unique_ptr<CollectiveBackend> shm_;
   std::unique_ptr<CollectiveBackend> gloo_;
 };
