@@ -9,7 +9,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build="${1:-build}"
-export PATH="$PWD/$build/bin:$PATH"
+[[ "$build" = /* ]] || build="$PWD/$build"
+export PATH="$build/bin:$PATH"
+[ -x "$build/bin/tpcomm" ] || { echo "no tpcomm in $build/bin: build first"; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
