@@ -8,7 +8,10 @@
 namespace tpcomm::detail {
 
 Platform builtin_platform() {
-  return Platform{builtin_backend_factories(), probe_local, gpu_build_unavailable_reason};
+  return Platform{.factories = builtin_backend_factories(),
+                  .probe = probe_local,
+                  .gpu_unavailable_reason = gpu_build_unavailable_reason,
+                  .node_of_ranks = {}};
 }
 
 std::map<Backend, BackendFactory> builtin_backend_factories() {

@@ -81,6 +81,9 @@ struct Platform {
   std::function<LocalFacts()> probe;
   // Why this build or machine cannot run a kCuda communicator, or empty.
   std::function<std::string()> gpu_unavailable_reason;
+  // Node identity: the node index of every rank of a group of `size`. Unset (the built-in
+  // platform): boot id plus a shared-memory probe. Tests set it to simulate nodes on threads.
+  std::function<std::vector<int>(int size)> node_of_ranks;
 };
 Platform builtin_platform();
 

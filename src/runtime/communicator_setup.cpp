@@ -297,7 +297,8 @@ std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> boo
   };
   auto records = exchange_facts(*c, options, platform);
   phase("facts exchange");
-  auto node_of = identify_nodes(*c, records);
+  auto node_of = platform.node_of_ranks ? platform.node_of_ranks(c->bootstrap->size())
+                                        : identify_nodes(*c, records);
   phase("node identity");
   c->facts = group_facts(records, node_of);
   if (c->bootstrap->rank() == 0) dump_facts(c->facts);

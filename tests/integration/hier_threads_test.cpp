@@ -1,0 +1,99 @@
+// hier without root: two simulated nodes of threads (the platform's node-identity hook), so the
+// plan refuses shm and picks hier; every element of every dtype checked against an independent
+// reference; a rank that never calls becomes a timeout naming it on every other rank.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "runtime/communicator_impl.hpp"
+#include "thread_ranks.hpp"
+
+namespace tpcomm {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Ranks 0-1 on node 0, ranks 2-3 on node 1 (and so on for larger groups).
+detail::Platform two_nodes() {
+  detail::Platform p = detail::builtin_platform();
+  p.node_of_ranks = [](int size) {
+    std::vector<int> node(static_cast<std::size_t>(size));
+    for (int r = 0; r < size; ++r) node[static_cast<std::size_t>(r)] = r * 2 / size;
+    return node;
+  };
+  return p;
+}
+
+// Exact in fp32 and bf16 (small integers), different on every rank and element.
+float value(int rank, std::size_t i) {
+  return static_cast<float>((rank + 1) * static_cast<int>(i % 13) - rank);
+}
+
+std::uint16_t bf16_of_exact(float f) {  // exact for these small integers: the high half
+  std::uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+
+TEST(HierOnThreads, TwoSimulatedNodesPlanHierAndSumEveryElement) {
+  const auto group = make_thread_group(4);
+  test::on_ranks(group, [&](int r, std::shared_ptr<Bootstrap> bs) {
+    CommunicatorOptions o;
+    o.timeout = 20s;
+    auto comm = detail::create_communicator(bs, o, two_nodes());
+    EXPECT_EQ(comm->plan().nodes, 2);
+    const auto& ar = comm->plan().ops.at(Op::kAllReduce);
+    EXPECT_FALSE(ar.is_eligible(Backend::kShm));
+    ASSERT_EQ(ar.table.size(), 1u);
+    EXPECT_EQ(ar.table[0].backend, Backend::kHier);
+    for (std::size_t n : {1u, 7u, 1000u, 70001u}) {
+      std::vector<float> f(n);
+      std::vector<std::uint16_t> h(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        f[i] = value(r, i);
+        h[i] = bf16_of_exact(f[i]);
+      }
+      comm->all_reduce(f.data(), f.data(), n, DataType::kFloat32, ReduceOp::kSum);
+      comm->all_reduce(h.data(), h.data(), n, DataType::kBFloat16, ReduceOp::kMax);
+      int wrong = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        float sum = 0, max = value(0, i);
+        for (int q = 0; q < 4; ++q) {
+          sum += value(q, i);
+          max = std::max(max, value(q, i));
+        }
+        if (f[i] != sum || h[i] != bf16_of_exact(max)) ++wrong;
+      }
+      EXPECT_EQ(wrong, 0) << "rank " << r << ", " << n << " elements";
+    }
+  });
+}
+
+TEST(HierOnThreads, ARankThatNeverCallsIsATimeoutNamingIt) {
+  const auto group = make_thread_group(4);
+  std::vector<std::string> errors(4);
+  test::on_ranks(group, [&](int r, std::shared_ptr<Bootstrap> bs) {
+    CommunicatorOptions o;
+    o.timeout = 1500ms;
+    auto comm = detail::create_communicator(bs, o, two_nodes());
+    std::vector<float> data(4096, 1.0f);
+    if (r != 3) {
+      try {
+        comm->all_reduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::kTimeout) << e.what();
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    }
+    bs->barrier("test end", Deadline::after(30s));  // rank 3 keeps its communicator until then
+  });
+  for (int r = 0; r < 3; ++r) {
+    const auto& e = errors[static_cast<std::size_t>(r)];
+    EXPECT_NE(e.find("#1 via hier failed"), std::string::npos) << e;
+    EXPECT_NE(e.find("rank 3 did not time out in call #1 as the others did"), std::string::npos)
+        << e;
+  }
+}
+
+}  // namespace
+}  // namespace tpcomm
