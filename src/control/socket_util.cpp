@@ -173,4 +173,16 @@ std::optional<std::string> address_toward(const std::string& host) {
   return std::string(text);
 }
 
+std::optional<std::string> why_cannot_listen_on(const std::string& address) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  if (inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1) return "not an IPv4 address";
+  Fd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0) return "socket(): " + errno_text();
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return "bind(): " + errno_text();
+  }
+  return std::nullopt;
+}
+
 }  // namespace tpcomm::net

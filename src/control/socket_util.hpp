@@ -52,5 +52,8 @@ bool recv_all(int fd, std::uint8_t* data, std::size_t size, const Deadline& dead
 // This host's IPv4 address on the route toward `host` (an IPv4 address): the interface its peers
 // there can reach. No packet is sent. nullopt when there is no such route.
 std::optional<std::string> address_toward(const std::string& host);
+// Why a socket cannot listen on `address` on this host (not an IPv4 address, or not one of this
+// host's), or nullopt when it can.
+std::optional<std::string> why_cannot_listen_on(const std::string& address);
 
 }  // namespace tpcomm::net

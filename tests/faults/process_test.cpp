@@ -15,6 +15,7 @@
 #include <chrono>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include "support/test_support.hpp"
@@ -367,6 +368,10 @@ struct EngineCase {
   std::string via;
 };
 
+void PrintTo(const EngineCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
 class FaultsOverEngine : public ::testing::TestWithParam<EngineCase> {
  protected:
   void SetUp() override {
@@ -422,6 +427,51 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(EngineCase{"gloo", {"-n", "3"}, {{"TPCOMM_DISABLE", "shm"}}, "gloo"},
                       EngineCase{"hier", {"-n", "4", "--nodes", "2"}, {}, "hier"}),
     [](const ::testing::TestParamInfo<EngineCase>& p) { return p.param.name; });
+
+// The log subsystems each message names, over a whole group's creation.
+std::set<std::string> log_subsystems(const std::string& text) {
+  std::set<std::string> found;
+  std::smatch m;
+  std::regex tag("\\[tpcomm (?:error|warn|info|debug) ([a-z_]+)\\]");
+  for (auto it = text.cbegin(); std::regex_search(it, text.cend(), m, tag); it = m[0].second) {
+    found.insert(m[1]);
+  }
+  return found;
+}
+
+TEST(Logging, TheSubsystemListKeepsOnlyTheNamedSubsystems) {
+  auto all = run_group({"-n", "2"}, {"create"}, {{"TPCOMM_LOG", "debug"}}, marker());
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  const auto everything = log_subsystems(all.out + all.err);
+  for (const char* s : {"comm", "probe", "store"}) {
+    EXPECT_TRUE(everything.count(s)) << s << " logs at debug: " << all.err;
+  }
+  auto some = run_group({"-n", "2"}, {"create"},
+                        {{"TPCOMM_LOG", "debug"}, {"TPCOMM_LOG_SUBSYS", "probe,store"}}, marker());
+  ASSERT_EQ(some.exit_code, 0) << some.err;
+  EXPECT_EQ(log_subsystems(some.out + some.err), (std::set<std::string>{"probe", "store"}))
+      << some.out << some.err;
+}
+
+// TPCOMM_SOCKET_ADDRESS is where Gloo listens: another loopback address works, and an address
+// this host does not have is a set-up failure that names it on every rank.
+TEST(SocketAddress, GlooListensWhereTheVariableSaysAndABadAddressIsNamed) {
+  auto good =
+      run_group({"-n", "2"}, {"correctness"},
+                {{"TPCOMM_DISABLE", "shm"}, {"TPCOMM_SOCKET_ADDRESS", "127.0.0.2"}}, marker());
+  EXPECT_EQ(good.exit_code, 0) << good.out << good.err;
+  EXPECT_EQ(lines_with(good.out, "324 checks, 0 failed").size(), 2u) << good.out;
+  auto bad = run_group(
+      {"-n", "2", "--keep-going"}, {"create"},
+      {{"TPCOMM_DISABLE", "shm"}, {"TPCOMM_SOCKET_ADDRESS", "no.such.host.invalid"}}, marker());
+  EXPECT_NE(bad.exit_code, 0);
+  auto errors = lines_with(bad.out, "ERROR");
+  EXPECT_EQ(errors.size(), 2u) << bad.out << bad.err;
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("the fallback engine gloo could not be set up"), std::string::npos) << e;
+    EXPECT_NE(e.find("no.such.host.invalid"), std::string::npos) << e;
+  }
+}
 
 class Mismatch : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
 

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "control/socket_util.hpp"
 #include "gloo_store_adapter.hpp"
 #include "tpcomm/error.hpp"
 #include "transport/common/convert.hpp"
@@ -64,6 +65,13 @@ class GlooBackend final : public CollectiveBackend {
   void run_setup_step(int step, const Deadline& deadline) override {
     try {
       if (step == 0) {
+        // Gloo crashes on an address it cannot resolve: refuse it here, with the reason.
+        if (auto why = net::why_cannot_listen_on(ctx_.socket_address)) {
+          throw Error(ErrorCode::kInvalidInput,
+                      fmt::format("cannot listen on socket address \"{}\" (TPCOMM_SOCKET_ADDRESS, "
+                                  "or this host's address toward MASTER_ADDR): {}",
+                                  ctx_.socket_address, *why));
+        }
         gloo::transport::tcp::attr attr(ctx_.socket_address.c_str());
         device_ = gloo::transport::tcp::CreateDevice(attr);
         return;
