@@ -13,6 +13,7 @@
 #include "launcher.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/error.hpp"
+#include "tpcomm/tuning.hpp"
 
 namespace tpcomm::cli {
 namespace {
@@ -69,6 +70,13 @@ int run_bench(const BenchArgs& a) {
 
 }  // namespace
 
+// The backends of host-memory groups, the ones the bench can force.
+std::vector<std::string> cpu_backend_names() {
+  std::vector<std::string> names;
+  for (Backend b : backends_of(DeviceType::kCpu)) names.emplace_back(to_string(b));
+  return names;
+}
+
 void add_bench_command(CLI::App& app, int& exit_status) {
   auto a = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand(
@@ -98,7 +106,7 @@ void add_bench_command(CLI::App& app, int& exit_status) {
   cmd->add_option_function<std::string>(
          "--backend", [a](const std::string& v) { a->backend = from_string<Backend>(v); },
          "force this backend (the others are disabled)")
-      ->check(CLI::IsMember({"local", "shm", "hier", "gloo"}));
+      ->check(CLI::IsMember(cpu_backend_names()));
   cmd->add_option("--compare", a->compare,
                   "also time these engines on the same data: mpi, gloo or mpi,gloo")
       ->check(CLI::Validator(

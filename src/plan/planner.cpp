@@ -29,9 +29,8 @@ std::set<Backend> parse_disabled_backends(std::string_view list, std::string_vie
     if (item.empty()) return;
     auto b = from_string<Backend>(item);
     if (!b) {
-      throw invalid_input(
-          fmt::format("{}: \"{}\" is not a backend (one of: local, custom, multimem, shm, hier)",
-                      source, item));
+      throw invalid_input(fmt::format("{}: \"{}\" is not a backend (one of: {})", source, item,
+                                      fmt::join(names_of<Backend>(), ", ")));
     }
     if (*b == Backend::kNccl || *b == Backend::kGloo) {
       throw invalid_input(fmt::format(

@@ -332,16 +332,16 @@ TEST(GpuFallback, ACudaCommunicatorWithoutAGpuSaysWhyOnEveryRank) {
   o.device = DeviceType::kCuda;
   o.timeout = std::chrono::milliseconds(3000);
   const auto errors = create_errors(o);
+  if (errors[0].empty() && errors[1].empty()) {
+    GTEST_SKIP() << "this machine has a usable GPU: the no-GPU refusal cannot be exercised here";
+  }
+  // Every rank fails, each naming itself: either it has no GPU, or it learns from the facts
+  // exchange that its peer could not join.
   for (int r = 0; r < 2; ++r) {
     const std::string& e = errors[static_cast<std::size_t>(r)];
-    if (e.empty()) {
-      std::cout << "[ NOTE ] this machine has a usable GPU: the no-GPU refusal was not exercised\n";
-      return;
-    }
-    EXPECT_NE(e.find("rank " + std::to_string(r) + ": a CUDA communicator"), std::string::npos)
-        << e;
+    EXPECT_NE(e.find("a CUDA communicator"), std::string::npos) << "rank " << r << ": " << e;
+    std::cout << "[ NOTE ] rank " << r << " said: " << e << "\n";
   }
-  std::cout << "[ NOTE ] rank 0 said: " << errors[0] << "\n";
 }
 
 TEST(GpuFallback, AStreamOnAHostCommunicatorIsAnError) {
@@ -382,4 +382,9 @@ TEST(NcclLoading, TheMachinesNcclLoadsByNameOrSaysWhyNot) {
 
 }  // namespace
 }  // namespace tpcomm::transport
+#else
+TEST(NcclLoading, NeedsACudaBuild) {
+  GTEST_SKIP() << "this build has no CUDA backends (TPCOMM_CUDA off or nvcc not found): NCCL's "
+                  "loading is not part of it";
+}
 #endif
