@@ -114,67 +114,52 @@ const FactsTable& Communicator::facts() const {
   return impl_->facts;
 }
 
+namespace {
+
+transport::Call call_of(Op op, const void* input, void* output, std::size_t count, DataType type,
+                        ReduceOp reduce, CudaStream stream) {
+  return {.op = op,
+          .input = input,
+          .output = output,
+          .count = count,
+          .type = type,
+          .reduce = reduce,
+          .stream = stream};
+}
+
+}  // namespace
+
+// The host-buffer overloads pass no stream; `device_call` keeps them apart from a device call on
+// the legacy default stream (also null).
 void Communicator::all_reduce(const void* input, void* output, std::size_t count, DataType type,
                               ReduceOp op) {
-  impl_->run_call({.op = Op::kAllReduce,
-                   .input = input,
-                   .output = output,
-                   .count = count,
-                   .type = type,
-                   .reduce = op},
-                  false);
+  impl_->run_call(call_of(Op::kAllReduce, input, output, count, type, op, nullptr), false);
 }
 
 void Communicator::all_gather(const void* input, void* output, std::size_t count, DataType type) {
-  impl_->run_call(
-      {.op = Op::kAllGather, .input = input, .output = output, .count = count, .type = type},
-      false);
+  impl_->run_call(call_of(Op::kAllGather, input, output, count, type, ReduceOp::kSum, nullptr),
+                  false);
 }
 
 void Communicator::reduce_scatter(const void* input, void* output, std::size_t count, DataType type,
                                   ReduceOp op) {
-  impl_->run_call({.op = Op::kReduceScatter,
-                   .input = input,
-                   .output = output,
-                   .count = count,
-                   .type = type,
-                   .reduce = op},
-                  false);
+  impl_->run_call(call_of(Op::kReduceScatter, input, output, count, type, op, nullptr), false);
 }
 
 void Communicator::all_reduce(const void* input, void* output, std::size_t count, DataType type,
                               ReduceOp op, CudaStream stream) {
-  impl_->run_call({.op = Op::kAllReduce,
-                   .input = input,
-                   .output = output,
-                   .count = count,
-                   .type = type,
-                   .reduce = op,
-                   .stream = stream},
-                  true);
+  impl_->run_call(call_of(Op::kAllReduce, input, output, count, type, op, stream), true);
 }
 
 void Communicator::all_gather(const void* input, void* output, std::size_t count, DataType type,
                               CudaStream stream) {
-  impl_->run_call({.op = Op::kAllGather,
-                   .input = input,
-                   .output = output,
-                   .count = count,
-                   .type = type,
-                   .stream = stream},
+  impl_->run_call(call_of(Op::kAllGather, input, output, count, type, ReduceOp::kSum, stream),
                   true);
 }
 
 void Communicator::reduce_scatter(const void* input, void* output, std::size_t count, DataType type,
                                   ReduceOp op, CudaStream stream) {
-  impl_->run_call({.op = Op::kReduceScatter,
-                   .input = input,
-                   .output = output,
-                   .count = count,
-                   .type = type,
-                   .reduce = op,
-                   .stream = stream},
-                  true);
+  impl_->run_call(call_of(Op::kReduceScatter, input, output, count, type, op, stream), true);
 }
 
 void Communicator::abort(const std::string& reason) {
