@@ -62,9 +62,13 @@ void float_to_bf16_block(const float* s, std::uint16_t* d, std::size_t n) {
 }  // namespace
 }  // namespace transport
 
-using namespace transport;
+namespace transport {
 
-void to_float(const void* src, DataType type, std::size_t count, float* dst) {
+bool cpu_has_f16c() {
+  return have_f16c();
+}
+
+void to_float_with(ConvertIsa isa, const void* src, DataType type, std::size_t count, float* dst) {
   if (count == 0) return;  // the buffers may be null
   if (type == DataType::kFloat32) {
     std::memcpy(dst, src, count * sizeof(float));
@@ -73,14 +77,15 @@ void to_float(const void* src, DataType type, std::size_t count, float* dst) {
   const auto* s = static_cast<const std::uint16_t*>(src);
   if (type == DataType::kBFloat16) {
     for (std::size_t i = 0; i < count; ++i) dst[i] = bf16_to_float(s[i]);
-  } else if (have_f16c()) {
+  } else if (isa == ConvertIsa::kF16c) {
     fp16_to_float_f16c(s, dst, count);
   } else {
     for (std::size_t i = 0; i < count; ++i) dst[i] = fp16_to_float(s[i]);
   }
 }
 
-void from_float(const float* src, DataType type, std::size_t count, void* dst) {
+void from_float_with(ConvertIsa isa, const float* src, DataType type, std::size_t count,
+                     void* dst) {
   if (count == 0) return;  // the buffers may be null
   if (type == DataType::kFloat32) {
     std::memmove(dst, src, count * sizeof(float));
@@ -89,11 +94,27 @@ void from_float(const float* src, DataType type, std::size_t count, void* dst) {
   auto* d = static_cast<std::uint16_t*>(dst);
   if (type == DataType::kBFloat16) {
     float_to_bf16_block(src, d, count);
-  } else if (have_f16c()) {
+  } else if (isa == ConvertIsa::kF16c) {
     float_to_fp16_f16c(src, d, count);
   } else {
     for (std::size_t i = 0; i < count; ++i) d[i] = float_to_fp16(src[i]);
   }
+}
+
+}  // namespace transport
+
+namespace {
+transport::ConvertIsa best_convert_isa() {
+  return transport::cpu_has_f16c() ? transport::ConvertIsa::kF16c : transport::ConvertIsa::kScalar;
+}
+}  // namespace
+
+void to_float(const void* src, DataType type, std::size_t count, float* dst) {
+  transport::to_float_with(best_convert_isa(), src, type, count, dst);
+}
+
+void from_float(const float* src, DataType type, std::size_t count, void* dst) {
+  transport::from_float_with(best_convert_isa(), src, type, count, dst);
 }
 
 }  // namespace tpcomm

@@ -39,6 +39,14 @@ inline std::uint16_t float_to_fp16(float f) {
   return v;
 }
 
+// The fp16 conversions' two variants: F16C instructions, or one element at a time through
+// _Float16 (every other machine). The public to_float / from_float use the best this CPU has;
+// these call one by name (tests), the caller checking cpu_has_f16c() for kF16c.
+enum class ConvertIsa { kScalar, kF16c };
+bool cpu_has_f16c();
+void to_float_with(ConvertIsa isa, const void* src, DataType type, std::size_t count, float* dst);
+void from_float_with(ConvertIsa isa, const float* src, DataType type, std::size_t count, void* dst);
+
 // The array conversions are public (tpcomm/convert.hpp); the transport uses them unqualified.
 using tpcomm::from_float;
 using tpcomm::to_float;

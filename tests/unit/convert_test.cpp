@@ -1,0 +1,93 @@
+// The element conversions, each variant by name (F16C and scalar; one this CPU lacks is skipped
+// with the reason), against the references written from the bit patterns: every one of the
+// 65536 fp16 and bf16 encodings widened, and fp32 values around every rounding boundary, the
+// specials and the subnormals narrowed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "support/reference_float.hpp"
+#include "transport/common/convert.hpp"
+
+namespace tpcomm {
+namespace {
+
+using transport::ConvertIsa;
+
+// fp32 inputs that exercise rounding: every fp16/bf16 value and the midpoints next to it, in
+// both signs, plus random values, the specials and the fp32 subnormals.
+std::vector<float> narrowing_inputs() {
+  std::vector<float> v;
+  for (std::uint32_t h = 0; h < 0x10000u; ++h) {
+    const float f16 = test::float_from_fp16(static_cast<std::uint16_t>(h));
+    const std::uint32_t b = test::bits_of(f16);
+    for (std::uint32_t d : {0u, 0xfffu, 0x1000u, 0x1001u}) v.push_back(test::float_of(b + d));
+    const float bf = test::float_from_bf16(static_cast<std::uint16_t>(h));
+    const std::uint32_t bb = test::bits_of(bf);
+    for (std::uint32_t d : {0u, 0x7fffu, 0x8000u, 0x8001u}) v.push_back(test::float_of(bb + d));
+  }
+  std::mt19937 rng(11);
+  for (int i = 0; i < 100000; ++i) v.push_back(test::float_of(static_cast<std::uint32_t>(rng())));
+  for (float f : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 65504.0f, 65520.0f, 65519.99f, 1e-8f,
+                  std::ldexp(1.0f, -149), 3.4e38f}) {
+    v.push_back(f);
+  }
+  return v;
+}
+
+class ConvertVariant : public ::testing::TestWithParam<ConvertIsa> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == ConvertIsa::kF16c && !transport::cpu_has_f16c())
+      GTEST_SKIP() << "this CPU has no F16C (and AVX): the F16C variant cannot run here";
+  }
+};
+
+TEST_P(ConvertVariant, EveryHalfEncodingWidensExactly) {
+  std::vector<std::uint16_t> all(0x10000);
+  for (std::uint32_t h = 0; h < 0x10000u; ++h) all[h] = static_cast<std::uint16_t>(h);
+  for (DataType t : {DataType::kFloat16, DataType::kBFloat16}) {
+    std::vector<float> got(all.size());
+    transport::to_float_with(GetParam(), all.data(), t, all.size(), got.data());
+    int wrong = 0;
+    for (std::uint32_t h = 0; h < 0x10000u; ++h) {
+      const auto x = static_cast<std::uint16_t>(h);
+      const float want = t == DataType::kFloat16 ? test::float_from_fp16(x) : test::float_from_bf16(x);
+      const bool same = std::isnan(want) ? std::isnan(got[h]) : test::bits_of(got[h]) == test::bits_of(want);
+      if (!same && wrong++ < 5) ADD_FAILURE() << to_string(t) << " 0x" << std::hex << h;
+    }
+    EXPECT_EQ(wrong, 0) << to_string(t);
+  }
+}
+
+TEST_P(ConvertVariant, NarrowingRoundsToNearestEvenLikeTheReference) {
+  const auto in = narrowing_inputs();
+  for (DataType t : {DataType::kFloat16, DataType::kBFloat16}) {
+    std::vector<std::uint16_t> got(in.size());
+    transport::from_float_with(GetParam(), in.data(), t, in.size(), got.data());
+    int wrong = 0;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const std::uint16_t want =
+          t == DataType::kFloat16 ? test::float_to_fp16(in[i]) : test::float_to_bf16(in[i]);
+      const bool nan = std::isnan(in[i]);
+      const float back = t == DataType::kFloat16 ? test::float_from_fp16(got[i])
+                                                 : test::float_from_bf16(got[i]);
+      if ((nan ? !std::isnan(back) : got[i] != want) && wrong++ < 5) {
+        ADD_FAILURE() << to_string(t) << ": " << in[i] << " (0x" << std::hex << test::bits_of(in[i])
+                      << ") gave 0x" << got[i] << ", expected 0x" << want;
+      }
+    }
+    EXPECT_EQ(wrong, 0) << to_string(t) << " over " << in.size() << " values";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, ConvertVariant,
+                         ::testing::Values(ConvertIsa::kScalar, ConvertIsa::kF16c),
+                         [](const ::testing::TestParamInfo<ConvertIsa>& p) {
+                           return std::string(p.param == ConvertIsa::kF16c ? "f16c" : "scalar");
+                         });
+
+}  // namespace
+}  // namespace tpcomm
