@@ -395,7 +395,7 @@ TEST_P(FaultsOverEngine, KillNineIsNamedByEverySurvivor) {
   ASSERT_EQ(killed.size(), 1u) << r.out;
   auto errors = lines_with(r.out, "ERROR");
   const std::size_t ranks = GetParam().name == "hier" ? 4 : 3;
-  ASSERT_EQ(errors.size(), ranks - 1) << r.out;
+  ASSERT_EQ(errors.size(), ranks - 1) << r.out << r.err;
   for (const auto& e : errors) {
     EXPECT_NE(e.find("#6 via " + GetParam().via + " failed"), std::string::npos) << e;
     EXPECT_NE(e.find("rank 1 gone"), std::string::npos) << e;
@@ -412,7 +412,7 @@ TEST_P(FaultsOverEngine, SigstopIsATimeoutNamingTheStoppedRank) {
   ASSERT_EQ(stopped.size(), 1u) << r.out;
   auto errors = lines_with(r.out, "ERROR (timeout)");
   const std::size_t ranks = GetParam().name == "hier" ? 4 : 3;
-  ASSERT_EQ(errors.size(), ranks - 1) << r.out;
+  ASSERT_EQ(errors.size(), ranks - 1) << r.out << r.err;
   for (const auto& e : errors) {
     EXPECT_NE(e.find("#6 via " + GetParam().via + " failed"), std::string::npos) << e;
     EXPECT_NE(e.find("rank 1 did not time out in call #6 as the others did"), std::string::npos)

@@ -54,8 +54,10 @@ TEST_P(ConvertVariant, EveryHalfEncodingWidensExactly) {
     int wrong = 0;
     for (std::uint32_t h = 0; h < 0x10000u; ++h) {
       const auto x = static_cast<std::uint16_t>(h);
-      const float want = t == DataType::kFloat16 ? test::float_from_fp16(x) : test::float_from_bf16(x);
-      const bool same = std::isnan(want) ? std::isnan(got[h]) : test::bits_of(got[h]) == test::bits_of(want);
+      const float want =
+          t == DataType::kFloat16 ? test::float_from_fp16(x) : test::float_from_bf16(x);
+      const bool same =
+          std::isnan(want) ? std::isnan(got[h]) : test::bits_of(got[h]) == test::bits_of(want);
       if (!same && wrong++ < 5) ADD_FAILURE() << to_string(t) << " 0x" << std::hex << h;
     }
     EXPECT_EQ(wrong, 0) << to_string(t);
@@ -72,8 +74,8 @@ TEST_P(ConvertVariant, NarrowingRoundsToNearestEvenLikeTheReference) {
       const std::uint16_t want =
           t == DataType::kFloat16 ? test::float_to_fp16(in[i]) : test::float_to_bf16(in[i]);
       const bool nan = std::isnan(in[i]);
-      const float back = t == DataType::kFloat16 ? test::float_from_fp16(got[i])
-                                                 : test::float_from_bf16(got[i]);
+      const float back =
+          t == DataType::kFloat16 ? test::float_from_fp16(got[i]) : test::float_from_bf16(got[i]);
       if ((nan ? !std::isnan(back) : got[i] != want) && wrong++ < 5) {
         ADD_FAILURE() << to_string(t) << ": " << in[i] << " (0x" << std::hex << test::bits_of(in[i])
                       << ") gave 0x" << got[i] << ", expected 0x" << want;
