@@ -46,9 +46,15 @@ Json parse_json_strict(std::string_view text) {
     }
     return true;
   };
+  // A NUL would end some readers' view of the text early; the rest must not be ignored.
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos) {
+    throw invalid_input(fmt::format("invalid JSON: a NUL byte at offset {}", nul));
+  }
   try {
     return Json::parse(text.begin(), text.end(), callback);
   } catch (const Json::parse_error& e) {
+    throw invalid_input("invalid JSON: " + clean_parse_message(e.what()));
+  } catch (const Json::out_of_range& e) {  // a number such as 1E400
     throw invalid_input("invalid JSON: " + clean_parse_message(e.what()));
   }
 }

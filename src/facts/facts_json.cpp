@@ -150,6 +150,12 @@ FactsTable decode_facts(std::string_view json_text) {
   if (!ranks.is_array()) detail::fail_expected("ranks", "an array of rank entries", ranks);
   if (ranks.empty()) fail_at("ranks", "empty: a group needs at least one rank");
   for (std::size_t i = 0; i < ranks.size(); ++i) {
+    // Bounded before decoding the entry: planning time grows with the square of the ranks.
+    if (table.ranks.size() >= static_cast<std::size_t>(kMaxRanks)) {
+      fail_at(detail::index_path("ranks", i),
+              fmt::format("the group already has {} ranks, the most a facts document may describe",
+                          kMaxRanks));
+    }
     RankEntry e = read_rank_entry(ranks[i], detail::index_path("ranks", i),
                                   static_cast<int>(table.ranks.size()));
     for (int k = 0; k < e.repeat; ++k) {

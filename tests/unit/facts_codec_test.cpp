@@ -109,5 +109,27 @@ TEST(FactsCodec, EveryMalformedDocumentGivesItsError) {
   }
 }
 
+TEST(FactsCodec, MoreRanksThanTheLimitAreRefusedWithoutRepeatToo) {
+  auto document = [](int entries) {
+    std::string text = R"({"tpcomm_facts": 1, "ranks": [)";
+    for (int i = 0; i < entries; ++i) {
+      text += std::string(i ? "," : "") + R"({"host": "h", "device": {"type": "cpu"}})";
+    }
+    return text + "]}";
+  };
+  EXPECT_EQ(decode_facts(document(kMaxRanks)).ranks.size(), static_cast<std::size_t>(kMaxRanks));
+  try {
+    decode_facts(document(kMaxRanks + 1));
+    FAIL() << "4097 entries must be refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidInput);
+    EXPECT_NE(std::string(e.what()).find(
+                  "ranks[4096]: the group already has 4096 ranks, the most a facts document may "
+                  "describe"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace tpcomm

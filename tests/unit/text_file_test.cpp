@@ -1,0 +1,50 @@
+// Reading facts and tuning files: a FIFO or a device is refused at once (a FIFO used to block
+// the rank, /dev/zero to grow without bound), and so is a file larger than the cap.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include "common/text_file.hpp"
+#include "tpcomm/error.hpp"
+
+namespace tpcomm {
+namespace {
+
+std::string error_of(const std::string& path) {
+  try {
+    detail::read_text_file(path, "tuning file");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidInput) << e.what();
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TextFile, AFifoADeviceAndAHugeFileAreRefusedNamingThePath) {
+  const std::string dir = "/tmp/tpcomm_text_file_" + std::to_string(getpid());
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(error_of(fifo), "cannot read tuning file " + fifo + ": not a regular file");
+  EXPECT_EQ(error_of("/dev/zero"), "cannot read tuning file /dev/zero: not a regular file");
+  const std::string huge = dir + "/huge.json";
+  const int fd = open(huge.c_str(), O_CREAT | O_WRONLY, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, static_cast<off_t>(detail::kMaxTextFileBytes + 1)), 0);  // sparse
+  close(fd);
+  EXPECT_EQ(error_of(huge),
+            "cannot read tuning file " + huge + ": larger than 64 MiB, the most tpcomm reads");
+  const std::string small = dir + "/small.json";
+  const int sfd = open(small.c_str(), O_CREAT | O_WRONLY, 0600);
+  ASSERT_EQ(write(sfd, "{}", 2), 2);
+  close(sfd);
+  EXPECT_EQ(detail::read_text_file(small, "tuning file"), "{}");
+  EXPECT_NE(error_of(dir + "/absent").find("No such file or directory"), std::string::npos);
+  for (const auto& f : {fifo, huge, small}) unlink(f.c_str());
+  rmdir(dir.c_str());
+}
+
+}  // namespace
+}  // namespace tpcomm
