@@ -5,10 +5,23 @@
 
 #include "cli_util.hpp"
 #include "commands.hpp"
+#include "runtime/fault_injection.hpp"
 #include "tpcomm/env.hpp"
+#include "tpcomm/error.hpp"
 
 namespace tpcomm::cli {
 namespace {
+
+// A value whose syntax only the layer that reads it knows (the env registry checks kinds).
+std::string syntax_problem(const EnvVar& v, const std::string& raw) {
+  if (v.name != "TPCOMM_FAULT") return "";
+  try {
+    runtime::parse_faults(raw);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 int run_env() {
   int invalid = 0;
@@ -25,6 +38,7 @@ int run_env() {
     std::string value;
     if (raw) {
       std::string problem = env_value_problem(v, *raw);
+      if (problem.empty()) problem = syntax_problem(v, *raw);
       value = problem.empty() ? *raw : fmt::format("{}  INVALID: {}", *raw, problem);
       invalid += !problem.empty();
     } else {

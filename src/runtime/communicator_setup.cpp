@@ -3,9 +3,12 @@
 // step -> ready. Every step is collective and has a deadline; every error is raised on every
 // rank, so no rank goes on alone into a step the others will never reach.
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
 #include <random>
 
 #include <fmt/format.h>
@@ -150,20 +153,25 @@ FactsTable group_facts(const std::vector<runtime::RankRecord>& records,
   return t;
 }
 
+// Written to a fresh file beside the target (mkstemp: never an existing name, never through a
+// link someone left there), then renamed over it, so a reader sees the old or the new file.
 void dump_facts(const FactsTable& facts) {
   auto path = env_raw("TPCOMM_DUMP_FACTS");
   if (!path) return;
-  const std::string tmp = *path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << encode_facts(facts);
-    if (!out) {
-      TPCOMM_LOG(kWarn, "comm", "TPCOMM_DUMP_FACTS: cannot write {}", tmp);
-      return;
-    }
+  std::string tmp = *path + ".XXXXXX";
+  const int fd = mkstemp(tmp.data());
+  if (fd < 0) {
+    TPCOMM_LOG(kWarn, "comm", "TPCOMM_DUMP_FACTS: cannot create a file beside {}: {}", *path,
+               std::strerror(errno));
+    return;
   }
-  if (std::rename(tmp.c_str(), path->c_str()) != 0) {
-    TPCOMM_LOG(kWarn, "comm", "TPCOMM_DUMP_FACTS: cannot rename {} to {}", tmp, *path);
+  const std::string text = encode_facts(facts);
+  const bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  close(fd);
+  if (!written || std::rename(tmp.c_str(), path->c_str()) != 0) {
+    TPCOMM_LOG(kWarn, "comm", "TPCOMM_DUMP_FACTS: cannot write {}: {}", *path,
+               std::strerror(errno));
+    unlink(tmp.c_str());
   }
 }
 

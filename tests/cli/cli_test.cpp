@@ -228,6 +228,14 @@ TEST(Cli, EnvListsEveryVariableAndFlagsInvalidValues) {
   auto bad = tpcomm({"env"}, {{"TPCOMM_TIMEOUT_MS", "soon"}});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_TRUE(contains(bad.out, "soon  INVALID: expected an integer")) << bad.out;
+  // A fault specification is checked with the parser that will read it (it used to pass).
+  auto fault = tpcomm({"env"}, {{"TPCOMM_FAULT", "facts:explode@1"}});
+  EXPECT_EQ(fault.exit_code, 2);
+  EXPECT_TRUE(contains(fault.out,
+                       "facts:explode@1  INVALID: TPCOMM_FAULT item \"facts:explode@1\": "
+                       "unknown action"))
+      << fault.out;
+  EXPECT_EQ(tpcomm({"env"}, {{"TPCOMM_FAULT", "call:stall@0#5"}}).exit_code, 0);
 }
 
 // The real dlopen path of the probe against fake libcuda.so.1 / libnvidia-ml.so.1.

@@ -428,6 +428,28 @@ INSTANTIATE_TEST_SUITE_P(
                       EngineCase{"hier", {"-n", "4", "--nodes", "2"}, {}, "hier"}),
     [](const ::testing::TestParamInfo<EngineCase>& p) { return p.param.name; });
 
+// TPCOMM_DUMP_FACTS writes through a fresh file of its own: a link left at a guessable name
+// beside the target (it used to write "<path>.tmp", following links) is never written through.
+TEST(DumpFacts, ALinkBesideTheTargetIsNotFollowed) {
+  const std::string dir = "/tmp/" + marker();
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  const std::string victim = dir + "/victim", target = dir + "/facts.json";
+  std::ofstream(victim) << "keep me\n";
+  ASSERT_EQ(symlink(victim.c_str(), (target + ".tmp").c_str()), 0);
+  auto r = run_group({"-n", "2"}, {"create"}, {{"TPCOMM_DUMP_FACTS", target}}, marker());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(test::read_file(victim), "keep me\n");
+  EXPECT_NE(test::read_file(target).find("\"tpcomm_facts\": 1"), std::string::npos);
+  int entries = 0;  // the target, the victim and the link: no temporary file left
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) entries += e->d_name[0] != '.';
+    closedir(d);
+  }
+  EXPECT_EQ(entries, 3);
+  for (const auto& f : {victim, target, target + ".tmp"}) unlink(f.c_str());
+  rmdir(dir.c_str());
+}
+
 // The log subsystems each message names, over a whole group's creation.
 std::set<std::string> log_subsystems(const std::string& text) {
   std::set<std::string> found;

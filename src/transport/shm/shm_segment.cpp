@@ -33,6 +33,15 @@ void* map(int fd, std::size_t bytes, const std::string& name) {
 
 }  // namespace
 
+std::string no_space_message(std::size_t needed, std::size_t free_bytes,
+                             const std::string& workspace_hint) {
+  // Exact bytes beside the rounded size: 1.0 MiB needed and 1.0 MiB free must not read alike.
+  return fmt::format(
+      "shm: the segment needs {} bytes ({}) in /dev/shm but only {} bytes ({}) are free: enlarge "
+      "/dev/shm (mount -o remount,size=2G /dev/shm, or docker run --shm-size=2g) or lower {}",
+      needed, mib(needed), free_bytes, mib(free_bytes), workspace_hint);
+}
+
 Segment::~Segment() {
   if (base_ != nullptr) munmap(base_, bytes_);
   unlink();
@@ -44,11 +53,7 @@ void Segment::create(const std::string& name, std::size_t bytes,
   if (statvfs("/dev/shm", &fs) == 0) {
     const std::size_t free_bytes = static_cast<std::size_t>(fs.f_bavail) * fs.f_frsize;
     if (free_bytes < bytes) {
-      throw Error(ErrorCode::kUnavailable,
-                  fmt::format("shm: the segment needs {} in /dev/shm but only {} are free: enlarge "
-                              "/dev/shm (mount -o remount,size=2G /dev/shm, or docker run "
-                              "--shm-size=2g) or lower {}",
-                              mib(bytes), mib(free_bytes), workspace_hint));
+      throw Error(ErrorCode::kUnavailable, no_space_message(bytes, free_bytes, workspace_hint));
     }
   }
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);

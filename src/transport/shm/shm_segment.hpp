@@ -33,4 +33,8 @@ class Segment {
   bool linked_ = false;
 };
 
+// The refusal when /dev/shm has less free space than a segment needs (exact sizes and what to do).
+std::string no_space_message(std::size_t needed, std::size_t free_bytes,
+                             const std::string& workspace_hint);
+
 }  // namespace tpcomm::transport::shm

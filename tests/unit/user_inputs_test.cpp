@@ -1,5 +1,6 @@
-// Reading facts and tuning files: a FIFO or a device is refused at once (a FIFO used to block
-// the rank, /dev/zero to grow without bound), and so is a file larger than the cap.
+// Inputs a user controls: facts and tuning files (a FIFO or a device is refused at once; a FIFO
+// used to block the rank, /dev/zero to grow without bound; so is a file larger than the cap), and
+// the /dev/shm space refusal's wording.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 
 #include "common/text_file.hpp"
 #include "tpcomm/error.hpp"
+#include "transport/shm/shm_segment.hpp"
 
 namespace tpcomm {
 namespace {
@@ -44,6 +46,17 @@ TEST(TextFile, AFifoADeviceAndAHugeFileAreRefusedNamingThePath) {
   EXPECT_NE(error_of(dir + "/absent").find("No such file or directory"), std::string::npos);
   for (const auto& f : {fifo, huge, small}) unlink(f.c_str());
   rmdir(dir.c_str());
+}
+
+// A refusal for lack of /dev/shm space reads as two different sizes even where both round to
+// the same MiB (it said "needs 1.0 MiB but only 1.0 MiB are free").
+TEST(ShmSpace, TheRefusalShowsExactSizes) {
+  const std::string m = transport::shm::no_space_message(1052672, 1048576, "TPCOMM_SHM_WORKSPACE");
+  EXPECT_NE(m.find("needs 1052672 bytes (1.0 MiB) in /dev/shm but only 1048576 bytes (1.0 MiB) "
+                   "are free"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("or lower TPCOMM_SHM_WORKSPACE"), std::string::npos) << m;
 }
 
 }  // namespace
