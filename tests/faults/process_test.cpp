@@ -359,6 +359,22 @@ TEST(Faults, InjectedCallStallIsATimeoutNamingTheStalledRank) {
   }
 }
 
+// hier: the two nodes call 1024 and 1023 elements; each node's stages agree within the node and
+// the per-rank slices (512) are equal, so only the whole call tells them apart.
+TEST(Faults, HierCallsThatDifferByOneElementAreAMismatchOnEveryRank) {
+  if (!root()) GTEST_SKIP() << "hier needs simulated nodes, which need root to create namespaces";
+  auto r = run_group({"-n", "4", "--nodes", "2", "--keep-going"}, {"mismatch", "count_by_one"}, {},
+                     marker());
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  auto errors = lines_with(r.out, "ERROR (mismatch)");
+  ASSERT_EQ(errors.size(), 4u) << r.out << r.err;
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("of all_reduce(float32 x 1023, sum)"), std::string::npos) << e;
+    EXPECT_NE(e.find("of all_reduce(float32 x 1024, sum)"), std::string::npos) << e;
+  }
+  EXPECT_TRUE(lines_with(r.out, "was not detected").empty()) << r.out;
+}
+
 // A dead peer and a stopped peer where Gloo carries the calls (shm disabled), and where hier does
 // (two simulated nodes): every survivor names the rank, within the deadline.
 struct EngineCase {
@@ -508,6 +524,24 @@ TEST_P(Mismatch, CheckNamesBothSidesOnEveryRank) {
     EXPECT_NE(e.find("ranks 0, 2 called all_reduce(float32 x 1024, sum)"), std::string::npos) << e;
     EXPECT_NE(e.find("rank 1 called " + odd), std::string::npos) << e;
   }
+}
+
+// Without TPCOMM_CHECK: Gloo compares every call before moving data (a count mismatch used to
+// abort the process in Gloo's thread, sum against max gave wrong results silently).
+TEST_P(Mismatch, GlooNamesBothSidesOnEveryRankWithoutTheCheck) {
+  const auto& [kind, odd] = GetParam();
+  const std::string mark = marker();
+  auto r =
+      run_group({"-n", "3", "--keep-going"}, {"mismatch", kind}, {{"TPCOMM_DISABLE", "shm"}}, mark);
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  auto errors = lines_with(r.out, "ERROR (mismatch)");
+  ASSERT_EQ(errors.size(), 3u) << r.out << r.err;
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find(odd + " #2"), std::string::npos) << e;
+    EXPECT_NE(e.find("all_reduce(float32 x 1024, sum) #2"), std::string::npos) << e;
+  }
+  EXPECT_TRUE(lines_with(r.out, "was not detected").empty()) << r.out;
+  EXPECT_EQ(processes_with(mark), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -245,8 +245,9 @@ int run_random(tpcomm::Communicator& comm, int iterations) {
 int run_mismatch(tpcomm::Communicator& comm, const std::string& kind) {
   std::vector<float> data(2048, 1.0f);
   comm.all_reduce(data.data(), data.data(), 1024, DataType::kFloat32, ReduceOp::kSum);
-  const bool odd = comm.rank() == 1;
-  std::size_t count = odd && kind == "count" ? 2048 : 1024;
+  // count_by_one: the upper half of the ranks (a whole simulated node) calls one element less.
+  const bool odd = kind == "count_by_one" ? comm.rank() >= comm.size() / 2 : comm.rank() == 1;
+  std::size_t count = odd && kind == "count" ? 2048 : odd && kind == "count_by_one" ? 1023 : 1024;
   DataType t = odd && kind == "dtype" ? DataType::kBFloat16 : DataType::kFloat32;
   ReduceOp op = odd && kind == "op" ? ReduceOp::kMax : ReduceOp::kSum;
   comm.all_reduce(data.data(), data.data(), count, t, op);

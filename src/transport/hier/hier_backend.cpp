@@ -66,7 +66,8 @@ class HierBackend final : public CollectiveBackend {
                  .type = DataType::kFloat32,
                  .reduce = stage_op,
                  .algorithm = Algorithm::kOneShot,
-                 .sequence = c.sequence});
+                 .sequence = c.sequence,
+                 .outer = &c});
     });
     in_stage(lane_, [&] {
       gloo_->run({.op = Op::kAllReduce,
@@ -76,7 +77,8 @@ class HierBackend final : public CollectiveBackend {
                   .type = DataType::kFloat32,
                   .reduce = stage_op,
                   .algorithm = Algorithm::kGloo,
-                  .sequence = c.sequence});
+                  .sequence = c.sequence,
+                  .outer = &c});
     });
     in_stage(node_group_, [&] {
       shm_->run({.op = Op::kAllGather,
@@ -85,7 +87,8 @@ class HierBackend final : public CollectiveBackend {
                  .count = per,
                  .type = DataType::kFloat32,
                  .algorithm = Algorithm::kOneShot,
-                 .sequence = c.sequence});
+                 .sequence = c.sequence,
+                 .outer = &c});
     });
     if (c.reduce == ReduceOp::kAvg) {
       const float w = static_cast<float>(ctx_.node_of_rank.size());

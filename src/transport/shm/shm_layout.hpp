@@ -42,6 +42,9 @@ struct CallHeader {
   std::uint64_t count;
   std::uint32_t reduce;
   std::uint32_t algorithm;  // tpcomm::Algorithm
+  // The user's call this step belongs to when it is a stage of one (hier), else zeros.
+  std::uint64_t outer_count;
+  std::uint8_t has_outer, outer_op, outer_type, outer_reduce;
 };
 
 // One lane's flag and the header of the step in it share one cache line, so a waiting peer gets
