@@ -1,6 +1,6 @@
 // The launcher's process management: fork/exec of the ranks (everything the child needs is
 // prepared before fork, since the parent has threads), one poll loop over the ranks' output
-// pipes and a signalfd for SIGCHLD, SIGINT and SIGTERM, and the stop sequence.
+// pipes and a signalfd for SIGCHLD, SIGINT, SIGTERM and SIGHUP, and the stop sequence.
 #include "launcher.hpp"
 
 #include <dirent.h>
@@ -134,6 +134,7 @@ std::vector<cpu_set_t> one_cpu_per_rank(int ranks) {
   if (cpu != nullptr && sched_setaffinity(0, sizeof(*cpu), cpu) != 0) fail("cannot bind to a CPU");
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
+  signal(SIGHUP, SIG_DFL);
   signal(SIGCHLD, SIG_DFL);
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
   (void)rank;
@@ -292,12 +293,14 @@ void Launcher::remove_segments_of_ranks() const {
 }
 
 int Launcher::run() {
-  // SIGCHLD, SIGINT and SIGTERM arrive through a signalfd in the poll loop.
+  // SIGCHLD, SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) arrive through a
+  // signalfd in the poll loop: the group is stopped with a summary, nothing left behind.
   sigset_t mask, old_mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGCHLD);
   sigaddset(&mask, SIGINT);
   sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGHUP);
   sigprocmask(SIG_BLOCK, &mask, &old_mask);
   int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 
@@ -327,7 +330,7 @@ int Launcher::run() {
     }
     signalfd_siginfo info;
     while (read(sfd, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
-      if (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM) {
+      if (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM || info.ssi_signo == SIGHUP) {
         if (!cause_) exit_code_ = 128 + static_cast<int>(info.ssi_signo);
         stop_all(static_cast<int>(info.ssi_signo),
                  fmt::format("interrupted by {}", strsignal(static_cast<int>(info.ssi_signo))));

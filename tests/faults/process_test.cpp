@@ -634,6 +634,13 @@ TEST(Launcher, SigtermIsForwardedToEveryRankAndNothingIsLeft) {
   EXPECT_EQ(processes_with(mark), 0);
 }
 
+// A closed terminal or ssh session: the launcher used to die without a summary, leaving ranks.
+TEST(Launcher, SighupStopsEveryRankAndNothingIsLeft) {
+  const std::string mark = marker();
+  EXPECT_EQ(signal_a_running_group(SIGHUP, mark), 128 + SIGHUP);
+  EXPECT_EQ(processes_with(mark), 0);
+}
+
 TEST(Launcher, KeepGoingLetsTheOtherRanksFinishWhereTheDefaultStopsThem) {
   // Rank 1 fails at once; rank 0 would print after a moment.
   const std::vector<std::string> program = {
