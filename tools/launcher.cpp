@@ -157,6 +157,9 @@ class Launcher {
   void reap();
   void stop_all(int signal_number, const std::string& cause);
   int running() const;
+  // Every rank has ended: true once their output is all read, or half a second later when
+  // something they started still holds it open (then stopped, so the launcher returns).
+  bool output_done(std::size_t open_pipes);
   void remove_segments_of_ranks() const;
 
   LaunchOptions options_;
@@ -166,7 +169,23 @@ class Launcher {
   int exit_code_ = 0;
   std::optional<Clock::time_point> kill_at_;
   std::optional<Clock::time_point> keep_going_until_;
+  std::optional<Clock::time_point> all_ended_at_;
 };
+
+bool Launcher::output_done(std::size_t open_pipes) {
+  if (open_pipes == 0) return true;
+  const auto now = Clock::now();
+  if (!all_ended_at_) all_ended_at_ = now;
+  if (now - *all_ended_at_ < std::chrono::milliseconds(500)) return false;
+  for (auto& r : ranks_) {
+    kill(-r.pid, SIGKILL);  // what a rank left running in its process group
+    for (int* fd : {&r.out, &r.err}) {
+      if (*fd >= 0) close(*fd);
+      *fd = -1;
+    }
+  }
+  return true;
+}
 
 void Launcher::start_ranks(std::uint16_t port, SimulatedNodes* nodes, const sigset_t& old_mask) {
   char cwd_buf[4096];
@@ -316,7 +335,7 @@ int Launcher::run() {
       if (r.out >= 0) fds.push_back({r.out, POLLIN, 0});
       if (r.err >= 0) fds.push_back({r.err, POLLIN, 0});
     }
-    if (fds.size() == 1 && running() == 0) break;
+    if (running() == 0 && output_done(fds.size() - 1)) break;
     poll(fds.data(), fds.size(), 100);
     for (std::size_t i = 1; i < fds.size(); ++i) {
       if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;

@@ -634,6 +634,20 @@ TEST(Launcher, SigtermIsForwardedToEveryRankAndNothingIsLeft) {
   EXPECT_EQ(processes_with(mark), 0);
 }
 
+// A rank that leaves a process holding its output open does not keep the launcher waiting.
+TEST(Launcher, ReturnsWhenEveryRankEndedEvenIfTheirOutputStaysOpen) {
+  const std::string mark = marker();
+  const auto start = std::chrono::steady_clock::now();
+  auto r = test::run_process({TPCOMM_BIN, "run", "-n", "2", "--", "/bin/sh", "-c",
+                              "/bin/sh -c 'sleep 30; : " + mark + "' & echo started"},
+                             {}, std::chrono::seconds(20));
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(lines_with(r.out, "started").size(), 2u) << r.out;
+  EXPECT_EQ(processes_with(mark), 0) << "what the ranks left running is stopped too";
+}
+
 // A closed terminal or ssh session: the launcher used to die without a summary, leaving ranks.
 TEST(Launcher, SighupStopsEveryRankAndNothingIsLeft) {
   const std::string mark = marker();
