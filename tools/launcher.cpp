@@ -22,12 +22,11 @@
 
 #include <fmt/format.h>
 
+#include "rank_process.hpp"
 #include "sim_nodes.hpp"
 #include "tpcomm/deadline.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/tcp_store.hpp"
-
-extern char** environ;
 
 namespace tpcomm::cli {
 namespace {
@@ -58,89 +57,6 @@ int exit_code_of(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 1;
-}
-
-// The environment of one rank: ours plus the launch variables (DESIGN.md §4).
-std::vector<std::string> rank_environment(int rank, int size, int local_rank, int local_size,
-                                          std::uint16_t port) {
-  static const char* kOurs[] = {
-      "RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT="};
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    bool replaced = false;
-    for (const char* k : kOurs) replaced |= std::strncmp(*e, k, std::strlen(k)) == 0;
-    if (!replaced) env.emplace_back(*e);
-  }
-  env.push_back(fmt::format("RANK={}", rank));
-  env.push_back(fmt::format("WORLD_SIZE={}", size));
-  env.push_back(fmt::format("LOCAL_RANK={}", local_rank));
-  env.push_back(fmt::format("LOCAL_WORLD_SIZE={}", local_size));
-  env.push_back("MASTER_ADDR=127.0.0.1");
-  env.push_back(fmt::format("MASTER_PORT={}", port));
-  return env;
-}
-
-std::vector<char*> pointers(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (auto& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
-// One single-CPU set per rank from the CPUs this process may use; none when there are fewer
-// CPUs than ranks (binding would then stack ranks on one CPU).
-std::vector<cpu_set_t> one_cpu_per_rank(int ranks) {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return {};
-  std::vector<cpu_set_t> out;
-  for (int cpu = 0; cpu < CPU_SETSIZE && static_cast<int>(out.size()) < ranks; ++cpu) {
-    if (!CPU_ISSET(cpu, &allowed)) continue;
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    out.push_back(one);
-  }
-  if (static_cast<int>(out.size()) < ranks) out.clear();
-  return out;
-}
-
-// Between fork and exec: only async-signal-safe calls on data prepared before fork.
-[[noreturn]] void exec_rank(const Rank& rank, int out_write, int err_write,
-                            const std::vector<std::string>* ns_paths, const std::string& cwd,
-                            char** argv, char** envp, const sigset_t& old_mask,
-                            const cpu_set_t* cpu) {
-  setpgid(0, 0);
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  dup2(out_write, 1);
-  dup2(err_write, 2);
-  auto fail = [](const char* what) {
-    const char* why = strerror(errno);
-    [[maybe_unused]] auto a = write(2, "tpcomm run: ", 12);
-    a = write(2, what, strlen(what));
-    a = write(2, ": ", 2);
-    a = write(2, why, strlen(why));
-    a = write(2, "\n", 1);
-    _exit(127);
-  };
-  if (ns_paths != nullptr) {
-    for (const auto& path : *ns_paths) {
-      int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0 || setns(fd, 0) != 0) fail("cannot join the simulated node's namespaces");
-      close(fd);
-    }
-    if (chdir(cwd.c_str()) != 0) fail("cannot return to the working directory");
-  }
-  if (cpu != nullptr && sched_setaffinity(0, sizeof(*cpu), cpu) != 0) fail("cannot bind to a CPU");
-  signal(SIGINT, SIG_DFL);
-  signal(SIGTERM, SIG_DFL);
-  signal(SIGHUP, SIG_DFL);
-  signal(SIGCHLD, SIG_DFL);
-  sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-  (void)rank;
-  execvpe(argv[0], argv, envp);
-  fail(argv[0]);
-  _exit(127);
 }
 
 class Launcher {
@@ -213,7 +129,7 @@ void Launcher::start_ranks(std::uint16_t port, SimulatedNodes* nodes, const sigs
     const std::vector<std::string>* ns = nodes ? &nodes->namespace_paths(node) : nullptr;
     pid_t pid = fork();
     if (pid == 0) {
-      exec_rank(rank, out[1], err[1], ns, cwd, argv.data(), envp.data(), old_mask,
+      exec_rank(out[1], err[1], ns, cwd, argv.data(), envp.data(), old_mask,
                 cpus.empty() ? nullptr : &cpus[static_cast<std::size_t>(r)]);
     }
     if (pid < 0)

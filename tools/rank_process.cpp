@@ -1,0 +1,95 @@
+// The rank side of tpcomm run (rank_process.hpp).
+#include "rank_process.hpp"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+extern char** environ;
+
+namespace tpcomm::cli {
+
+std::vector<std::string> rank_environment(int rank, int size, int local_rank, int local_size,
+                                          std::uint16_t port) {
+  static const char* kOurs[] = {
+      "RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT="};
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    bool replaced = false;
+    for (const char* k : kOurs) replaced |= std::strncmp(*e, k, std::strlen(k)) == 0;
+    if (!replaced) env.emplace_back(*e);
+  }
+  env.push_back(fmt::format("RANK={}", rank));
+  env.push_back(fmt::format("WORLD_SIZE={}", size));
+  env.push_back(fmt::format("LOCAL_RANK={}", local_rank));
+  env.push_back(fmt::format("LOCAL_WORLD_SIZE={}", local_size));
+  env.push_back("MASTER_ADDR=127.0.0.1");
+  env.push_back(fmt::format("MASTER_PORT={}", port));
+  return env;
+}
+
+std::vector<char*> pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+std::vector<cpu_set_t> one_cpu_per_rank(int ranks) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return {};
+  std::vector<cpu_set_t> out;
+  for (int cpu = 0; cpu < CPU_SETSIZE && static_cast<int>(out.size()) < ranks; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed)) continue;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    out.push_back(one);
+  }
+  if (static_cast<int>(out.size()) < ranks) out.clear();
+  return out;
+}
+
+// Between fork and exec: only async-signal-safe calls on data prepared before fork.
+[[noreturn]] void exec_rank(int out_write, int err_write, const std::vector<std::string>* ns_paths,
+                            const std::string& cwd, char** argv, char** envp,
+                            const sigset_t& old_mask, const cpu_set_t* cpu) {
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  dup2(out_write, 1);
+  dup2(err_write, 2);
+  auto fail = [](const char* what) {
+    const char* why = strerror(errno);
+    [[maybe_unused]] auto a = write(2, "tpcomm run: ", 12);
+    a = write(2, what, strlen(what));
+    a = write(2, ": ", 2);
+    a = write(2, why, strlen(why));
+    a = write(2, "\n", 1);
+    _exit(127);
+  };
+  if (ns_paths != nullptr) {
+    for (const auto& path : *ns_paths) {
+      int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0 || setns(fd, 0) != 0) fail("cannot join the simulated node's namespaces");
+      close(fd);
+    }
+    if (chdir(cwd.c_str()) != 0) fail("cannot return to the working directory");
+  }
+  if (cpu != nullptr && sched_setaffinity(0, sizeof(*cpu), cpu) != 0) fail("cannot bind to a CPU");
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGHUP, SIG_DFL);
+  signal(SIGCHLD, SIG_DFL);
+  sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  execvpe(argv[0], argv, envp);
+  fail(argv[0]);
+  _exit(127);
+}
+
+}  // namespace tpcomm::cli

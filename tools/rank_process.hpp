@@ -1,0 +1,33 @@
+// What one rank's process is given by tpcomm run: its environment, its CPU, and the exec itself
+// (between fork and exec, so only async-signal-safe calls on data prepared before the fork).
+#pragma once
+
+#include <sched.h>
+#include <signal.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tpcomm::cli {
+
+// Our environment plus the launch variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT), ours replaced.
+std::vector<std::string> rank_environment(int rank, int size, int local_rank, int local_size,
+                                          std::uint16_t port);
+
+// argv-style pointers into `strings`, null-terminated.
+std::vector<char*> pointers(std::vector<std::string>& strings);
+
+// One single-CPU set per rank from the CPUs this process may use; none when there are fewer
+// CPUs than ranks (binding would then stack ranks on one CPU).
+std::vector<cpu_set_t> one_cpu_per_rank(int ranks);
+
+// In the child: its own process group, death with the launcher, output to the pipes, the
+// simulated node's namespaces, the CPU, default signals, then exec; on failure a message and
+// exit 127.
+[[noreturn]] void exec_rank(int out_write, int err_write, const std::vector<std::string>* ns_paths,
+                            const std::string& cwd, char** argv, char** envp,
+                            const sigset_t& old_mask, const cpu_set_t* cpu);
+
+}  // namespace tpcomm::cli
