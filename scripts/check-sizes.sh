@@ -12,7 +12,7 @@ exempt=(
 )
 
 command -v ctags >/dev/null || { echo "check-sizes: ctags not found (apt-get install universal-ctags)" >&2; exit 2; }
-files=$(git ls-files 'src/*.cpp' 'src/*.hpp' 'src/*.cu' 'src/*.cuh' 'tools/*.cpp' 'tools/*.hpp')
+files=$(git ls-files --cached --others --exclude-standard 'src/*.cpp' 'src/*.hpp' 'src/*.cu' 'src/*.cuh' 'tools/*.cpp' 'tools/*.hpp')
 failed=0
 while read -r lines file; do
   [ "$file" = total ] && continue
