@@ -1,6 +1,7 @@
 // The bootstrap of a process started by tpcomm run, torchrun or mpirun (DESIGN.md §4).
 #include <fmt/format.h>
 
+#include "store_keys.hpp"
 #include "tpcomm/bootstrap.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/error.hpp"
@@ -68,8 +69,9 @@ std::shared_ptr<Bootstrap> bootstrap_from_environment(const Deadline& deadline) 
   auto store = connect_tcp_store(*addr, store_port, deadline);
   auto inner =
       make_store_bootstrap(std::move(store), static_cast<int>(*rank), static_cast<int>(*size));
-  if (server) return std::make_shared<HostingBootstrap>(std::move(server), std::move(inner));
-  return inner;
+  if (!server) return inner;
+  inner->store()->set(control::kStoreServedByKey, Bytes{'0'});
+  return std::make_shared<HostingBootstrap>(std::move(server), std::move(inner));
 }
 
 }  // namespace tpcomm

@@ -78,6 +78,12 @@ std::string CommunicatorState::peer_report(bool timed_out, std::uint64_t call) {
     }
     return report;
   } catch (const std::exception&) {
+    if (store_served_by && *store_served_by != bootstrap->rank()) {
+      return fmt::format(
+          "; the store, served by rank {}, is unreachable too: rank {} is gone, or "
+          "its store stopped",
+          *store_served_by, *store_served_by);
+    }
     return "; the store is unreachable too";
   }
 }

@@ -43,6 +43,9 @@ struct detail::CommunicatorState {
   std::uint64_t sequence = 0;
   std::uint64_t comm_id = 0;
   int cuda_device = -1;
+  // The rank that serves the group's store itself, if one does (read once at creation): a
+  // store gone unreachable then names it.
+  std::optional<int> store_served_by;
 
   ~CommunicatorState();
 

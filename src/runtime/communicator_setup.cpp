@@ -16,6 +16,7 @@
 #include "common/rank_list.hpp"
 #include "communicator_impl.hpp"
 #include "control/socket_util.hpp"
+#include "control/store_keys.hpp"
 #include "facts_exchange.hpp"
 #include "node_identity.hpp"
 #include "tpcomm/env.hpp"
@@ -318,6 +319,9 @@ std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> boo
 
   c->comm_id = records[0].comm_id;
   c->bootstrap->store()->set_ephemeral(c->presence_key(c->bootstrap->rank()), Bytes{1});
+  if (auto host = c->bootstrap->store()->get(control::kStoreServedByKey); host && !host->empty()) {
+    c->store_served_by = std::stoi(std::string(host->begin(), host->end()));
+  }
   const BackendContext context = backend_context(*c, records, node_of);
   set_up_backends(*c, platform.factories, context);
   phase("backend set-up");

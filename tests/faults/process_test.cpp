@@ -2,9 +2,12 @@
 // nodes, and every fault of the communicator issue — a rank that never starts, kill -9, SIGSTOP,
 // mismatched calls, a corrupt facts record, a plan digest difference, a garbage store client,
 // Ctrl-C — each ending in a clear error on every rank, with no process or segment left behind.
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -357,6 +360,45 @@ TEST(Faults, InjectedCallStallIsATimeoutNamingTheStalledRank) {
     EXPECT_NE(e.find("#5 via shm failed: rank 1 did not arrive within 1500 ms"), std::string::npos)
         << e;
   }
+}
+
+// A free TCP port on loopback (bound, read, released).
+std::uint16_t free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Without a launcher, rank 0 serves the store itself; when it dies the survivors name it (they
+// said only "the store is unreachable").
+TEST(Faults, TheRankThatServedTheStoreIsNamedWhenItDies) {
+  const std::string mark = marker();
+  const std::string script =
+      "for r in 0 1 2; do RANK=$r " + kWorker + " loop 1000 4096 " + mark + " & done; wait";
+  auto r =
+      test::run_process({"/bin/sh", "-c", script}, {{"WORLD_SIZE", "3"},
+                                                    {"MASTER_ADDR", "127.0.0.1"},
+                                                    {"MASTER_PORT", std::to_string(free_port())},
+                                                    {"TPCOMM_DISABLE", "shm"},
+                                                    {"TPCOMM_TIMEOUT_MS", "5000"},
+                                                    {"TEST_KILL_RANK", "0"},
+                                                    {"TEST_AFTER", "5"},
+                                                    {"TPCOMM_FAULT", ""},
+                                                    {"TPCOMM_CHECK", ""}});
+  auto errors = lines_with(r.out, "ERROR");
+  ASSERT_EQ(errors.size(), 2u) << r.out << r.err;
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("the store, served by rank 0, is unreachable too: rank 0 is gone"),
+              std::string::npos)
+        << e;
+  }
+  EXPECT_EQ(processes_with(mark), 0);
 }
 
 // hier: the two nodes call 1024 and 1023 elements; each node's stages agree within the node and
