@@ -288,6 +288,36 @@ TEST(Communicator, AbortFailsLaterCallsWithTheOriginalCauseAndReleasesPeers) {
   });
 }
 
+// A rank that arrives after its peers gave up on a call (it was stopped, or slow) must not
+// complete that call from the inputs they had already posted: it used to, and went on.
+TEST(Communicator, ARankArrivingAfterItsPeersAbortedFailsInsteadOfCompleting) {
+  auto group = make_thread_group(3);
+  std::vector<std::string> errors(3);
+  on_ranks(group, [&](int r, std::shared_ptr<Bootstrap> bs) {
+    CommunicatorOptions o;
+    o.timeout = 1s;
+    auto comm = Communicator::create(bs, o);
+    std::vector<float> data(256, static_cast<float>(r));
+    if (r == 1) std::this_thread::sleep_for(2500ms);  // its peers time out meanwhile
+    try {
+      comm->all_reduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
+    } catch (const Error& e) {
+      errors[static_cast<std::size_t>(r)] = e.what();
+      if (r == 1) {
+        EXPECT_EQ(e.code(), ErrorCode::kAborted) << e.what();
+      }
+    }
+  });
+  for (int r : {0, 2}) {
+    EXPECT_NE(errors[static_cast<std::size_t>(r)].find("rank 1 did not arrive within 1000 ms"),
+              std::string::npos)
+        << errors[static_cast<std::size_t>(r)];
+  }
+  EXPECT_NE(errors[1].find("aborted the group (all_reduce(float32 x 256, sum) #1"),
+            std::string::npos)
+      << "rank 1 completed a call its peers had given up on: " << errors[1];
+}
+
 TEST(Communicator, TwoHundredCreateDestroyCyclesLeakNothing) {
   TcpStoreServer server("127.0.0.1", 0);
   std::vector<std::shared_ptr<Bootstrap>> group;

@@ -135,11 +135,22 @@ class ShmBackend final : public CollectiveBackend {
   void abort() override {
     if (segment_.base() == nullptr) return;
     std::int32_t expected = 0;
+    // Published before the rank, so that whoever sees the rank sees its call too.
+    const std::uint64_t at = current_call_.load(std::memory_order_acquire);
+    if (header().aborted_by.load(std::memory_order_acquire) == 0) {
+      header().aborted_at_call.store(at, std::memory_order_release);
+    }
     header().aborted_by.compare_exchange_strong(expected, ctx_.rank + 1);
     shm::wake_sleepers(header());
   }
 
+  // A peer's abort is checked before and after the call: a rank that was stopped while its
+  // peers gave up can find their inputs still posted and would complete the call as if nothing
+  // happened (one atomic load of a line nobody writes until an abort).
   void run(const Call& c) override {
+    // A call in progress is the one an abort now stops; between calls, the next one.
+    current_call_.store(c.sequence, std::memory_order_release);
+    throw_if_a_peer_aborted(c, false);
     switch (c.op) {
       case Op::kAllReduce:
         if (c.algorithm == Algorithm::kTwoShot) {
@@ -147,18 +158,29 @@ class ShmBackend final : public CollectiveBackend {
         } else {
           one_shot(c);
         }
-        return;
+        break;
       case Op::kAllGather:
         all_gather(c);
-        return;
+        break;
       case Op::kReduceScatter:
         reduce_scatter(c);
-        return;
+        break;
     }
+    throw_if_a_peer_aborted(c, true);
+    current_call_.store(c.sequence + 1, std::memory_order_release);
   }
 
  private:
   SegmentHeader& header() const { return *static_cast<SegmentHeader*>(segment_.base()); }
+  // `done`: this call has completed here; it fails only if the abort stopped it (or an earlier
+  // one) on the aborting rank, not if that rank aborted after completing it.
+  void throw_if_a_peer_aborted(const Call& c, bool done) const {
+    const std::int32_t by = header().aborted_by.load(std::memory_order_acquire);
+    if (by == 0) return;
+    if (done && header().aborted_at_call.load(std::memory_order_acquire) > c.sequence) return;
+    throw Error(ErrorCode::kAborted,
+                fmt::format("rank {} aborted the group ({})", by - 1, describe(c, c.algorithm)));
+  }
   RankControl* control(int r) const {
     return reinterpret_cast<RankControl*>(static_cast<char*>(segment_.base()) +
                                           shm::control_offset()) +
@@ -312,6 +334,7 @@ class ShmBackend final : public CollectiveBackend {
   std::vector<const void*> sources_;  // scratch for lanes_at, so a call allocates nothing
   shm::Segment segment_;
   std::uint64_t seq_ = 0;
+  std::atomic<std::uint64_t> current_call_{1};  // read by abort() on another thread
   bool wake_pending_ = false;  // a publish whose sleepers are not yet woken (shm_wait.hpp)
 };
 

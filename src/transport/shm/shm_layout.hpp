@@ -30,6 +30,9 @@ struct alignas(kLine) SegmentHeader {
   std::atomic<std::uint32_t> wake;       // bumped on every publish; futex word for sleepers
   std::atomic<std::uint32_t> sleepers;   // ranks inside futex_wait (publishers skip the wake if 0)
   std::atomic<std::int32_t> aborted_by;  // rank + 1 of the first rank that aborted, else 0
+  // The first call (the communicator's sequence) that abort did not let complete: a call before
+  // it completed on the aborting rank, so it may complete everywhere.
+  std::atomic<std::uint64_t> aborted_at_call;
 };
 
 // What a rank posted with its input: checked by every peer before reading, so a mismatched call
