@@ -20,11 +20,4 @@ inline std::string call_signature(const Call& c) {
   return call_signature(c.op, c.type, c.count, c.reduce);
 }
 
-// The same, naming the user's call a stage belongs to: "reduce_scatter(float32 x 512, sum) of
-// all_reduce(float32 x 1023, sum)".
-inline std::string stage_signature(const Call& c) {
-  return c.outer == nullptr ? call_signature(c)
-                            : fmt::format("{} of {}", call_signature(c), call_signature(*c.outer));
-}
-
 }  // namespace tpcomm::transport

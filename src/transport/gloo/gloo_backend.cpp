@@ -15,7 +15,7 @@
 #include "control/socket_util.hpp"
 #include "gloo_store_adapter.hpp"
 #include "tpcomm/error.hpp"
-#include "transport/common/call_text.hpp"
+#include "transport/common/call_identity.hpp"
 #include "transport/common/convert.hpp"
 
 namespace tpcomm::transport {
@@ -51,43 +51,6 @@ ReduceFn reduce_fn(ReduceOp op) {
     default:
       return sum_fn;
   }
-}
-
-// A call as the ranks compare it (plain bytes, the same layout on every rank).
-struct WireCall {
-  std::uint64_t sequence, count, outer_count;
-  std::uint32_t op, type, reduce, has_outer, outer_op, outer_type, outer_reduce, unused;
-};
-
-WireCall wire_of(const Call& c) {
-  WireCall w{};
-  w.sequence = c.sequence;
-  w.count = c.count;
-  w.op = static_cast<std::uint32_t>(c.op);
-  w.type = static_cast<std::uint32_t>(c.type);
-  w.reduce = static_cast<std::uint32_t>(c.reduce);
-  if (c.outer != nullptr) {
-    w.has_outer = 1;
-    w.outer_count = c.outer->count;
-    w.outer_op = static_cast<std::uint32_t>(c.outer->op);
-    w.outer_type = static_cast<std::uint32_t>(c.outer->type);
-    w.outer_reduce = static_cast<std::uint32_t>(c.outer->reduce);
-  }
-  return w;
-}
-
-std::string text_of(const WireCall& w) {
-  std::string text =
-      fmt::format("{} #{}",
-                  call_signature(static_cast<Op>(w.op), static_cast<DataType>(w.type), w.count,
-                                 static_cast<ReduceOp>(w.reduce)),
-                  w.sequence);
-  if (w.has_outer) {
-    text +=
-        " of " + call_signature(static_cast<Op>(w.outer_op), static_cast<DataType>(w.outer_type),
-                                w.outer_count, static_cast<ReduceOp>(w.outer_reduce));
-  }
-  return text;
 }
 
 // Each call uses two tags: its check, then its data.
@@ -176,19 +139,19 @@ class GlooBackend final : public CollectiveBackend {
   // calls silently (sum on one rank, max on another), or abort the process on a size mismatch.
   // One small all-gather; Gloo's calls cost far more.
   void check_same_call(const Call& c) {
-    const WireCall mine = wire_of(c);
-    std::vector<WireCall> all(static_cast<std::size_t>(ctx_.size));
+    CallIdentity mine = identity_of(c);
+    std::vector<CallIdentity> all(static_cast<std::size_t>(ctx_.size));
     gloo::AllgatherOptions opts(context_);
-    opts.setInput(reinterpret_cast<std::uint8_t*>(const_cast<WireCall*>(&mine)), sizeof(mine));
-    opts.setOutput(reinterpret_cast<std::uint8_t*>(all.data()), sizeof(WireCall) * all.size());
+    opts.setInput(reinterpret_cast<std::uint8_t*>(&mine), sizeof(mine));
+    opts.setOutput(reinterpret_cast<std::uint8_t*>(all.data()), sizeof(CallIdentity) * all.size());
     opts.setTag(check_tag(c.sequence));
     opts.setTimeout(ctx_.timeout);
     gloo::allgather(opts);
     for (int r = 0; r < ctx_.size; ++r) {
-      const WireCall& theirs = all[static_cast<std::size_t>(r)];
-      if (std::memcmp(&theirs, &mine, sizeof(mine)) != 0) {
+      const CallIdentity& theirs = all[static_cast<std::size_t>(r)];
+      if (!(theirs == mine)) {
         throw Error(ErrorCode::kMismatch, fmt::format("rank {} called {} but rank {} called {}", r,
-                                                      text_of(theirs), ctx_.rank, text_of(mine)));
+                                                      describe(theirs), ctx_.rank, describe(mine)));
       }
     }
   }

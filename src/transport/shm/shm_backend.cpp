@@ -25,61 +25,18 @@ namespace {
 using shm::RankControl;
 using shm::SegmentHeader;
 
+std::string describe(const CallIdentity& id, std::uint32_t algorithm) {
+  return describe(id, fmt::format("(shm {})", to_string(static_cast<Algorithm>(algorithm))));
+}
+
 std::string describe(const Call& c, Algorithm algorithm) {
-  const std::string stage =
-      c.outer ? fmt::format(" of {}", call_signature(*c.outer)) : std::string();
-  return fmt::format("{} #{} (shm {}){}", call_signature(c), c.sequence, to_string(algorithm),
-                     stage);
+  return describe(identity_of(c), static_cast<std::uint32_t>(algorithm));
 }
 
 // A call's description for error messages, built only if one is raised.
 using Describe = std::function<std::string()>;
 Describe describer(const Call& c, Algorithm algorithm) {
   return [&c, algorithm] { return describe(c, algorithm); };
-}
-
-std::string describe(const shm::CallHeader& h) {
-  Call c;
-  c.op = static_cast<Op>(h.op);
-  c.type = static_cast<DataType>(h.type);
-  c.count = h.count;
-  c.reduce = static_cast<ReduceOp>(h.reduce);
-  c.sequence = h.call_sequence;
-  Call outer;
-  if (h.has_outer) {
-    outer.op = static_cast<Op>(h.outer_op);
-    outer.type = static_cast<DataType>(h.outer_type);
-    outer.count = h.outer_count;
-    outer.reduce = static_cast<ReduceOp>(h.outer_reduce);
-    c.outer = &outer;
-  }
-  return describe(c, static_cast<Algorithm>(h.algorithm));
-}
-
-shm::CallHeader header_of(std::uint64_t seq, const Call& c, Algorithm algorithm) {
-  shm::CallHeader h{};
-  h.sequence = seq;
-  h.call_sequence = c.sequence;
-  h.op = static_cast<std::uint32_t>(c.op);
-  h.type = static_cast<std::uint32_t>(c.type);
-  h.count = c.count;
-  h.reduce = static_cast<std::uint32_t>(c.reduce);
-  h.algorithm = static_cast<std::uint32_t>(algorithm);
-  if (c.outer != nullptr) {
-    h.has_outer = 1;
-    h.outer_op = static_cast<std::uint8_t>(c.outer->op);
-    h.outer_type = static_cast<std::uint8_t>(c.outer->type);
-    h.outer_count = c.outer->count;
-    h.outer_reduce = static_cast<std::uint8_t>(c.outer->reduce);
-  }
-  return h;
-}
-
-bool same_call(const shm::CallHeader& a, const shm::CallHeader& b) {
-  return a.sequence == b.sequence && a.op == b.op && a.type == b.type && a.count == b.count &&
-         a.reduce == b.reduce && a.algorithm == b.algorithm && a.has_outer == b.has_outer &&
-         a.outer_op == b.outer_op && a.outer_type == b.outer_type &&
-         a.outer_count == b.outer_count && a.outer_reduce == b.outer_reduce;
 }
 
 class ShmBackend final : public CollectiveBackend {
@@ -210,14 +167,15 @@ class ShmBackend final : public CollectiveBackend {
   void exchange(std::uint64_t seq, const Call& c, Algorithm algorithm, const Describe& what) {
     RankControl& me = *control(ctx_.rank);
     shm::CallHeader& mine = me.lane[seq % shm::kLanes].call;
-    mine = header_of(seq, c, algorithm);
+    mine = shm::CallHeader{seq, identity_of(c), static_cast<std::uint32_t>(algorithm)};
     publish(shm::Flag::kArrived, seq);
     wait(shm::Flag::kArrived, seq, what);
     for (int p = 0; p < ctx_.size; ++p) {
       const shm::CallHeader& h = control(p)->lane[seq % shm::kLanes].call;
-      if (!same_call(h, mine)) {
+      if (h.sequence != mine.sequence || !(h.call == mine.call) || h.algorithm != mine.algorithm) {
         throw Error(ErrorCode::kMismatch, fmt::format("rank {} called {} but rank {} called {}", p,
-                                                      describe(h), ctx_.rank, describe(mine)));
+                                                      describe(h.call, h.algorithm), ctx_.rank,
+                                                      describe(mine.call, mine.algorithm)));
       }
     }
   }

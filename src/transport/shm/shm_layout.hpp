@@ -16,6 +16,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "transport/common/call_identity.hpp"
+
 namespace tpcomm::transport::shm {
 
 constexpr std::uint64_t kMagic = 0x31534d4d4f435054ULL;  // "TPCOMMS1"
@@ -38,16 +40,9 @@ struct alignas(kLine) SegmentHeader {
 // What a rank posted with its input: checked by every peer before reading, so a mismatched call
 // is an error, never garbage.
 struct CallHeader {
-  std::uint64_t sequence;       // the protocol step (one per chunk)
-  std::uint64_t call_sequence;  // the communicator's call number, for messages
-  std::uint32_t op;
-  std::uint32_t type;
-  std::uint64_t count;
-  std::uint32_t reduce;
+  std::uint64_t sequence;   // the protocol step (one per chunk)
+  CallIdentity call;        // what every rank compares
   std::uint32_t algorithm;  // tpcomm::Algorithm
-  // The user's call this step belongs to when it is a stage of one (hier), else zeros.
-  std::uint64_t outer_count;
-  std::uint8_t has_outer, outer_op, outer_type, outer_reduce;
 };
 
 // One lane's flag and the header of the step in it share one cache line, so a waiting peer gets

@@ -1,0 +1,59 @@
+// What the ranks compare before a call moves data: the call, and the user's call it is a stage of
+// (hier). Plain bytes with one layout on every rank: shm posts it in its lane header, Gloo
+// all-gathers it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "call_text.hpp"
+
+namespace tpcomm::transport {
+
+struct CallIdentity {
+  std::uint64_t sequence = 0;  // the communicator's call number
+  std::uint64_t count = 0;
+  std::uint64_t outer_count = 0;
+  std::uint8_t op = 0, type = 0, reduce = 0, has_outer = 0;
+  std::uint8_t outer_op = 0, outer_type = 0, outer_reduce = 0, unused = 0;
+  bool operator==(const CallIdentity&) const = default;
+};
+static_assert(sizeof(CallIdentity) == 32);
+
+inline CallIdentity identity_of(const Call& c) {
+  CallIdentity id;
+  id.sequence = c.sequence;
+  id.count = c.count;
+  id.op = static_cast<std::uint8_t>(c.op);
+  id.type = static_cast<std::uint8_t>(c.type);
+  id.reduce = static_cast<std::uint8_t>(c.reduce);
+  if (c.outer != nullptr) {
+    id.has_outer = 1;
+    id.outer_count = c.outer->count;
+    id.outer_op = static_cast<std::uint8_t>(c.outer->op);
+    id.outer_type = static_cast<std::uint8_t>(c.outer->type);
+    id.outer_reduce = static_cast<std::uint8_t>(c.outer->reduce);
+  }
+  return id;
+}
+
+// "all_reduce(float32 x 512, sum) #2", then `detail` ("(shm one_shot)") when given, then
+// " of all_reduce(float32 x 1023, sum)" for a stage.
+inline std::string describe(const CallIdentity& id, const std::string& detail = "") {
+  std::string text = fmt::format(
+      "{} #{}",
+      call_signature(static_cast<Op>(id.op), static_cast<DataType>(id.type), id.count,
+                     static_cast<ReduceOp>(id.reduce)),
+      id.sequence);
+  if (!detail.empty()) text += " " + detail;
+  if (id.has_outer) {
+    text += " of " + call_signature(static_cast<Op>(id.outer_op),
+                                    static_cast<DataType>(id.outer_type), id.outer_count,
+                                    static_cast<ReduceOp>(id.outer_reduce));
+  }
+  return text;
+}
+
+}  // namespace tpcomm::transport
