@@ -687,6 +687,9 @@ TEST(Launcher, ReturnsWhenEveryRankEndedEvenIfTheirOutputStaysOpen) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   EXPECT_EQ(lines_with(r.out, "started").size(), 2u) << r.out;
+  // SIGKILLed, they are gone a moment later (not the launcher's children: it cannot reap them).
+  for (int i = 0; i < 200 && processes_with(mark) > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(processes_with(mark), 0) << "what the ranks left running is stopped too";
 }
 
