@@ -42,16 +42,16 @@ inline CallIdentity identity_of(const Call& c) {
 // "all_reduce(float32 x 512, sum) #2", then `detail` ("(shm one_shot)") when given, then
 // " of all_reduce(float32 x 1023, sum)" for a stage.
 inline std::string describe(const CallIdentity& id, const std::string& detail = "") {
-  std::string text = fmt::format(
-      "{} #{}",
-      call_signature(static_cast<Op>(id.op), static_cast<DataType>(id.type), id.count,
-                     static_cast<ReduceOp>(id.reduce)),
-      id.sequence);
+  std::string text =
+      fmt::format("{} #{}",
+                  call_signature(static_cast<Op>(id.op), static_cast<DataType>(id.type), id.count,
+                                 static_cast<ReduceOp>(id.reduce)),
+                  id.sequence);
   if (!detail.empty()) text += " " + detail;
   if (id.has_outer) {
-    text += " of " + call_signature(static_cast<Op>(id.outer_op),
-                                    static_cast<DataType>(id.outer_type), id.outer_count,
-                                    static_cast<ReduceOp>(id.outer_reduce));
+    text +=
+        " of " + call_signature(static_cast<Op>(id.outer_op), static_cast<DataType>(id.outer_type),
+                                id.outer_count, static_cast<ReduceOp>(id.outer_reduce));
   }
   return text;
 }
