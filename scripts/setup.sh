@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ make pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
-          libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev
+          libgtest-dev libgmock-dev libssl-dev libbenchmark-dev libgloo-dev
           libopenmpi-dev openmpi-bin gnuplot-nox universal-ctags clang-format)
 
 missing=()

@@ -39,7 +39,8 @@ int run_env() {
     if (raw) {
       std::string problem = env_value_problem(v, *raw);
       if (problem.empty()) problem = syntax_problem(v, *raw);
-      value = problem.empty() ? *raw : fmt::format("{}  INVALID: {}", *raw, problem);
+      const std::string shown = v.secret ? "(set, not shown)" : *raw;
+      value = problem.empty() ? shown : fmt::format("{}  INVALID: {}", shown, problem);
       invalid += !problem.empty();
     } else {
       value = v.default_value.empty() ? "(unset)" : fmt::format("(unset: {})", v.default_value);

@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "control/store_auth.hpp"
 #include "rank_process.hpp"
 #include "sim_nodes.hpp"
 #include "tpcomm/deadline.hpp"
@@ -65,7 +66,7 @@ class Launcher {
   int run();
 
  private:
-  void start_ranks(std::uint16_t port, SimulatedNodes* nodes, const sigset_t& old_mask);
+  void start_ranks(const GroupLaunch& group, SimulatedNodes* nodes, const sigset_t& old_mask);
   void pump(Rank& r, int fd, std::string& partial, std::ostream& sink);
   std::string prefix(const Rank& r) const {
     return options_.prefix_output ? fmt::format("[{}] ", r.index) : std::string();
@@ -103,7 +104,8 @@ bool Launcher::output_done(std::size_t open_pipes) {
   return true;
 }
 
-void Launcher::start_ranks(std::uint16_t port, SimulatedNodes* nodes, const sigset_t& old_mask) {
+void Launcher::start_ranks(const GroupLaunch& group, SimulatedNodes* nodes,
+                           const sigset_t& old_mask) {
   char cwd_buf[4096];
   const std::string cwd = getcwd(cwd_buf, sizeof(cwd_buf)) ? cwd_buf : "/";
   std::vector<std::string> argv_strings = options_.command;
@@ -118,7 +120,7 @@ void Launcher::start_ranks(std::uint16_t port, SimulatedNodes* nodes, const sigs
       if (static_cast<int>(static_cast<long>(q) * options_.nodes / n) != node) continue;
       if (count++ == 0) first = q;
     }
-    auto env_strings = rank_environment(r, n, r - first, count, port);
+    auto env_strings = rank_environment(r, n, r - first, count, group);
     auto envp = pointers(env_strings);
     int out[2], err[2];
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
@@ -227,6 +229,18 @@ void Launcher::remove_segments_of_ranks() const {
   closedir(dir);
 }
 
+// The group's store, its secret and its name are new for every launch: a process that is not one
+// of our ranks can neither join the group nor read what the ranks exchange.
+std::unique_ptr<TcpStoreServer> serve_new_group(GroupLaunch& group) {
+  group.group_id = "run-" + control::generate_store_secret().substr(0, 16);
+  group.secret = control::generate_store_secret();
+  TcpStoreOptions options;
+  options.secret = group.secret;
+  auto store = std::make_unique<TcpStoreServer>("127.0.0.1", 0, options);
+  group.port = store->port();
+  return store;
+}
+
 int Launcher::run() {
   // SIGCHLD, SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) arrive through a
   // signalfd in the poll loop: the group is stopped with a summary, nothing left behind.
@@ -241,8 +255,9 @@ int Launcher::run() {
 
   std::unique_ptr<SimulatedNodes> nodes;
   if (options_.nodes > 1) nodes = std::make_unique<SimulatedNodes>(options_.nodes);
-  TcpStoreServer store("127.0.0.1", 0);
-  start_ranks(store.port(), nodes.get(), old_mask);
+  GroupLaunch group;
+  auto store = serve_new_group(group);
+  start_ranks(group, nodes.get(), old_mask);
   const auto started = Clock::now();
 
   while (true) {

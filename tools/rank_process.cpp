@@ -15,9 +15,10 @@ extern char** environ;
 namespace tpcomm::cli {
 
 std::vector<std::string> rank_environment(int rank, int size, int local_rank, int local_size,
-                                          std::uint16_t port) {
-  static const char* kOurs[] = {
-      "RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT="};
+                                          const GroupLaunch& group) {
+  static const char* kOurs[] = {"RANK=",           "WORLD_SIZE=",     "LOCAL_RANK=",
+                                "LOCAL_WORLD_SIZE=", "MASTER_ADDR=",  "MASTER_PORT=",
+                                "TPCOMM_GROUP_ID=",  "TPCOMM_STORE_SECRET=", "TPCOMM_STORE_SECRET_FILE="};
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     bool replaced = false;
@@ -29,7 +30,9 @@ std::vector<std::string> rank_environment(int rank, int size, int local_rank, in
   env.push_back(fmt::format("LOCAL_RANK={}", local_rank));
   env.push_back(fmt::format("LOCAL_WORLD_SIZE={}", local_size));
   env.push_back("MASTER_ADDR=127.0.0.1");
-  env.push_back(fmt::format("MASTER_PORT={}", port));
+  env.push_back(fmt::format("MASTER_PORT={}", group.port));
+  env.push_back("TPCOMM_GROUP_ID=" + group.group_id);
+  env.push_back("TPCOMM_STORE_SECRET=" + group.secret);
   return env;
 }
 

@@ -22,6 +22,7 @@ struct EnvVar {
   std::int64_t min_value = 0;             // kInteger: inclusive bounds
   std::int64_t max_value = INT64_MAX;
   bool launch = false;  // set by a launcher (torchrun, mpirun), not by the user
+  bool secret = false;  // never printed (`tpcomm env` says only that it is set)
 };
 
 // All variables, tpcomm's own first, then the launch environment.

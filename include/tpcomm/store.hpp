@@ -38,6 +38,12 @@ class Store {
   // A key that the TCP store deletes when this client's connection closes, so peers can tell
   // that a process is gone (kill -9 included). Other stores keep it as an ordinary key.
   virtual void set_ephemeral(const std::string& key, const Bytes& value) { set(key, value); }
+  // Stores `value` at key when the key is absent, ephemeral like set_ephemeral; returns the value
+  // held afterwards (`value` itself when this client claimed the key). How a rank takes its slot
+  // in a group so that a second process with the same rank is noticed.
+  virtual Bytes claim_ephemeral(const std::string& key, const Bytes& value) {
+    return compare_set(key, std::nullopt, value);
+  }
 
   // wait_for that throws kTimeout naming the missing keys.
   void wait(const std::vector<std::string>& keys, const Deadline& deadline);

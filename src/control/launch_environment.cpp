@@ -1,6 +1,11 @@
-// The bootstrap of a process started by tpcomm run, torchrun or mpirun (DESIGN.md §4).
+// The bootstrap of a process started by tpcomm run, torchrun or mpirun (DESIGN.md §4,
+// docs/store.md): the store at MASTER_ADDR:MASTER_PORT (rank 0 serves it when nobody else does),
+// the group's secret proved to it, and the group's own scope on it.
 #include <fmt/format.h>
 
+#include "group_scope.hpp"
+#include "socket_util.hpp"
+#include "store_auth.hpp"
 #include "store_keys.hpp"
 #include "tpcomm/bootstrap.hpp"
 #include "tpcomm/env.hpp"
@@ -11,17 +16,22 @@
 namespace tpcomm {
 namespace {
 
-// Keeps the store server that rank 0 hosts alive as long as its bootstrap.
-class HostingBootstrap final : public Bootstrap {
+// Keeps the store server that rank 0 hosts alive as long as its bootstrap, and after every round
+// checks that the group was not marked broken (a second process for one of its ranks, another
+// group on its store): the other ranks of a broken group fail at the next round, not at a
+// deadline, and never form a communicator with a stranger.
+class LaunchedBootstrap final : public Bootstrap {
  public:
-  HostingBootstrap(std::unique_ptr<TcpStoreServer> server, std::shared_ptr<Bootstrap> inner)
+  LaunchedBootstrap(std::unique_ptr<TcpStoreServer> server, std::shared_ptr<Bootstrap> inner)
       : server_(std::move(server)), inner_(std::move(inner)) {}
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   std::shared_ptr<Store> store() const override { return inner_->store(); }
   std::vector<Bytes> all_gather(const Bytes& mine, std::string_view what,
                                 const Deadline& deadline) override {
-    return inner_->all_gather(mine, what, deadline);
+    auto all = inner_->all_gather(mine, what, deadline);
+    control::check_group_intact(*inner_->store());
+    return all;
   }
 
  private:
@@ -33,6 +43,49 @@ std::optional<std::int64_t> first_of(const char* a, const char* b) {
   if (env_raw(a)) return env_integer(a);
   if (env_raw(b)) return env_integer(b);
   return std::nullopt;
+}
+
+// Where rank 0 listens: the address the ranks dial (MASTER_ADDR) when it is this host's, so a
+// loopback MASTER_ADDR keeps the store off the network; any interface only when MASTER_ADDR is a
+// loopback name here but ranks run on other nodes. nullopt: MASTER_ADDR is another host's.
+std::optional<std::string> store_bind_address(const std::string& master_addr, std::int64_t size) {
+  auto ip = net::resolve_ipv4(master_addr);
+  if (!ip || net::why_cannot_listen_on(*ip)) return std::nullopt;
+  if (!net::is_loopback(*ip)) return ip;
+  auto local = first_of("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE");
+  return local && *local < size ? std::optional<std::string>("0.0.0.0") : ip;
+}
+
+std::unique_ptr<TcpStoreServer> host_store(const std::string& master_addr, std::uint16_t port,
+                                           std::int64_t size,
+                                           const std::optional<std::string>& secret) {
+  auto bind = store_bind_address(master_addr, size);
+  if (!bind) {
+    TPCOMM_LOG(kDebug, "bootstrap", "not hosting the store: MASTER_ADDR {} is not this host",
+               master_addr);
+    return nullptr;
+  }
+  try {
+    TcpStoreOptions options;
+    options.secret = secret.value_or("");
+    auto server = std::make_unique<TcpStoreServer>(*bind, port, options);
+    if (!secret) {
+      const std::string warning = fmt::format(
+          "serving the group's store on {}:{} without a secret: any process that reaches it can "
+          "join the group; set TPCOMM_STORE_SECRET for every rank (docs/store.md)",
+          *bind, port);
+      if (net::is_loopback(*bind)) {
+        TPCOMM_LOG(kInfo, "bootstrap", "{}", warning);
+      } else {
+        TPCOMM_LOG(kWarn, "bootstrap", "{}", warning);
+      }
+    }
+    return server;
+  } catch (const Error& e) {
+    // Somebody (tpcomm run, tpcomm store) already serves this port: use theirs.
+    TPCOMM_LOG(kDebug, "bootstrap", "not hosting the store: {}", e.what());
+    return nullptr;
+  }
 }
 
 }  // namespace
@@ -56,22 +109,21 @@ std::shared_ptr<Bootstrap> bootstrap_from_environment(const Deadline& deadline) 
         "sets them; with mpirun export them, e.g. MASTER_ADDR=<host of rank 0> MASTER_PORT=29500)",
         *rank, *size));
   }
-  const auto store_port = static_cast<std::uint16_t>(env_integer("MASTER_PORT"));
-  std::unique_ptr<TcpStoreServer> server;
-  if (*rank == 0) {
-    try {
-      server = std::make_unique<TcpStoreServer>("0.0.0.0", store_port);
-    } catch (const Error& e) {
-      // Somebody (tpcomm run, tpcomm store) already serves this port: use theirs.
-      TPCOMM_LOG(kDebug, "bootstrap", "not hosting the store: {}", e.what());
-    }
+  if (*rank < 0 || *rank >= *size) {
+    throw invalid_input(fmt::format("RANK {} is not below WORLD_SIZE {}", *rank, *size));
   }
-  auto store = connect_tcp_store(*addr, store_port, deadline);
+  const auto store_port = static_cast<std::uint16_t>(env_integer("MASTER_PORT"));
+  const auto secret = control::store_secret_from_environment();
+  std::unique_ptr<TcpStoreServer> server;
+  if (*rank == 0) server = host_store(*addr, store_port, *size, secret);
+  auto store = connect_tcp_store(*addr, store_port, deadline, secret.value_or(""));
+  auto group = control::join_group(std::move(store), fmt::format("{}:{}", *addr, store_port),
+                                   control::group_id_from_environment(), static_cast<int>(*rank),
+                                   deadline);
+  if (server) group->set(control::kStoreServedByKey, Bytes{'0'});
   auto inner =
-      make_store_bootstrap(std::move(store), static_cast<int>(*rank), static_cast<int>(*size));
-  if (!server) return inner;
-  inner->store()->set(control::kStoreServedByKey, Bytes{'0'});
-  return std::make_shared<HostingBootstrap>(std::move(server), std::move(inner));
+      make_store_bootstrap(std::move(group), static_cast<int>(*rank), static_cast<int>(*size));
+  return std::make_shared<LaunchedBootstrap>(std::move(server), std::move(inner));
 }
 
 }  // namespace tpcomm

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "common/rank_list.hpp"
+#include "store_auth.hpp"
 #include "tpcomm/bootstrap.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/error.hpp"
@@ -117,28 +118,33 @@ class MpiBootstrap final : public Bootstrap {
   }
 
  private:
-  // Rank 0 serves a store; everyone learns its address from rank 0 over MPI.
+  // Rank 0 serves a store; everyone learns its address and a fresh secret from rank 0 over MPI
+  // (MPI is the trusted channel). One group per store: its port is new, so no group scope.
   void set_up_store(const Deadline& deadline) {
-    std::string address;
+    std::string where;
     if (rank_ == 0) {
-      server_ = std::make_unique<TcpStoreServer>("0.0.0.0", 0);
+      const bool all_local = env_raw("OMPI_COMM_WORLD_LOCAL_SIZE") &&
+                             env_integer("OMPI_COMM_WORLD_LOCAL_SIZE") == size_;
       std::string host = "127.0.0.1";
       if (auto a = env_raw("TPCOMM_SOCKET_ADDRESS")) {
         host = *a;
-      } else if (auto local = env_raw("OMPI_COMM_WORLD_LOCAL_SIZE");
-                 !local || std::stoi(*local) != size_) {
+      } else if (!all_local) {
         char name[256] = {};
         gethostname(name, sizeof(name) - 1);
         host = name;
       }
-      address = fmt::format("{}:{}", host, server_->port());
+      TcpStoreOptions options;
+      options.secret = control::generate_store_secret();
+      server_ = std::make_unique<TcpStoreServer>(all_local ? "127.0.0.1" : "0.0.0.0", 0, options);
+      where = fmt::format("{} {}:{}", options.secret, host, server_->port());
     }
-    Bytes where = broadcast(Bytes(address.begin(), address.end()), 0, "store address", deadline);
-    address.assign(where.begin(), where.end());
-    const auto colon = address.rfind(':');
-    store_ = connect_tcp_store(address.substr(0, colon),
-                               static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))),
-                               deadline);
+    Bytes shared = broadcast(Bytes(where.begin(), where.end()), 0, "store address", deadline);
+    where.assign(shared.begin(), shared.end());
+    const auto space = where.find(' ');
+    const auto colon = where.rfind(':');
+    store_ = connect_tcp_store(where.substr(space + 1, colon - space - 1),
+                               static_cast<std::uint16_t>(std::stoi(where.substr(colon + 1))),
+                               deadline, where.substr(0, space));
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;

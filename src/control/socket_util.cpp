@@ -173,6 +173,25 @@ std::optional<std::string> address_toward(const std::string& host) {
   return std::string(text);
 }
 
+std::optional<std::string> resolve_ipv4(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &result) != 0 || result == nullptr) {
+    return std::nullopt;
+  }
+  char text[INET_ADDRSTRLEN] = {};
+  const auto* in = reinterpret_cast<const sockaddr_in*>(result->ai_addr);
+  const bool ok = inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text)) != nullptr;
+  freeaddrinfo(result);
+  return ok ? std::optional<std::string>(text) : std::nullopt;
+}
+
+bool is_loopback(const std::string& ipv4) {
+  return ipv4.rfind("127.", 0) == 0;
+}
+
 std::optional<std::string> why_cannot_listen_on(const std::string& address) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;

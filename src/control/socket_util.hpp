@@ -52,6 +52,9 @@ bool recv_all(int fd, std::uint8_t* data, std::size_t size, const Deadline& dead
 // This host's IPv4 address on the route toward `host` (an IPv4 address): the interface its peers
 // there can reach. No packet is sent. nullopt when there is no such route.
 std::optional<std::string> address_toward(const std::string& host);
+// The first IPv4 address of `host` (a name or an address), or nullopt when it does not resolve.
+std::optional<std::string> resolve_ipv4(const std::string& host);
+bool is_loopback(const std::string& ipv4);
 // Why a socket cannot listen on `address` on this host (not an IPv4 address, or not one of this
 // host's), or nullopt when it can.
 std::optional<std::string> why_cannot_listen_on(const std::string& address);

@@ -9,6 +9,37 @@
 
 namespace tpcomm::control {
 
+void StoreTable::check_fits(const std::string& key, std::size_t value_size) const {
+  if (value_size > max_value_) {
+    throw invalid_input(fmt::format("a value of {} bytes for {} is above the store's limit of {} "
+                                    "bytes per value",
+                                    value_size, key, max_value_));
+  }
+  auto it = data_.find(key);
+  const std::size_t held = it == data_.end() ? 0 : key.size() + it->second.size();
+  if (bytes_ - held + key.size() + value_size > max_total_) {
+    throw invalid_input(fmt::format("the store is full: it holds {} bytes and {} more for {} would "
+                                    "pass its limit of {}",
+                                    bytes_, key.size() + value_size, key, max_total_));
+  }
+}
+
+void StoreTable::set(const std::string& key, Bytes value) {
+  check_fits(key, value.size());
+  auto [it, inserted] = data_.try_emplace(key);
+  bytes_ -= inserted ? 0 : key.size() + it->second.size();
+  bytes_ += key.size() + value.size();
+  it->second = std::move(value);
+}
+
+bool StoreTable::remove(const std::string& key) {
+  auto it = data_.find(key);
+  if (it == data_.end()) return false;
+  bytes_ -= key.size() + it->second.size();
+  data_.erase(it);
+  return true;
+}
+
 const Bytes* StoreTable::get(const std::string& key) const {
   auto it = data_.find(key);
   return it == data_.end() ? nullptr : &it->second;
@@ -34,7 +65,7 @@ std::int64_t StoreTable::add(const std::string& key, std::int64_t delta) {
   }
   value += delta;
   const std::string text = std::to_string(value);
-  data_[key] = Bytes(text.begin(), text.end());
+  set(key, Bytes(text.begin(), text.end()));
   return value;
 }
 
@@ -44,7 +75,7 @@ Bytes StoreTable::compare_set(const std::string& key, const std::optional<Bytes>
   const bool matches =
       expected ? (it != data_.end() && it->second == *expected) : it == data_.end();
   if (matches) {
-    data_[key] = desired;
+    set(key, desired);
     return desired;
   }
   return it == data_.end() ? Bytes{} : it->second;

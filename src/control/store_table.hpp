@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstddef>
 #include <map>
 #include <optional>
 #include <string>
@@ -15,7 +16,13 @@ namespace tpcomm::control {
 
 class StoreTable {
  public:
-  void set(const std::string& key, Bytes value) { data_[key] = std::move(value); }
+  // A value above max_value_bytes, or one that would make the keys and values held exceed
+  // max_total_bytes, is refused with a kInvalidInput error that says which limit.
+  explicit StoreTable(std::size_t max_value_bytes = SIZE_MAX,
+                      std::size_t max_total_bytes = SIZE_MAX)
+      : max_value_(max_value_bytes), max_total_(max_total_bytes) {}
+
+  void set(const std::string& key, Bytes value);
   // The value, or null when the key is absent.
   const Bytes* get(const std::string& key) const;
   // The keys of `keys` that are absent, in their order.
@@ -26,11 +33,18 @@ class StoreTable {
   // Stores `desired` when the value equals `expected` (nullopt: the key is absent); returns the
   // value held afterwards (empty when absent).
   Bytes compare_set(const std::string& key, const std::optional<Bytes>& expected, Bytes desired);
-  bool remove(const std::string& key) { return data_.erase(key) > 0; }
+  bool remove(const std::string& key);
   std::size_t size() const { return data_.size(); }
+  // Bytes of keys and values held.
+  std::size_t bytes() const { return bytes_; }
 
  private:
+  void check_fits(const std::string& key, std::size_t value_size) const;
+
   std::map<std::string, Bytes> data_;
+  std::size_t max_value_;
+  std::size_t max_total_;
+  std::size_t bytes_ = 0;
 };
 
 }  // namespace tpcomm::control

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "socket_util.hpp"
+#include "store_auth.hpp"
 #include "store_protocol.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/tcp_store.hpp"
@@ -17,6 +18,8 @@ using store_wire::Type;
 
 // Slack on top of a wait's own timeout for the server's answer to arrive.
 constexpr std::chrono::milliseconds kReplySlack{2000};
+// A store answers the handshake at once; something that does not is not a tpcomm store.
+constexpr std::chrono::milliseconds kHandshakeBudget{10'000};
 
 class TcpStoreClient final : public Store {
  public:
@@ -29,6 +32,11 @@ class TcpStoreClient final : public Store {
   void set_ephemeral(const std::string& key, const Bytes& value) override {
     expect(call(store_wire::Writer(Type::kSetEphemeral).string(key).bytes(value)), Type::kOk,
            "set");
+  }
+  Bytes claim_ephemeral(const std::string& key, const Bytes& value) override {
+    Reply r = call(store_wire::Writer(Type::kClaimEphemeral).string(key).bytes(value));
+    expect(r, Type::kValue, "claim");
+    return store_wire::Reader(r.payload.data(), r.payload.size()).bytes();
   }
   std::optional<Bytes> get(const std::string& key) override {
     Reply r = call(store_wire::Writer(Type::kGet).string(key));
@@ -67,6 +75,38 @@ class TcpStoreClient final : public Store {
     expect(r, Type::kBool, "delete");
     return store_wire::Reader(r.payload.data(), r.payload.size()).u8() != 0;
   }
+  // Both ends prove the secret (docs/store.md, "Authentication"); throws kInvalidInput when they
+  // disagree, and kUnavailable when the other end does not speak the protocol.
+  void handshake(const std::string& secret, const Deadline& deadline) {
+    const Bytes client_nonce = control::random_nonce();
+    Reply challenge = call(store_wire::Writer(Type::kHello).bytes(client_nonce), deadline);
+    expect(challenge, Type::kChallenge, "handshake");
+    store_wire::Reader r(challenge.payload.data(), challenge.payload.size());
+    const Bytes server_nonce = r.bytes();
+    const bool required = r.u8() != 0;
+    if (required && secret.empty()) {
+      refuse(fmt::format("the store at {} requires the group's secret and this rank has none (set "
+                         "TPCOMM_STORE_SECRET or TPCOMM_STORE_SECRET_FILE as for the store)",
+                         address_));
+    }
+    if (!required && !secret.empty()) {
+      refuse(fmt::format("the store at {} does not know this group's secret: it belongs to another "
+                         "group or was started without TPCOMM_STORE_SECRET",
+                         address_));
+    }
+    Bytes proof =
+        secret.empty() ? Bytes{} : control::client_proof(secret, server_nonce, client_nonce);
+    Reply welcome = call(store_wire::Writer(Type::kProof).bytes(proof), deadline);
+    expect(welcome, Type::kWelcome, "handshake");
+    Bytes theirs = store_wire::Reader(welcome.payload.data(), welcome.payload.size()).bytes();
+    if (!secret.empty() && !control::same_proof(theirs, control::server_proof(
+                                                            secret, server_nonce, client_nonce))) {
+      refuse(fmt::format("the store at {} did not prove this group's secret: it is not this "
+                         "group's store",
+                         address_));
+    }
+  }
+
   std::size_t size() override {
     Reply r = call(store_wire::Writer(Type::kSize));
     expect(r, Type::kInteger, "size");
@@ -98,6 +138,12 @@ class TcpStoreClient final : public Store {
     return reply;
   }
 
+  [[noreturn]] void refuse(const std::string& why) {
+    broken_ = true;
+    broken_message_ = why;
+    throw Error(ErrorCode::kInvalidInput, why);
+  }
+
   [[noreturn]] void fail(const std::string& why) {
     broken_ = true;
     broken_message_ = fmt::format("the store at {} is unreachable: {}", address_, why);
@@ -108,7 +154,7 @@ class TcpStoreClient final : public Store {
     if (r.type == type) return;
     if (r.type == Type::kError) {
       throw Error(ErrorCode::kInvalidInput,
-                  fmt::format("store {} refused: {}", what,
+                  fmt::format("the store at {} refused the {}: {}", address_, what,
                               store_wire::Reader(r.payload.data(), r.payload.size()).string()));
     }
     throw Error(ErrorCode::kInternal,
@@ -125,12 +171,26 @@ class TcpStoreClient final : public Store {
 }  // namespace
 
 std::shared_ptr<Store> connect_tcp_store(const std::string& host, std::uint16_t port,
-                                         const Deadline& deadline) {
+                                         const Deadline& deadline, const std::string& secret) {
   const std::string address = fmt::format("{}:{}", host, port);
   std::string why;
   while (true) {
     net::Fd fd = net::connect_tcp(host, port, &why);
-    if (fd.get() >= 0) return std::make_shared<TcpStoreClient>(std::move(fd), address);
+    if (fd.get() >= 0) {
+      auto client = std::make_shared<TcpStoreClient>(std::move(fd), address);
+      try {
+        client->handshake(secret,
+                          Deadline::after(std::min(deadline.remaining(), kHandshakeBudget)));
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::kUnavailable) throw;
+        throw Error(ErrorCode::kUnavailable,
+                    fmt::format("{} during the handshake: is the server on that port a tpcomm "
+                                "store of protocol {}? (torchrun's own store also listens on "
+                                "MASTER_PORT; see docs/store.md)",
+                                e.what(), store_wire::kVersion));
+      }
+      return client;
+    }
     if (deadline.expired()) {
       throw Error(ErrorCode::kTimeout,
                   fmt::format("cannot reach the store at {} within {} ms: {} (is MASTER_ADDR / "

@@ -132,12 +132,12 @@ TEST(TcpStoreServer, DropsGarbageTruncatedAndOversizedClientsAndKeepsServing) {
   close(garbage);
 
   int truncated = raw_connect(server.port());
-  const std::uint8_t header_start[] = {0x54, 0x53, 0x50, 0x54, 1, 0, 1, 0, 100};  // 9 of 12 bytes
+  const std::uint8_t header_start[] = {0x54, 0x53, 0x50, 0x54, 2, 0, 1, 0, 100};  // 9 of 12 bytes
   ASSERT_GT(send(truncated, header_start, sizeof(header_start), 0), 0);
   close(truncated);  // the server reads the 9 bytes, then the end of the stream
 
   int oversized = raw_connect(server.port());
-  const std::uint8_t huge[] = {0x54, 0x53, 0x50, 0x54, 1, 0, 1, 0, 0xff, 0xff, 0xff, 0x7f};
+  const std::uint8_t huge[] = {0x54, 0x53, 0x50, 0x54, 2, 0, 1, 0, 0xff, 0xff, 0xff, 0x7f};
   ASSERT_GT(send(oversized, huge, sizeof(huge), 0), 0);
   EXPECT_TRUE(dropped(oversized));
   close(oversized);
@@ -157,7 +157,7 @@ TEST(TcpStoreServer, DropsGarbageTruncatedAndOversizedClientsAndKeepsServing) {
             std::string::npos)
       << log;
   EXPECT_NE(log.find("is above the limit of"), std::string::npos) << log;
-  EXPECT_NE(log.find("protocol version 9 (this store speaks 1)"), std::string::npos) << log;
+  EXPECT_NE(log.find("protocol version 9 (this store speaks 2)"), std::string::npos) << log;
   EXPECT_NE(log.find("the store keeps serving the others"), std::string::npos) << log;
   // The well-behaved client never noticed.
   EXPECT_EQ(good->get("k"), b("v"));

@@ -13,10 +13,13 @@
 #include <fmt/format.h>
 
 #include "control/socket_util.hpp"
+#include "control/store_auth.hpp"
+#include "gloo_pairs.hpp"
 #include "gloo_store_adapter.hpp"
 #include "tpcomm/error.hpp"
 #include "transport/common/call_identity.hpp"
 #include "transport/common/convert.hpp"
+#include "transport/common/sigpipe_guard.hpp"
 
 namespace tpcomm::transport {
 namespace {
@@ -72,6 +75,7 @@ class GlooBackend final : public CollectiveBackend {
   }
 
   void run_setup_step(int step, const Deadline& deadline) override {
+    SigpipeGuard no_sigpipe;  // also Gloo's event loop thread, started here, keeps it blocked
     try {
       if (step == 0) {
         // Gloo crashes on an address it cannot resolve: refuse it here, with the reason.
@@ -88,9 +92,12 @@ class GlooBackend final : public CollectiveBackend {
       adapter_ = std::make_shared<GlooStoreAdapter>(
           ctx_.bootstrap->store(), fmt::format("tpcomm/c{:016x}/gloo/", ctx_.comm_id),
           deadline.remaining());
+      const Bytes token = control::random_nonce();
+      publish_gloo_member_token(*adapter_, ctx_.rank, token);
       auto context = std::make_shared<gloo::rendezvous::Context>(ctx_.rank, ctx_.size);
       context->setTimeout(ctx_.timeout);
       context->connectFullMesh(*adapter_, device_);
+      verify_gloo_members(*context, *adapter_, token, deadline.remaining());
       context_ = context;
     } catch (const Error&) {
       throw;
@@ -106,6 +113,7 @@ class GlooBackend final : public CollectiveBackend {
 
   void run(const Call& call) override {
     if (!context_) throw Error(ErrorCode::kInternal, "gloo backend used before set-up");
+    SigpipeGuard no_sigpipe;
     try {
       check_same_call(call);
       switch (call.op) {
