@@ -16,9 +16,15 @@ namespace tpcomm::cli {
 
 std::vector<std::string> rank_environment(int rank, int size, int local_rank, int local_size,
                                           const GroupLaunch& group) {
-  static const char* kOurs[] = {"RANK=",           "WORLD_SIZE=",     "LOCAL_RANK=",
-                                "LOCAL_WORLD_SIZE=", "MASTER_ADDR=",  "MASTER_PORT=",
-                                "TPCOMM_GROUP_ID=",  "TPCOMM_STORE_SECRET=", "TPCOMM_STORE_SECRET_FILE="};
+  static const char* kOurs[] = {"RANK=",
+                                "WORLD_SIZE=",
+                                "LOCAL_RANK=",
+                                "LOCAL_WORLD_SIZE=",
+                                "MASTER_ADDR=",
+                                "MASTER_PORT=",
+                                "TPCOMM_GROUP_ID=",
+                                "TPCOMM_STORE_SECRET=",
+                                "TPCOMM_STORE_SECRET_FILE="};
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     bool replaced = false;

@@ -36,8 +36,7 @@ class TcpStoreServer {
  public:
   // Binds and starts serving on a background thread. Port 0 picks a free port. Throws
   // kUnavailable when the address cannot be bound (the message says why).
-  TcpStoreServer(const std::string& bind_address, std::uint16_t port,
-                 TcpStoreOptions options = {});
+  TcpStoreServer(const std::string& bind_address, std::uint16_t port, TcpStoreOptions options = {});
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;

@@ -94,7 +94,8 @@ const std::vector<EnvVar>& env_registry() {
        EnvKind::kString,
        "",
        "names this group on its store, so groups sharing one store stay apart (tpcomm run sets "
-       "it; default: TORCHELASTIC_RUN_ID or the MPI job, else a token rank 0 claims the store with)",
+       "it; default: TORCHELASTIC_RUN_ID or the MPI job, else a token rank 0 claims the store "
+       "with)",
        {}},
       {"TPCOMM_FAULT",
        EnvKind::kString,

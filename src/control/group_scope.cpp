@@ -13,14 +13,16 @@ namespace tpcomm::control {
 namespace {
 
 constexpr const char* kClaimKey = "tpcomm/claim";  // an anonymous group's token
-constexpr const char* kBrokenKey = "broken";        // within the group: why it cannot form
+constexpr const char* kBrokenKey = "broken";       // within the group: why it cannot form
 
 class PrefixedStore final : public Store {
  public:
   PrefixedStore(std::shared_ptr<Store> inner, std::string prefix)
       : inner_(std::move(inner)), prefix_(std::move(prefix)) {}
 
-  void set(const std::string& key, const Bytes& value) override { inner_->set(prefix_ + key, value); }
+  void set(const std::string& key, const Bytes& value) override {
+    inner_->set(prefix_ + key, value);
+  }
   std::optional<Bytes> get(const std::string& key) override { return inner_->get(prefix_ + key); }
   std::vector<std::string> wait_for(const std::vector<std::string>& keys,
                                     const Deadline& deadline) override {
@@ -109,9 +111,12 @@ std::shared_ptr<Store> make_prefixed_store(std::shared_ptr<Store> inner, std::st
 std::shared_ptr<Store> join_group(std::shared_ptr<Store> store, const std::string& where,
                                   const std::optional<std::string>& group_id, int rank,
                                   const Deadline& deadline) {
-  const std::string id = group_id ? *group_id : anonymous_group_token(*store, where, rank, deadline);
+  const std::string id =
+      group_id ? *group_id : anonymous_group_token(*store, where, rank, deadline);
   auto scoped = make_prefixed_store(std::move(store), fmt::format("tpcomm/g/{}/", id));
-  const std::string mine = this_process();
+  // Unique even for two joins from one process (a thread per rank in tests).
+  const std::string mine =
+      fmt::format("{}, join {}", this_process(), generate_store_secret().substr(0, 8));
   const std::string held =
       to_text(scoped->claim_ephemeral(fmt::format("slot/{}", rank), to_bytes(mine)));
   if (held != mine) {

@@ -117,9 +117,9 @@ std::shared_ptr<Bootstrap> bootstrap_from_environment(const Deadline& deadline) 
   std::unique_ptr<TcpStoreServer> server;
   if (*rank == 0) server = host_store(*addr, store_port, *size, secret);
   auto store = connect_tcp_store(*addr, store_port, deadline, secret.value_or(""));
-  auto group = control::join_group(std::move(store), fmt::format("{}:{}", *addr, store_port),
-                                   control::group_id_from_environment(), static_cast<int>(*rank),
-                                   deadline);
+  auto group =
+      control::join_group(std::move(store), fmt::format("{}:{}", *addr, store_port),
+                          control::group_id_from_environment(), static_cast<int>(*rank), deadline);
   if (server) group->set(control::kStoreServedByKey, Bytes{'0'});
   auto inner =
       make_store_bootstrap(std::move(group), static_cast<int>(*rank), static_cast<int>(*size));

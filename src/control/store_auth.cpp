@@ -35,9 +35,10 @@ Bytes hmac(const std::string& secret, std::string_view label, const Bytes& first
 std::string checked_secret(std::string secret, std::string_view source) {
   while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
   if (secret.empty()) {
-    throw invalid_input(fmt::format("{} is empty: a store secret needs at least one byte "
-                                    "(tpcomm run makes one for its ranks)",
-                                    source));
+    throw invalid_input(
+        fmt::format("{} is empty: a store secret needs at least one byte "
+                    "(tpcomm run makes one for its ranks)",
+                    source));
   }
   if (secret.size() > kMaxSecretBytes) {
     throw invalid_input(fmt::format("{} holds {} bytes; a store secret is at most {}", source,
@@ -83,7 +84,8 @@ std::optional<std::string> store_secret_from_environment() {
   if (auto path = env_raw("TPCOMM_STORE_SECRET_FILE")) {
     std::string text = detail::read_text_file(*path, "TPCOMM_STORE_SECRET_FILE");
     if (auto newline = text.find('\n'); newline != std::string::npos) text.resize(newline);
-    return checked_secret(text, fmt::format("the secret file {} (TPCOMM_STORE_SECRET_FILE)", *path));
+    return checked_secret(text,
+                          fmt::format("the secret file {} (TPCOMM_STORE_SECRET_FILE)", *path));
   }
   return std::nullopt;
 }

@@ -13,7 +13,7 @@
 namespace tpcomm::store_wire {
 
 constexpr std::uint32_t kMagic = 0x54505354;  // "TPST"
-constexpr std::uint16_t kVersion = 2;  // 2: the handshake (kHello ... kWelcome)
+constexpr std::uint16_t kVersion = 2;         // 2: the handshake (kHello ... kWelcome)
 constexpr std::size_t kHeaderSize = 12;
 constexpr std::uint32_t kMaxPayload = 64u << 20;  // 64 MiB: a bound, not an expectation
 
@@ -25,9 +25,9 @@ enum class Type : std::uint16_t {
   kCompareSet = 5,
   kDelete = 6,
   kSize = 7,
-  kSetEphemeral = 8,  // like kSet, but deleted when the connection closes
-  kHello = 9,          // client nonce: the first frame of every connection
-  kProof = 10,         // the client's HMAC over both nonces (empty without a secret)
+  kSetEphemeral = 8,     // like kSet, but deleted when the connection closes
+  kHello = 9,            // client nonce: the first frame of every connection
+  kProof = 10,           // the client's HMAC over both nonces (empty without a secret)
   kClaimEphemeral = 11,  // set when absent, deleted when the connection closes; VALUE(held)
   kOk = 100,
   kValue = 101,

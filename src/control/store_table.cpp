@@ -11,16 +11,18 @@ namespace tpcomm::control {
 
 void StoreTable::check_fits(const std::string& key, std::size_t value_size) const {
   if (value_size > max_value_) {
-    throw invalid_input(fmt::format("a value of {} bytes for {} is above the store's limit of {} "
-                                    "bytes per value",
-                                    value_size, key, max_value_));
+    throw invalid_input(
+        fmt::format("a value of {} bytes for {} is above the store's limit of {} "
+                    "bytes per value",
+                    value_size, key, max_value_));
   }
   auto it = data_.find(key);
   const std::size_t held = it == data_.end() ? 0 : key.size() + it->second.size();
   if (bytes_ - held + key.size() + value_size > max_total_) {
-    throw invalid_input(fmt::format("the store is full: it holds {} bytes and {} more for {} would "
-                                    "pass its limit of {}",
-                                    bytes_, key.size() + value_size, key, max_total_));
+    throw invalid_input(
+        fmt::format("the store is full: it holds {} bytes and {} more for {} would "
+                    "pass its limit of {}",
+                    bytes_, key.size() + value_size, key, max_total_));
   }
 }
 

@@ -3,8 +3,8 @@
 // mutex, a frame on a socket). Not thread-safe: its owner locks.
 #pragma once
 
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>

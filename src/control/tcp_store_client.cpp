@@ -85,25 +85,28 @@ class TcpStoreClient final : public Store {
     const Bytes server_nonce = r.bytes();
     const bool required = r.u8() != 0;
     if (required && secret.empty()) {
-      refuse(fmt::format("the store at {} requires the group's secret and this rank has none (set "
-                         "TPCOMM_STORE_SECRET or TPCOMM_STORE_SECRET_FILE as for the store)",
-                         address_));
+      refuse(
+          fmt::format("the store at {} requires the group's secret and this rank has none (set "
+                      "TPCOMM_STORE_SECRET or TPCOMM_STORE_SECRET_FILE as for the store)",
+                      address_));
     }
     if (!required && !secret.empty()) {
-      refuse(fmt::format("the store at {} does not know this group's secret: it belongs to another "
-                         "group or was started without TPCOMM_STORE_SECRET",
-                         address_));
+      refuse(
+          fmt::format("the store at {} does not know this group's secret: it belongs to another "
+                      "group or was started without TPCOMM_STORE_SECRET",
+                      address_));
     }
     Bytes proof =
         secret.empty() ? Bytes{} : control::client_proof(secret, server_nonce, client_nonce);
     Reply welcome = call(store_wire::Writer(Type::kProof).bytes(proof), deadline);
     expect(welcome, Type::kWelcome, "handshake");
     Bytes theirs = store_wire::Reader(welcome.payload.data(), welcome.payload.size()).bytes();
-    if (!secret.empty() && !control::same_proof(theirs, control::server_proof(
-                                                            secret, server_nonce, client_nonce))) {
-      refuse(fmt::format("the store at {} did not prove this group's secret: it is not this "
-                         "group's store",
-                         address_));
+    if (!secret.empty() &&
+        !control::same_proof(theirs, control::server_proof(secret, server_nonce, client_nonce))) {
+      refuse(
+          fmt::format("the store at {} did not prove this group's secret: it is not this "
+                      "group's store",
+                      address_));
     }
   }
 

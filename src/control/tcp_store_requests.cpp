@@ -64,13 +64,15 @@ void Impl::handle_proof(Client& c, store_wire::Reader& r) {
   r.expect_end();
   if (!options.secret.empty()) {
     if (proof.empty()) {
-      return refuse_and_close(c, "this store requires the group's secret and the client sent "
-                                 "none (set TPCOMM_STORE_SECRET or TPCOMM_STORE_SECRET_FILE)");
+      return refuse_and_close(c,
+                              "this store requires the group's secret and the client sent "
+                              "none (set TPCOMM_STORE_SECRET or TPCOMM_STORE_SECRET_FILE)");
     }
-    if (!control::same_proof(proof, control::client_proof(options.secret, c.server_nonce,
-                                                           c.client_nonce))) {
-      return refuse_and_close(c, "authentication failed: the client's secret is not this "
-                                 "store's (another group's store, or TPCOMM_STORE_SECRET differs)");
+    if (!control::same_proof(
+            proof, control::client_proof(options.secret, c.server_nonce, c.client_nonce))) {
+      return refuse_and_close(c,
+                              "authentication failed: the client's secret is not this "
+                              "store's (another group's store, or TPCOMM_STORE_SECRET differs)");
     }
   }
   c.stage = Stage::kReady;

@@ -41,7 +41,8 @@ void verify_gloo_members(gloo::Context& context, GlooStoreAdapter& adapter, cons
     std::vector<char> expected = adapter.get(member_key(peer));
     const Bytes& got = received[static_cast<std::size_t>(peer)];
     if (expected.size() != got.size() ||
-        !std::equal(got.begin(), got.end(), reinterpret_cast<const std::uint8_t*>(expected.data()))) {
+        !std::equal(got.begin(), got.end(),
+                    reinterpret_cast<const std::uint8_t*>(expected.data()))) {
       throw Error(ErrorCode::kMismatch,
                   fmt::format("gloo: the connection that rank {} should have made to rank {} did "
                               "not prove its membership (its token is not the one rank {} "
