@@ -13,8 +13,8 @@
 #include <fmt/format.h>
 
 #include <fstream>
-#include <sstream>
 #include <map>
+#include <sstream>
 #include <thread>
 
 #include "support/test_support.hpp"
@@ -110,8 +110,8 @@ TEST(TwoJobs, ASecondJobOnTheSameMasterPortFailsSayingSoAndTheFirstRunsOn) {
   }
   std::vector<pid_t> b;
   for (int r = 0; r < 2; ++r) {
-    b.push_back(start({kWorker, "correctness"}, rank_env(r, 2, port),
-                      out_path("b" + std::to_string(r))));
+    b.push_back(
+        start({kWorker, "correctness"}, rank_env(r, 2, port), out_path("b" + std::to_string(r))));
   }
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(wait_exit(b[static_cast<std::size_t>(r)]), 3) << "kMismatch";
@@ -216,7 +216,8 @@ TEST(StoreLimitsUnderLoad, ElevenHundredIdleConnectionsNeitherStopAGroupNorSpinT
   getrlimit(RLIMIT_NOFILE, &lim);
   lim.rlim_cur = std::min<rlim_t>(lim.rlim_max, 4096);
   setrlimit(RLIMIT_NOFILE, &lim);
-  if (lim.rlim_cur < 1200) GTEST_SKIP() << "needs 1200 descriptors; the hard limit is " << lim.rlim_max;
+  if (lim.rlim_cur < 1200)
+    GTEST_SKIP() << "needs 1200 descriptors; the hard limit is " << lim.rlim_max;
   const std::uint16_t port = free_port();
   pid_t store = start({TPCOMM_BIN, "store", "--port", std::to_string(port)}, {}, out_path("load"));
   ASSERT_TRUE(wait_for_text(out_path("load"), "listening on", 20s)) << read_all(out_path("load"));

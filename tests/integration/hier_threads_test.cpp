@@ -97,3 +97,60 @@ TEST(HierOnThreads, ARankThatNeverCallsIsATimeoutNamingIt) {
 
 }  // namespace
 }  // namespace tpcomm
+
+namespace tpcomm {
+namespace {
+
+// Communicator::abort() from another thread while a call waits in Gloo for a peer that has not
+// come (issue 12, item 8): the call fails at once instead of at its deadline, and the peer that
+// comes later fails too instead of completing a call its partner gave up on.
+void abort_unblocks(const std::string& engine, const detail::Platform& platform, int ranks) {
+  std::vector<std::string> errors(static_cast<std::size_t>(ranks));
+  std::vector<double> waited_s(static_cast<std::size_t>(ranks));
+  const auto group = make_thread_group(ranks);
+  test::on_ranks(group, [&](int r, std::shared_ptr<Bootstrap> bs) {
+    CommunicatorOptions o;
+    o.timeout = 20s;
+    o.disabled = {Backend::kShm};
+    auto comm = detail::create_communicator(bs, o, platform);
+    EXPECT_EQ(comm->plan().ops.at(Op::kAllReduce).table[0].backend,
+              engine == "hier" ? Backend::kHier : Backend::kGloo);
+    std::vector<float> data(4096, static_cast<float>(r + 1));
+    const bool late = r == ranks - 1;
+    if (late) std::this_thread::sleep_for(1500ms);  // its peers are blocked and aborted meanwhile
+    std::thread aborter;
+    if (r == 0) {
+      aborter = std::thread([&] {
+        std::this_thread::sleep_for(300ms);
+        comm->abort("stop waiting");
+      });
+    }
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      comm->all_reduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
+    } catch (const Error& e) {
+      errors[static_cast<std::size_t>(r)] = e.what();
+    }
+    waited_s[static_cast<std::size_t>(r)] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (aborter.joinable()) aborter.join();
+  });
+  EXPECT_NE(errors[0].find("aborted"), std::string::npos) << errors[0];
+  EXPECT_LT(waited_s[0], 10.0) << "the aborted call waited for its deadline (20 s)";
+  for (int r = 1; r < ranks; ++r) {
+    EXPECT_FALSE(errors[static_cast<std::size_t>(r)].empty())
+        << "rank " << r << " completed a call rank 0 had given up on";
+    EXPECT_LT(waited_s[static_cast<std::size_t>(r)], 10.0) << "rank " << r;
+  }
+}
+
+TEST(AbortFromAnotherThread, UnblocksACallWaitingInGloo) {
+  abort_unblocks("gloo", detail::builtin_platform(), 2);
+}
+
+TEST(AbortFromAnotherThread, UnblocksACallWaitingInHiersGlooStage) {
+  abort_unblocks("hier", two_nodes(), 4);
+}
+
+}  // namespace
+}  // namespace tpcomm

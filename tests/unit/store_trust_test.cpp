@@ -110,9 +110,9 @@ TEST(StoreAuthentication, TheRightSecretIsServedAndEveryWrongOneIsRefusedWithThe
   EXPECT_EQ(good->get("k"), b("v"));
 
   ::testing::internal::CaptureStderr();
-  auto wrong = error_of(
-      [&] { connect_tcp_store("127.0.0.1", server.port(), Deadline::after(5s), "guess"); },
-      ErrorCode::kInvalidInput);
+  auto wrong =
+      error_of([&] { connect_tcp_store("127.0.0.1", server.port(), Deadline::after(5s), "guess"); },
+               ErrorCode::kInvalidInput);
   EXPECT_NE(wrong.find("authentication failed: the client's secret is not this store's"),
             std::string::npos)
       << wrong;
@@ -272,8 +272,9 @@ TEST(GroupScope, ASecondAnonymousGroupOnAStoreIsRefusedAndTheFirstIsMarkedBroken
   control::check_group_intact(*a1);  // formed: rank 1 adopted rank 0's token
   a0->set("x", b("1"));
   EXPECT_EQ(a1->get("x"), b("1"));
-  auto e = error_of([&] { control::join_group(raw(), "H:1", std::nullopt, 0, Deadline::after(5s)); },
-                    ErrorCode::kMismatch);
+  auto e =
+      error_of([&] { control::join_group(raw(), "H:1", std::nullopt, 0, Deadline::after(5s)); },
+               ErrorCode::kMismatch);
   EXPECT_NE(e.find("two groups met on the store at H:1"), std::string::npos) << e;
   EXPECT_NE(e.find("set TPCOMM_GROUP_ID per job"), std::string::npos) << e;
   auto broken = error_of([&] { control::check_group_intact(*a0); }, ErrorCode::kMismatch);

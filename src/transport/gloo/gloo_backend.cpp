@@ -16,6 +16,7 @@
 #include "control/store_auth.hpp"
 #include "gloo_pairs.hpp"
 #include "gloo_store_adapter.hpp"
+#include "gloo_worker.hpp"
 #include "tpcomm/error.hpp"
 #include "transport/common/call_identity.hpp"
 #include "transport/common/convert.hpp"
@@ -62,6 +63,115 @@ std::uint32_t check_tag(std::uint64_t sequence) {
 }
 std::uint32_t data_tag(std::uint64_t sequence) {
   return static_cast<std::uint32_t>(sequence * 2 + 1);
+}
+
+// What a job needs of its backend, copied so that an abandoned job depends on nothing else.
+struct GlooGroup {
+  std::shared_ptr<gloo::Context> context;
+  int rank;
+  int size;
+  std::chrono::milliseconds timeout;
+};
+
+// Every rank's call, compared before any data moves: Gloo would mix the data of different calls
+// silently (sum on one rank, max on another), or abort the process on a size mismatch. One small
+// all-gather; Gloo's calls cost far more.
+void check_same_call(const GlooGroup& g, CallIdentity mine, std::uint64_t sequence) {
+  std::vector<CallIdentity> all(static_cast<std::size_t>(g.size));
+  gloo::AllgatherOptions opts(g.context);
+  opts.setInput(reinterpret_cast<std::uint8_t*>(&mine), sizeof(mine));
+  opts.setOutput(reinterpret_cast<std::uint8_t*>(all.data()), sizeof(CallIdentity) * all.size());
+  opts.setTag(check_tag(sequence));
+  opts.setTimeout(g.timeout);
+  gloo::allgather(opts);
+  for (int r = 0; r < g.size; ++r) {
+    const CallIdentity& theirs = all[static_cast<std::size_t>(r)];
+    if (!(theirs == mine)) {
+      throw Error(ErrorCode::kMismatch, fmt::format("rank {} called {} but rank {} called {}", r,
+                                                    describe(theirs), g.rank, describe(mine)));
+    }
+  }
+}
+
+// Reduces `count` fp32 values in place across ranks.
+void reduce_floats(const GlooGroup& g, float* data, std::size_t count, ReduceOp op,
+                   std::uint64_t sequence) {
+  if (count == 0) return;
+  gloo::AllreduceOptions opts(g.context);
+  opts.setOutput(data, count);
+  opts.setReduceFunction(gloo::AllreduceOptions::Func(reduce_fn(op)));
+  opts.setTag(data_tag(sequence));
+  opts.setTimeout(g.timeout);
+  gloo::allreduce(opts);
+  if (op == ReduceOp::kAvg) {
+    const float w = static_cast<float>(g.size);
+    for (std::size_t i = 0; i < count; ++i) data[i] /= w;
+  }
+}
+
+void all_reduce(const GlooGroup& g, const Call& c) {
+  if (c.type == DataType::kFloat32) {
+    auto* out = static_cast<float*>(c.output);
+    if (c.input != c.output) std::memcpy(out, c.input, c.count * sizeof(float));
+    reduce_floats(g, out, c.count, c.reduce, c.sequence);
+    return;
+  }
+  std::vector<float> wide(c.count);
+  to_float(c.input, c.type, c.count, wide.data());
+  reduce_floats(g, wide.data(), c.count, c.reduce, c.sequence);
+  from_float(wide.data(), c.type, c.count, c.output);
+}
+
+void all_gather(const GlooGroup& g, const Call& c) {
+  const std::size_t bytes = c.count * size_of(c.type);
+  if (bytes == 0) return;
+  gloo::AllgatherOptions opts(g.context);
+  opts.setInput(const_cast<std::uint8_t*>(static_cast<const std::uint8_t*>(c.input)), bytes);
+  opts.setOutput(static_cast<std::uint8_t*>(c.output), bytes * static_cast<std::size_t>(g.size));
+  opts.setTag(data_tag(c.sequence));
+  opts.setTimeout(g.timeout);
+  gloo::allgather(opts);
+}
+
+// An all-reduce of the whole input in fp32, then this rank's slice (Gloo has no bounded-memory
+// reduce-scatter for arbitrary element types; the shm and CUDA paths have their own).
+void reduce_scatter(const GlooGroup& g, const Call& c) {
+  const std::size_t total = c.count * static_cast<std::size_t>(g.size);
+  if (total == 0) return;
+  std::vector<float> wide(total);
+  to_float(c.input, c.type, total, wide.data());
+  reduce_floats(g, wide.data(), total, c.reduce, c.sequence);
+  from_float(wide.data() + static_cast<std::size_t>(g.rank) * c.count, c.type, c.count, c.output);
+}
+
+// A call's data in buffers of its own: the caller's may be gone when an abandoned job ends.
+struct StagedCall {
+  StagedCall(const Call& c, int size) : call(c) {
+    const std::size_t slice = c.count * size_of(c.type);
+    const std::size_t all = slice * static_cast<std::size_t>(size);
+    const std::size_t in_bytes = c.op == Op::kReduceScatter ? all : slice;
+    input.assign(static_cast<const std::uint8_t*>(c.input),
+                 static_cast<const std::uint8_t*>(c.input) + in_bytes);
+    output.resize(c.op == Op::kAllGather ? all : slice);
+    call.input = input.data();
+    call.output = output.data();
+    call.outer = nullptr;
+  }
+  Call call;
+  std::vector<std::uint8_t> input;
+  std::vector<std::uint8_t> output;
+};
+
+void run_staged(const GlooGroup& g, const Call& c, CallIdentity identity) {
+  check_same_call(g, identity, c.sequence);
+  switch (c.op) {
+    case Op::kAllReduce:
+      return all_reduce(g, c);
+    case Op::kAllGather:
+      return all_gather(g, c);
+    case Op::kReduceScatter:
+      return reduce_scatter(g, c);
+  }
 }
 
 class GlooBackend final : public CollectiveBackend {
@@ -111,22 +221,15 @@ class GlooBackend final : public CollectiveBackend {
     if (adapter_) adapter_->remove_own_keys();
   }
 
+  // Runs on the worker thread; the caller waits for it or for abort().
   void run(const Call& call) override {
     if (!context_) throw Error(ErrorCode::kInternal, "gloo backend used before set-up");
-    SigpipeGuard no_sigpipe;
+    const GlooGroup group{context_, ctx_.rank, ctx_.size, ctx_.timeout};
+    auto staged = std::make_shared<StagedCall>(call, ctx_.size);
+    const CallIdentity identity = identity_of(call);
     try {
-      check_same_call(call);
-      switch (call.op) {
-        case Op::kAllReduce:
-          all_reduce(call);
-          return;
-        case Op::kAllGather:
-          all_gather(call);
-          return;
-        case Op::kReduceScatter:
-          reduce_scatter(call);
-          return;
-      }
+      worker_.run([group, staged, identity] { run_staged(group, staged->call, identity); },
+                  ctx_.timeout + std::chrono::seconds(5));
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
@@ -135,98 +238,22 @@ class GlooBackend final : public CollectiveBackend {
       throw Error(timed_out ? ErrorCode::kTimeout : ErrorCode::kUnavailable,
                   fmt::format("gloo: {}", e.what()));
     }
+    std::memcpy(call.output, staged->output.data(), staged->output.size());
   }
 
+  // From any thread: the waiting call fails at once, and closing the connections makes every
+  // peer's pending Gloo call fail too instead of completing with a rank that gave up.
   void abort() override {
-    context_.reset();  // closes the pairs: peers blocked on us see the connection drop
-    device_.reset();
+    worker_.abandon("gloo: the communicator was aborted while this call was in Gloo");
+    if (context_) context_->closeConnections();
   }
 
  private:
-  // Every rank's call, compared before any data moves: Gloo would mix the data of different
-  // calls silently (sum on one rank, max on another), or abort the process on a size mismatch.
-  // One small all-gather; Gloo's calls cost far more.
-  void check_same_call(const Call& c) {
-    CallIdentity mine = identity_of(c);
-    std::vector<CallIdentity> all(static_cast<std::size_t>(ctx_.size));
-    gloo::AllgatherOptions opts(context_);
-    opts.setInput(reinterpret_cast<std::uint8_t*>(&mine), sizeof(mine));
-    opts.setOutput(reinterpret_cast<std::uint8_t*>(all.data()), sizeof(CallIdentity) * all.size());
-    opts.setTag(check_tag(c.sequence));
-    opts.setTimeout(ctx_.timeout);
-    gloo::allgather(opts);
-    for (int r = 0; r < ctx_.size; ++r) {
-      const CallIdentity& theirs = all[static_cast<std::size_t>(r)];
-      if (!(theirs == mine)) {
-        throw Error(ErrorCode::kMismatch, fmt::format("rank {} called {} but rank {} called {}", r,
-                                                      describe(theirs), ctx_.rank, describe(mine)));
-      }
-    }
-  }
-
-  // Reduces `count` fp32 values in place across ranks.
-  void reduce_floats(float* data, std::size_t count, ReduceOp op, std::uint64_t sequence) {
-    if (count == 0) return;
-    gloo::AllreduceOptions opts(context_);
-    opts.setOutput(data, count);
-    opts.setReduceFunction(gloo::AllreduceOptions::Func(reduce_fn(op)));
-    opts.setTag(data_tag(sequence));
-    opts.setTimeout(ctx_.timeout);
-    gloo::allreduce(opts);
-    if (op == ReduceOp::kAvg) {
-      const float w = static_cast<float>(ctx_.size);
-      for (std::size_t i = 0; i < count; ++i) data[i] /= w;
-    }
-  }
-
-  void all_reduce(const Call& c) {
-    if (c.type == DataType::kFloat32) {
-      auto* out = static_cast<float*>(c.output);
-      if (c.input != c.output) std::memcpy(out, c.input, c.count * sizeof(float));
-      reduce_floats(out, c.count, c.reduce, c.sequence);
-      return;
-    }
-    std::vector<float> wide(c.count);
-    to_float(c.input, c.type, c.count, wide.data());
-    reduce_floats(wide.data(), c.count, c.reduce, c.sequence);
-    from_float(wide.data(), c.type, c.count, c.output);
-  }
-
-  void all_gather(const Call& c) {
-    const std::size_t bytes = c.count * size_of(c.type);
-    if (bytes == 0) return;
-    auto* out = static_cast<std::uint8_t*>(c.output);
-    std::vector<std::uint8_t> copy;
-    const void* in = c.input;
-    if (in == out + static_cast<std::size_t>(ctx_.rank) * bytes) {  // in place
-      copy.assign(out + static_cast<std::size_t>(ctx_.rank) * bytes,
-                  out + static_cast<std::size_t>(ctx_.rank + 1) * bytes);
-      in = copy.data();
-    }
-    gloo::AllgatherOptions opts(context_);
-    opts.setInput(const_cast<std::uint8_t*>(static_cast<const std::uint8_t*>(in)), bytes);
-    opts.setOutput(out, bytes * static_cast<std::size_t>(ctx_.size));
-    opts.setTag(data_tag(c.sequence));
-    opts.setTimeout(ctx_.timeout);
-    gloo::allgather(opts);
-  }
-
-  // An all-reduce of the whole input in fp32, then this rank's slice (Gloo has no bounded-
-  // memory reduce-scatter for arbitrary element types; the shm and CUDA paths have their own).
-  void reduce_scatter(const Call& c) {
-    const std::size_t total = c.count * static_cast<std::size_t>(ctx_.size);
-    if (total == 0) return;
-    std::vector<float> wide(total);
-    to_float(c.input, c.type, total, wide.data());
-    reduce_floats(wide.data(), total, c.reduce, c.sequence);
-    from_float(wide.data() + static_cast<std::size_t>(ctx_.rank) * c.count, c.type, c.count,
-               c.output);
-  }
-
   BackendContext ctx_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<GlooStoreAdapter> adapter_;
   std::shared_ptr<gloo::Context> context_;
+  GlooWorker worker_;
 };
 
 }  // namespace
