@@ -86,9 +86,8 @@ void GlooWorker::run(std::function<void()> job, std::chrono::milliseconds limit)
   shared_->job = std::move(job);
   const std::uint64_t mine = ++shared_->posted;
   shared_->changed.notify_all();
-  const bool ended = shared_->changed.wait_for(lock, limit, [&] {
-    return shared_->finished == mine || !shared_->abandoned.empty();
-  });
+  const bool ended = shared_->changed.wait_for(
+      lock, limit, [&] { return shared_->finished == mine || !shared_->abandoned.empty(); });
   if (shared_->finished == mine) {
     if (shared_->error) std::rethrow_exception(shared_->error);
     return;
