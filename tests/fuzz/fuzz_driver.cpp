@@ -1,7 +1,7 @@
-// A bounded mutation fuzzer for `make test`: `tpcomm_fuzz TARGET DIR[:DIR...] [SECONDS] [SEED]`
-// runs every file of the corpus folders through the target, then mutates corpus entries (bit flips, byte
-// changes, insertions, deletions, splices of two entries, interesting numbers) until the time is
-// up. The seed is printed, so a failing run can be repeated; a bug aborts the process with the
+// A bounded mutation fuzzer for `make test`: `tpcomm_fuzz TARGET DIR[:DIR...] [SECONDS|Nx] [SEED]`
+// runs every file of the corpus folders through the target, then mutates corpus entries (bit flips,
+// byte changes, insertions, deletions, splices of two entries, interesting numbers) until the time
+// is up. The seed is printed, so a failing run can be repeated; a bug aborts the process with the
 // input written to fuzz-crash-<target>.bin. The same targets build for libFuzzer as well
 // (LLVMFuzzerTestOneInput below, docs/testing.md).
 #include <chrono>
@@ -26,8 +26,7 @@ std::vector<Input> read_corpus(const std::string& dirs) {
   std::size_t begin = 0;
   while (begin <= dirs.size()) {
     const std::size_t end = std::min(dirs.find(':', begin), dirs.size());
-    for (const auto& entry :
-         std::filesystem::directory_iterator(dirs.substr(begin, end - begin))) {
+    for (const auto& entry : std::filesystem::directory_iterator(dirs.substr(begin, end - begin))) {
       if (!entry.is_regular_file() || entry.path().extension() == ".tsv") continue;
       std::ifstream in(entry.path(), std::ios::binary);
       corpus.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -37,8 +36,9 @@ std::vector<Input> read_corpus(const std::string& dirs) {
   return corpus;
 }
 
-const char* const kInteresting[] = {"1E400", "-1", "0", "4294967296", "9223372036854775808",
-                                    "\"\"", "null", "[]", "{}", "1e-400", "\"\\u0000\""};
+const char* const kInteresting[] = {"1E400",      "-1",   "0",  "4294967296", "9223372036854775808",
+                                    "\"\"",       "null", "[]", "{}",         "1e-400",
+                                    "\"\\u0000\""};
 
 Input mutate(const std::vector<Input>& corpus, std::mt19937_64& rng) {
   auto pick = [&](std::size_t n) { return n == 0 ? 0 : static_cast<std::size_t>(rng() % n); };
@@ -99,7 +99,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 #else
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s facts|tuning|store DIR[:DIR...] [SECONDS] [SEED]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s facts|tuning|store DIR[:DIR...] [SECONDS|Nx] [SEED]\n",
+                 argv[0]);
     return 2;
   }
   const tpcomm::fuzz::Target* target = nullptr;
@@ -110,16 +111,22 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "unknown target %s (facts, tuning, store)\n", argv[1]);
     return 2;
   }
-  const double seconds = argc > 3 ? std::atof(argv[3]) : 10.0;
+  // "8": eight seconds; "200x": exactly 200 mutated inputs (a repeatable run).
+  const std::string budget = argc > 3 ? argv[3] : "10";
+  const bool counted = !budget.empty() && budget.back() == 'x';
+  const double seconds = counted ? 0 : std::atof(budget.c_str());
+  const long count = counted ? std::atol(budget.c_str()) : 0;
   const std::uint64_t seed =
-      argc > 4 ? std::strtoull(argv[4], nullptr, 10)
-               : static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+      argc > 4
+          ? std::strtoull(argv[4], nullptr, 10)
+          : static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
   const auto corpus = read_corpus(argv[2]);
   if (corpus.empty()) {
     std::fprintf(stderr, "the corpus %s is empty\n", argv[2]);
     return 2;
   }
-  std::printf("fuzz %s: %zu corpus entries, %.0f s, seed %llu\n", argv[1], corpus.size(), seconds,
+  std::printf("fuzz %s: %zu corpus entries, %s, seed %llu\n", argv[1], corpus.size(),
+              counted ? (std::to_string(count) + " inputs").c_str() : (budget + " s").c_str(),
               static_cast<unsigned long long>(seed));
   std::fflush(stdout);
   const std::string crash_path = std::string("fuzz-crash-") + argv[1] + ".bin";
@@ -134,7 +141,7 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(seed);
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   long runs = 0;
-  while (std::chrono::steady_clock::now() < until) {
+  while (counted ? runs < count : std::chrono::steady_clock::now() < until) {
     run(mutate(corpus, rng));
     ++runs;
   }

@@ -83,7 +83,8 @@ void store_protocol(const std::uint8_t* data, std::size_t size) {
   }
   close(fd);
   // Still serving: a store that broke on the input would fail here.
-  auto client = connect_tcp_store("127.0.0.1", server.port(), Deadline::after(std::chrono::seconds(10)));
+  auto client =
+      connect_tcp_store("127.0.0.1", server.port(), Deadline::after(std::chrono::seconds(10)));
   client->set("fuzz/alive", Bytes{1});
   if (client->get("fuzz/alive") != Bytes{1}) bug("the store lost a key after a fuzz input");
   client->remove("fuzz/alive");
