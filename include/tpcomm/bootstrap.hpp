@@ -31,9 +31,13 @@ class Bootstrap {
 };
 
 // Over a key-value store. Keys live under `prefix`; each rank deletes its keys of a round once
-// every rank has moved past it, so a long-lived group does not grow the store.
+// every rank has moved past it, so a long-lived group does not grow the store. With a
+// `presence_prefix`, every rank holds the ephemeral key <presence_prefix><rank> while its process
+// lives (bootstrap_from_environment's slots), and a rank whose key has gone after the first round
+// is reported dead at once instead of at the deadline.
 std::shared_ptr<Bootstrap> make_store_bootstrap(std::shared_ptr<Store> store, int rank, int size,
-                                                std::string prefix = "tpcomm");
+                                                std::string prefix = "tpcomm",
+                                                std::string presence_prefix = "");
 
 // For threads of one process (tests): make_thread_group(n)[r] is rank r's bootstrap.
 std::vector<std::shared_ptr<Bootstrap>> make_thread_group(int size);

@@ -118,7 +118,7 @@ std::shared_ptr<Store> join_group(std::shared_ptr<Store> store, const std::strin
   const std::string mine =
       fmt::format("{}, join {}", this_process(), generate_store_secret().substr(0, 8));
   const std::string held =
-      to_text(scoped->claim_ephemeral(fmt::format("slot/{}", rank), to_bytes(mine)));
+      to_text(scoped->claim_ephemeral(kSlotPrefix + std::to_string(rank), to_bytes(mine)));
   if (held != mine) {
     const std::string reason = fmt::format(
         "rank {} joined group {} twice: from {} and from {} (two processes started as rank {}, or "

@@ -12,6 +12,9 @@
 
 namespace tpcomm::control {
 
+// Within the group's scope: slot/<rank>, held (ephemeral) by each rank's process while it lives.
+inline constexpr const char* kSlotPrefix = "slot/";
+
 // The group's name from the environment: TPCOMM_GROUP_ID (tpcomm run sets it), else torchrun's
 // TORCHELASTIC_RUN_ID (unless "none") with its restart count, else the MPI job (PMIX_NAMESPACE,
 // OMPI_MCA_ess_base_jobid). nullopt: anonymous.

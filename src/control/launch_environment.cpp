@@ -121,8 +121,8 @@ std::shared_ptr<Bootstrap> bootstrap_from_environment(const Deadline& deadline) 
       control::join_group(std::move(store), fmt::format("{}:{}", *addr, store_port),
                           control::group_id_from_environment(), static_cast<int>(*rank), deadline);
   if (server) group->set(control::kStoreServedByKey, Bytes{'0'});
-  auto inner =
-      make_store_bootstrap(std::move(group), static_cast<int>(*rank), static_cast<int>(*size));
+  auto inner = make_store_bootstrap(std::move(group), static_cast<int>(*rank),
+                                    static_cast<int>(*size), "tpcomm", control::kSlotPrefix);
   return std::make_shared<LaunchedBootstrap>(std::move(server), std::move(inner));
 }
 

@@ -14,8 +14,13 @@ namespace {
 
 class StoreBootstrap final : public Bootstrap {
  public:
-  StoreBootstrap(std::shared_ptr<Store> store, int rank, int size, std::string prefix)
-      : store_(std::move(store)), rank_(rank), size_(size), prefix_(std::move(prefix)) {}
+  StoreBootstrap(std::shared_ptr<Store> store, int rank, int size, std::string prefix,
+                 std::string presence_prefix)
+      : store_(std::move(store)),
+        rank_(rank),
+        size_(size),
+        prefix_(std::move(prefix)),
+        presence_prefix_(std::move(presence_prefix)) {}
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -27,7 +32,7 @@ class StoreBootstrap final : public Bootstrap {
     std::vector<std::string> keys;
     for (int r = 0; r < size_; ++r) keys.push_back(key(round, r));
     store_->set(keys[static_cast<std::size_t>(rank_)], mine);
-    auto missing = store_->wait_for(keys, deadline);
+    auto missing = wait_watching_presence(keys, round, what, deadline);
     if (!missing.empty()) {
       // A set, not a search per rank: a group of 100000 that times out says so at once.
       const std::unordered_set<std::string> absent(missing.begin(), missing.end());
@@ -54,10 +59,34 @@ class StoreBootstrap final : public Bootstrap {
     return fmt::format("{}/{}/{}", prefix_, round, rank);
   }
 
+  // Waits in slices; between them, a rank still missing after the first round whose presence key
+  // has gone is dead (its store connection closed): an error now, not at the deadline.
+  std::vector<std::string> wait_watching_presence(const std::vector<std::string>& keys, long round,
+                                                  std::string_view what, const Deadline& deadline) {
+    if (presence_prefix_.empty() || round == 0) return store_->wait_for(keys, deadline);
+    constexpr auto kSlice = std::chrono::milliseconds(250);
+    constexpr std::size_t kChecked = 64;  // presence checks per slice, at most
+    while (true) {
+      const auto slice = Deadline::after(std::min(deadline.remaining(), kSlice));
+      auto missing = store_->wait_for(keys, slice);
+      if (missing.empty() || deadline.expired()) return missing;
+      for (std::size_t i = 0; i < missing.size() && i < kChecked; ++i) {
+        const int r = std::stoi(missing[i].substr(missing[i].rfind('/') + 1));
+        if (!store_->get(presence_prefix_ + std::to_string(r))) {
+          throw Error(ErrorCode::kUnavailable,
+                      fmt::format("rank {} died during {} (the process ended: its store "
+                                  "connection closed)",
+                                  r, what));
+        }
+      }
+    }
+  }
+
   std::shared_ptr<Store> store_;
   int rank_;
   int size_;
   std::string prefix_;
+  std::string presence_prefix_;
   long round_ = 0;
 };
 
@@ -74,12 +103,13 @@ void Bootstrap::barrier(std::string_view what, const Deadline& deadline) {
 }
 
 std::shared_ptr<Bootstrap> make_store_bootstrap(std::shared_ptr<Store> store, int rank, int size,
-                                                std::string prefix) {
+                                                std::string prefix, std::string presence_prefix) {
   if (size < 1 || rank < 0 || rank >= size) {
     throw invalid_input(
         fmt::format("rank {} of a group of {}: expected 0 <= rank < size", rank, size));
   }
-  return std::make_shared<StoreBootstrap>(std::move(store), rank, size, std::move(prefix));
+  return std::make_shared<StoreBootstrap>(std::move(store), rank, size, std::move(prefix),
+                                          std::move(presence_prefix));
 }
 
 }  // namespace tpcomm

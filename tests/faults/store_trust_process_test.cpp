@@ -254,3 +254,48 @@ TEST(StoreLimitsUnderLoad, ElevenHundredIdleConnectionsNeitherStopAGroupNorSpinT
 
 }  // namespace
 }  // namespace tpcomm
+
+namespace tpcomm {
+namespace {
+
+TEST(CreationLimits, AHundredThousandRankGroupTimesOutWithinItsDeadline) {
+  auto env = rank_env(0, 100000, free_port());
+  env["TPCOMM_TIMEOUT_MS"] = "2000";
+  const auto started = std::chrono::steady_clock::now();
+  pid_t r0 = start({kWorker, "create"}, env, out_path("huge"));
+  EXPECT_EQ(wait_exit(r0, 60s), 1);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const std::string out = read_all(out_path("huge"));
+  EXPECT_NE(out.find("ranks 1-99999 did not join within 2000 ms (facts exchange)"),
+            std::string::npos)
+      << out;
+  EXPECT_LT(took, 12.0) << "a 2 s deadline took " << took << " s (it took 22.8 s before)";
+  unlink(out_path("huge").c_str());
+}
+
+TEST(CreationLimits, ARankKilledDuringCreationIsNamedAtOnceNotAtTheDeadline) {
+  const std::uint16_t port = free_port();
+  std::vector<pid_t> ranks;
+  for (int r = 0; r < 3; ++r) {
+    auto env = rank_env(r, 3, port);
+    env["TPCOMM_TIMEOUT_MS"] = "30000";
+    env["TPCOMM_FAULT"] = "digest:stall@1";  // rank 1 stops after the facts exchange
+    ranks.push_back(start({kWorker, "create"}, env, out_path("c" + std::to_string(r))));
+  }
+  std::this_thread::sleep_for(1500ms);
+  kill(ranks[1], SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  for (int r : {0, 2}) {
+    EXPECT_EQ(wait_exit(ranks[static_cast<std::size_t>(r)], 60s), 1);
+    const std::string out = read_all(out_path("c" + std::to_string(r)));
+    EXPECT_NE(out.find("rank 1 died during"), std::string::npos) << out;
+  }
+  wait_exit(ranks[1]);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count(), 15.0)
+      << "the survivors waited for their 30 s deadline";
+  for (const char* n : {"c0", "c1", "c2"}) unlink(out_path(n).c_str());
+}
+
+}  // namespace
+}  // namespace tpcomm
