@@ -30,8 +30,8 @@ class Bootstrap {
   void barrier(std::string_view what, const Deadline& deadline);
 };
 
-// Over a key-value store. Keys live under `prefix`; each rank deletes its keys of a round once
-// every rank has moved past it, so a long-lived group does not grow the store. With a
+// Over a key-value store. Keys live under `prefix`; the last rank to read a round deletes it, so
+// neither a long-lived group nor many short-lived ones grow the store. With a
 // `presence_prefix`, every rank holds the ephemeral key <presence_prefix><rank> while its process
 // lives (bootstrap_from_environment's slots), and a rank whose key has gone after the first round
 // is reported dead at once instead of at the deadline.

@@ -1,6 +1,6 @@
 // Bootstrap over a store: round n of an all-gather writes <prefix>/<n>/<rank>, waits for every
-// rank's key, reads them, and deletes this rank's key of round n-1 (every rank has read it by
-// now, since every rank has written round n).
+// rank's key, reads them, and counts itself in <prefix>/<n>/read; the last reader deletes the
+// round.
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -50,7 +50,13 @@ class StoreBootstrap final : public Bootstrap {
       if (!v) throw Error(ErrorCode::kInternal, "store key vanished during " + std::string(what));
       out.push_back(std::move(*v));
     }
-    if (round > 0) store_->remove(key(round - 1, rank_));
+    // The last rank to have read a round deletes it: no round outlives its readers, the last one
+    // included (a group of short-lived sub-bootstraps, as hier makes, leaves nothing behind).
+    const std::string readers = fmt::format("{}/{}/read", prefix_, round);
+    if (store_->add(readers, 1) == size_) {
+      for (const auto& k : keys) store_->remove(k);
+      store_->remove(readers);
+    }
     return out;
   }
 

@@ -7,6 +7,7 @@
 
 #include "runtime/communicator_impl.hpp"
 #include "thread_ranks.hpp"
+#include "tpcomm/tcp_store.hpp"
 
 namespace tpcomm {
 namespace {
@@ -150,6 +151,40 @@ TEST(AbortFromAnotherThread, UnblocksACallWaitingInGloo) {
 
 TEST(AbortFromAnotherThread, UnblocksACallWaitingInHiersGlooStage) {
   abort_unblocks("hier", two_nodes(), 4);
+}
+
+}  // namespace
+}  // namespace tpcomm
+
+namespace tpcomm {
+namespace {
+
+// hier's stages rendezvous through sub-bootstraps on the group's store; creating and destroying
+// hier communicators must not grow the store (it left about 4 keys per communicator).
+TEST(HierOnThreads, CreateDestroyCyclesLeaveNoStoreKeys) {
+  TcpStoreServer server("127.0.0.1", 0);
+  std::vector<std::shared_ptr<Bootstrap>> group;
+  for (int r = 0; r < 4; ++r) {
+    group.push_back(make_store_bootstrap(
+        connect_tcp_store("127.0.0.1", server.port(), Deadline::after(5s)), r, 4));
+  }
+  auto cycle = [&](int cycles) {
+    test::on_ranks(group, [&](int r, std::shared_ptr<Bootstrap> bs) {
+      for (int i = 0; i < cycles; ++i) {
+        CommunicatorOptions o;
+        o.timeout = 20s;
+        auto comm = detail::create_communicator(bs, o, two_nodes());
+        EXPECT_EQ(comm->plan().ops.at(Op::kAllReduce).table[0].backend, Backend::kHier);
+        float x = static_cast<float>(r + 1);
+        comm->all_reduce(&x, &x, 1, DataType::kFloat32, ReduceOp::kSum);
+        EXPECT_EQ(x, 10.0f);
+      }
+    });
+  };
+  cycle(1);
+  const std::size_t keys = server.key_count();
+  cycle(5);
+  EXPECT_EQ(server.key_count(), keys) << "store keys grew over 5 hier communicators";
 }
 
 }  // namespace
