@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "common/segment_names.hpp"
 #include "control/store_auth.hpp"
 #include "rank_process.hpp"
 #include "sim_nodes.hpp"
@@ -253,6 +254,9 @@ int Launcher::run() {
   sigprocmask(SIG_BLOCK, &mask, &old_mask);
   int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 
+  // Segments of ranks that died with an earlier launcher (kill -9 of `tpcomm run` kills its ranks
+  // through PR_SET_PDEATHSIG, which no process can clean up after) go now.
+  detail::remove_stale_segments();
   std::unique_ptr<SimulatedNodes> nodes;
   if (options_.nodes > 1) nodes = std::make_unique<SimulatedNodes>(options_.nodes);
   GroupLaunch group;

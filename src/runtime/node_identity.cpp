@@ -17,44 +17,18 @@
 
 #include <fmt/format.h>
 
+#include "common/segment_names.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/log.hpp"
 
 namespace tpcomm::runtime {
 
-namespace {
-
-// tpcomm segments (tpcomm-<kind>-<pid>-...) of processes that died long ago, killed before they
-// could unlink them.
-void remove_stale_segments() {
-  DIR* dir = opendir("/dev/shm");
-  if (dir == nullptr) return;
-  const auto now = std::chrono::system_clock::now();
-  while (dirent* e = readdir(dir)) {
-    int pid = 0;
-    char kind[16] = {};
-    if (std::sscanf(e->d_name, "tpcomm-%15[a-z]-%d-", kind, &pid) != 2 || pid <= 0) continue;
-    if (kill(pid, 0) == 0 || errno != ESRCH) continue;  // its creator may still need it
-    struct stat st {};
-    const std::string path = std::string("/dev/shm/") + e->d_name;
-    if (stat(path.c_str(), &st) != 0) continue;
-    const auto age = now - std::chrono::system_clock::from_time_t(st.st_mtime);
-    if (age < std::chrono::minutes(10)) continue;  // another PID namespace's, perhaps: leave it
-    if (shm_unlink((std::string("/") + e->d_name).c_str()) == 0) {
-      TPCOMM_LOG(kInfo, "comm", "removed /dev/shm/{} left by dead process {}", e->d_name, pid);
-    }
-  }
-  closedir(dir);
-}
-
-}  // namespace
-
 NodeProbeSegment::NodeProbeSegment() {
-  remove_stale_segments();
+  detail::remove_stale_segments();
   std::random_device rd;
   const std::uint64_t a = (static_cast<std::uint64_t>(rd()) << 32) | rd();
   const std::uint64_t b = (static_cast<std::uint64_t>(rd()) << 32) | rd();
-  name_ = fmt::format("/tpcomm-node-{}-{:016x}", getpid(), a);
+  name_ = detail::segment_name("node", fmt::format("{:016x}", a));
   token_ = fmt::format("{:016x}{:016x}", a, b);
   int fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) {

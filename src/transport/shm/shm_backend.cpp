@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "common/segment_names.hpp"
 #include "shm_layout.hpp"
 #include "shm_reduce.hpp"
 #include "shm_segment.hpp"
@@ -59,7 +60,7 @@ class ShmBackend final : public CollectiveBackend {
       if (ctx_.rank != 0) return;
       std::random_device rd;
       const std::string name =
-          fmt::format("/tpcomm-shm-{}-{:016x}{:08x}", getpid(), ctx_.comm_id, rd());
+          detail::segment_name("shm", fmt::format("{:016x}{:08x}", ctx_.comm_id, rd()));
       segment_.create(
           name, bytes,
           fmt::format("TPCOMM_SHM_WORKSPACE (now {} bytes per rank)", ctx_.shm_workspace_bytes));

@@ -1,6 +1,6 @@
 // Creating, mapping and unlinking the shm backend's segment. Its name carries the creator's pid
-// (/tpcomm-shm-<pid>-<id>) so that tpcomm run, and the next creator, can remove a segment whose
-// creator died before unlinking it.
+// and pid namespace (common/segment_names.hpp) so that tpcomm run, and the next creator, can
+// remove a segment whose creator died before unlinking it.
 #pragma once
 
 #include <cstddef>
