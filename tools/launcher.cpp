@@ -242,17 +242,22 @@ std::unique_ptr<TcpStoreServer> serve_new_group(GroupLaunch& group) {
   return store;
 }
 
-int Launcher::run() {
-  // SIGCHLD, SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) arrive through a
-  // signalfd in the poll loop: the group is stopped with a summary, nothing left behind.
-  sigset_t mask, old_mask;
+// SIGCHLD, SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) arrive through a
+// signalfd in the poll loop: the group is stopped with a summary, nothing left behind.
+int signals_to_fd(sigset_t& old_mask) {
+  sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGCHLD);
   sigaddset(&mask, SIGINT);
   sigaddset(&mask, SIGTERM);
   sigaddset(&mask, SIGHUP);
   sigprocmask(SIG_BLOCK, &mask, &old_mask);
-  int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  return signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+int Launcher::run() {
+  sigset_t old_mask;
+  int sfd = signals_to_fd(old_mask);
 
   // Segments of ranks that died with an earlier launcher (kill -9 of `tpcomm run` kills its ranks
   // through PR_SET_PDEATHSIG, which no process can clean up after) go now.
