@@ -39,8 +39,8 @@ std::optional<SegmentOwner> segment_owner(std::string_view file_name) {
   char kind[16] = {};
   int pid = 0;
   int consumed = 0;
-  if (std::sscanf(name.c_str(), "tpcomm-%15[a-z]-%d-%n", kind, &pid, &consumed) != 2 ||
-      pid <= 0 || consumed == 0) {
+  if (std::sscanf(name.c_str(), "tpcomm-%15[a-z]-%d-%n", kind, &pid, &consumed) != 2 || pid <= 0 ||
+      consumed == 0) {
     return std::nullopt;
   }
   SegmentOwner owner{kind, pid, std::nullopt};

@@ -9,9 +9,9 @@
 #include <thread>
 
 #include "control/store_auth.hpp"
+#include "tpcomm/error.hpp"
 #include "transport/gloo/gloo_pairs.hpp"
 #include "transport/gloo/gloo_store_adapter.hpp"
-#include "tpcomm/error.hpp"
 
 namespace tpcomm::transport {
 namespace {
