@@ -5,6 +5,7 @@
 
 #include <cuda.h>
 
+#include <functional>
 #include <string>
 
 namespace tpcomm::transport::cuda {
@@ -31,7 +32,20 @@ struct DriverApi {
   decltype(&::cuMulticastUnbind) multicast_unbind = nullptr;
   decltype(&::cuDeviceGet) device_get = nullptr;
   decltype(&::cuDeviceGetAttribute) device_get_attribute = nullptr;
+  // Why the multicast entry points are absent ("cuMulticastCreate at entry point version 12010"),
+  // empty when all are present.
+  std::string multicast_missing;
 };
+
+// The driver's entry-point query: the function `symbol` has at ABI `version` (CUDA 12.1 = 12010),
+// or null. In production cudaGetDriverEntryPointByVersion; in tests a fake driver of any version.
+using EntryPointQuery = std::function<void*(const char* symbol, int version)>;
+
+// Resolves every entry point at the version its signature was introduced (the PFN_*_vNNNNN of
+// cudaTypedefs.h: the VMM calls at 10020, multicast at 12010, ...): asking for a newer symbol at
+// an older version fails, which is how multicast stayed off on every driver. Throws nothing;
+// `missing` names the first required symbol and its version when one is absent.
+DriverApi resolve_driver_api(const EntryPointQuery& query, std::string* missing);
 
 // The driver API of this process, or throws kUnavailable saying why (no driver, no device, an
 // entry point missing): that text becomes the reason the GPU backends are off.

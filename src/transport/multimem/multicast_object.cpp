@@ -25,11 +25,9 @@ CUmulticastObjectProp properties(int world, std::size_t bytes, bool fabric) {
 std::string MulticastObject::unsupported_reason(int device) {
   if (std::string why = gpu_unavailable_reason(); !why.empty()) return why;
   const DriverApi& d = driver_api();
-  if (d.multicast_create == nullptr || d.multicast_add_device == nullptr ||
-      d.multicast_bind_mem == nullptr || d.multicast_get_granularity == nullptr ||
-      d.multicast_unbind == nullptr || d.device_get == nullptr ||
-      d.device_get_attribute == nullptr) {
-    return "the CUDA driver has no multicast entry points (driver older than CUDA 12.1?)";
+  if (d.multicast_create == nullptr) {
+    return fmt::format("the CUDA driver does not provide {} (multicast needs a CUDA 12.1 driver)",
+                       d.multicast_missing);
   }
   CUdevice dev = 0;
   int supported = 0;
@@ -50,7 +48,7 @@ std::string MulticastObject::unsupported_reason(int device) {
 std::size_t MulticastObject::granularity(int world, std::size_t bytes, bool fabric) {
   const CUmulticastObjectProp p = properties(world, bytes, fabric);
   std::size_t g = 0;
-  check_cu(driver_api().multicast_get_granularity(&g, &p, CU_MULTICAST_GRANULARITY_MINIMUM),
+  check_cu(driver_api().multicast_get_granularity(&g, &p, CU_MULTICAST_GRANULARITY_RECOMMENDED),
            "cuMulticastGetGranularity");
   return g;
 }
