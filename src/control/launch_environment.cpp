@@ -1,6 +1,9 @@
 // The bootstrap of a process started by tpcomm run, torchrun or mpirun (DESIGN.md §4,
 // docs/store.md): the store at MASTER_ADDR:MASTER_PORT (rank 0 serves it when nobody else does),
 // the group's secret proved to it, and the group's own scope on it.
+#include <chrono>
+#include <thread>
+
 #include <fmt/format.h>
 
 #include "group_scope.hpp"
@@ -16,6 +19,8 @@
 namespace tpcomm {
 namespace {
 
+constexpr std::chrono::seconds kStoreLinger{3};
+
 // Keeps the store server that rank 0 hosts alive as long as its bootstrap, and after every round
 // checks that the group was not marked broken (a second process for one of its ranks, another
 // group on its store): the other ranks of a broken group fail at the next round, not at a
@@ -24,6 +29,17 @@ class LaunchedBootstrap final : public Bootstrap {
  public:
   LaunchedBootstrap(std::unique_ptr<TcpStoreServer> server, std::shared_ptr<Bootstrap> inner)
       : server_(std::move(server)), inner_(std::move(inner)) {}
+  // The rank serving the store lingers (bounded) until the other ranks have closed their
+  // connections: leaving first would turn their own diagnosis — a dead rank named, a last call
+  // finishing — into "the store is unreachable".
+  ~LaunchedBootstrap() override {
+    inner_.reset();
+    if (!server_) return;
+    const auto until = std::chrono::steady_clock::now() + kStoreLinger;
+    while (server_->client_count() > 0 && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   std::shared_ptr<Store> store() const override { return inner_->store(); }

@@ -38,6 +38,29 @@ TEST(CudaLayout, SplitCoversEveryItemOnceWithSizesWithinOne) {
   }
 }
 
+// The kernels' work split (issue 13, defect 4): whole 16-byte vectors per block, so that a block's
+// slice of an aligned buffer starts aligned; every element exactly once.
+TEST(CudaLayout, VectorSplitCoversEveryElementOnceOnVectorBoundaries) {
+  for (std::size_t unit : {4u, 8u}) {
+    for (std::size_t n : {0u, 1u, 7u, 8u, 9u, 1000u, 4097u, 65537u}) {
+      for (int parts : {1, 2, 3, 7, 36, 48}) {
+        std::size_t next = 0;
+        for (int p = 0; p < parts; ++p) {
+          const Range r = split_vectors(n, parts, p, unit);
+          EXPECT_EQ(r.begin, next) << "n=" << n << " parts=" << parts << " part=" << p;
+          EXPECT_LE(r.begin, r.end);
+          if (r.end != n) {
+            EXPECT_EQ(r.end % unit, 0u) << "n=" << n << " part=" << p;
+          }
+          EXPECT_TRUE(r.begin % unit == 0 || r.begin == n);
+          next = r.end;
+        }
+        EXPECT_EQ(next, n) << "n=" << n << " parts=" << parts;
+      }
+    }
+  }
+}
+
 TEST(CudaLayout, ChunksAreWholeVectorsThatFitTheBuffer) {
   for (std::size_t es : {2u, 4u}) {
     for (int w : {1, 2, 5, 16}) {

@@ -80,6 +80,17 @@ TPCOMM_HD Range split(std::size_t n, int parts, int part) {
   return r;
 }
 
+// The same split in whole units of `unit` elements (a 16-byte vector): every boundary but the end
+// is a multiple of `unit`, so a part that starts on an aligned address stays aligned and the
+// kernels' 16-byte loads and stores cover all but the last part's tail.
+TPCOMM_HD Range split_vectors(std::size_t n, int parts, int part, std::size_t unit) {
+  const Range units = split((n + unit - 1) / unit, parts, part);
+  Range r;
+  r.begin = units.begin * unit < n ? units.begin * unit : n;
+  r.end = units.end * unit < n ? units.end * unit : n;
+  return r;
+}
+
 // Elements per chunk so that one chunk of the operation fits the data area: all-reduce and
 // all-gather hold `count` elements per rank, reduce-scatter holds W blocks. Chunks are whole
 // 16-byte vectors so every chunk but the last moves full vectors.

@@ -51,23 +51,88 @@ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float f) {
   return __float2bfloat16_rn(f);
 }
 
-// 16 bytes of T as fp32 values and back, and single elements for the unaligned rest.
+// One 16-byte load that the compiler can neither split nor merge: W of them are issued back to
+// back, all in flight together, before any is converted. Volatile, because peers write these
+// buffers; the barrier before the reduction orders them.
+__device__ __forceinline__ uint4 load_v4(const char* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// 16 bytes of T as fp32 values and back (register arithmetic on the four 32-bit words, never
+// a load through a T*), and single elements for the unaligned rest.
 template <typename T>
-struct Vec {
-  static constexpr int kN = static_cast<int>(kVecBytes / sizeof(T));
-  __device__ static void widen(const uint4& v, float* f) {
-    const T* e = reinterpret_cast<const T*>(&v);
-    for (int i = 0; i < kN; ++i) f[i] = to_float(e[i]);
+struct Vec;
+template <>
+struct Vec<float> {
+  static constexpr int kN = 4;
+  __device__ static void widen(const uint4 v, float* f) {
+    f[0] = __uint_as_float(v.x);
+    f[1] = __uint_as_float(v.y);
+    f[2] = __uint_as_float(v.z);
+    f[3] = __uint_as_float(v.w);
   }
   __device__ static uint4 narrow(const float* f) {
-    uint4 v;
-    T* e = reinterpret_cast<T*>(&v);
-    for (int i = 0; i < kN; ++i) e[i] = from_float<T>(f[i]);
-    return v;
+    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
+                      __float_as_uint(f[3]));
   }
-  __device__ static float to_f(const void* p) { return to_float(*static_cast<const T*>(p)); }
-  __device__ static void from_f(void* p, float f) { *static_cast<T*>(p) = from_float<T>(f); }
 };
+template <>
+struct Vec<__nv_bfloat16> {
+  static constexpr int kN = 8;
+  // A bf16 is the high half of an fp32: widening is a shift or a mask.
+  __device__ static void widen(const uint4 v, float* f) {
+    const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      f[2 * i] = __uint_as_float(w[i] << 16);
+      f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+  }
+  __device__ static uint4 narrow(const float* f) {
+    unsigned w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const __nv_bfloat162 pair = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+      w[i] = *reinterpret_cast<const unsigned*>(&pair);
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  }
+};
+template <>
+struct Vec<__half> {
+  static constexpr int kN = 8;
+  __device__ static void widen(const uint4 v, float* f) {
+    const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 pair = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+      f[2 * i] = pair.x;
+      f[2 * i + 1] = pair.y;
+    }
+  }
+  __device__ static uint4 narrow(const float* f) {
+    unsigned w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const __half2 pair = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
+      w[i] = *reinterpret_cast<const unsigned*>(&pair);
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  }
+};
+
+template <typename T>
+__device__ __forceinline__ float element_to_f(const void* p) {
+  return to_float(*static_cast<const T*>(p));
+}
+template <typename T>
+__device__ __forceinline__ void element_from_f(void* p, float f) {
+  *static_cast<T*>(p) = from_float<T>(f);
+}
 
 __device__ __forceinline__ float combine(float acc, float x, int reduce) {
   // tpcomm::ReduceOp: 0 sum, 1 max, 2 min, 3 avg (a sum divided at the end)
@@ -101,24 +166,41 @@ __device__ void reduce_range(int world, int reduce, const Sources<MaxW>& sources
   };
   if (aligned && vb < ve) {
     for (std::size_t v = vb + threadIdx.x; v < ve; v += blockDim.x) {
+      // Every rank's vector first (all W loads in flight up to W=8; four at a time in the W=16
+      // kernels, where more spills registers at 512 threads), then the conversions and the
+      // rank-order accumulation.
+      constexpr int kBatch = MaxW <= 8 ? MaxW : 4;
       float acc[V::kN], x[V::kN];
-      V::widen(*reinterpret_cast<const uint4*>(src[0] + v * kVecBytes), acc);
-      for (int r = 1; r < MaxW; ++r) {
-        if (r >= world) break;
-        V::widen(*reinterpret_cast<const uint4*>(src[r] + v * kVecBytes), x);
-        for (int i = 0; i < V::kN; ++i) acc[i] = combine(acc[i], x[i], reduce);
+#pragma unroll
+      for (int first = 0; first < MaxW; first += kBatch) {
+        uint4 raw[kBatch];
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+          if (first + j < world) raw[j] = load_v4(src[first + j] + v * kVecBytes);
+        }
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+          if (first + j == 0) {
+            V::widen(raw[0], acc);
+          } else if (first + j < world) {
+            V::widen(raw[j], x);
+#pragma unroll
+            for (int i = 0; i < V::kN; ++i) acc[i] = combine(acc[i], x[i], reduce);
+          }
+        }
       }
+#pragma unroll
       for (int i = 0; i < V::kN; ++i) acc[i] = finish(acc[i]);
       *reinterpret_cast<uint4*>(out + v * kVecBytes) = V::narrow(acc);
     }
   }
   auto scalar = [&](std::size_t i) {
-    float acc = V::to_f(src[0] + i * es);
+    float acc = element_to_f<T>(src[0] + i * es);
     for (int r = 1; r < MaxW; ++r) {
       if (r >= world) break;
-      acc = combine(acc, V::to_f(src[r] + i * es), reduce);
+      acc = combine(acc, element_to_f<T>(src[r] + i * es), reduce);
     }
-    V::from_f(out + i * es, finish(acc));
+    element_from_f<T>(out + i * es, finish(acc));
   };
   if (aligned && vb < ve) {
     for (std::size_t i = begin + threadIdx.x; i < vb * V::kN; i += blockDim.x) scalar(i);

@@ -82,7 +82,7 @@ class CustomBackend final : public CollectiveBackend {
     const bool in_place_one_shot = a.op == KernelOp::kOneShot && c.input == c.output;
     if (c.captured && ctx_.zero_copy && c.op == Op::kAllReduce && !in_place_one_shot &&
         c.count > 0) {
-      a.graph_slot = graph_buffers_.claim(c.input);
+      a.graph_slot = graph_buffers_.claim(c.input, c.count * size_of(c.type));
     }
     cuda::launch_in_chunks(c, per_chunk, a, cuda::launch_custom_kernel,
                            "launching the custom kernel");

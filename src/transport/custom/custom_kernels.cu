@@ -62,6 +62,9 @@ __device__ Sources<MaxW> registered_sources(const KernelArgs& a) {
 template <typename T, int MaxW>
 __global__ void __launch_bounds__(kThreads) custom_kernel(KernelArgs a) {
   constexpr std::size_t es = sizeof(T);
+  // Work is split in whole 16-byte vectors, so each block's slices start aligned wherever the
+  // buffers are aligned, and copies and reductions run on vectors but for the last tail.
+  constexpr std::size_t unit = kVecBytes / es;
   const LaunchStep launch_step(reinterpret_cast<unsigned long long*>(
       static_cast<char*>(a.peers[a.rank]) + workspace_layout(0, 0).steps_offset));
   const std::uint64_t step = launch_step.number();
@@ -73,7 +76,7 @@ __global__ void __launch_bounds__(kThreads) custom_kernel(KernelArgs a) {
   const bool in_place = a.graph_slot != nullptr && a.graph_slot[0] != 0;
   switch (a.op) {
     case KernelOp::kOneShot: {
-      const Range r = split(a.count, nb, b);
+      const Range r = split_vectors(a.count, nb, b, unit);
       if (!in_place) {
         copy_bytes(mine + r.begin * es, static_cast<const char*>(a.input) + r.begin * es,
                    r.size() * es);
@@ -87,7 +90,7 @@ __global__ void __launch_bounds__(kThreads) custom_kernel(KernelArgs a) {
       return;
     }
     case KernelOp::kTwoShot: {
-      const Range r = split(a.count, nb, b);
+      const Range r = split_vectors(a.count, nb, b, unit);
       if (!in_place) {
         copy_bytes(mine + r.begin * es, static_cast<const char*>(a.input) + r.begin * es,
                    r.size() * es);
@@ -96,20 +99,20 @@ __global__ void __launch_bounds__(kThreads) custom_kernel(KernelArgs a) {
       // My slice of this block's range, reduced from every rank into my own buffer (peers read
       // other slices of it, never this one, so the write cannot race their reads). The middle
       // barrier then proves every peer is done with the inputs.
-      const Range s = split(r.size(), a.world, a.rank);
+      const Range s = split_vectors(r.size(), a.world, a.rank, unit);
       reduce_range<T, MaxW>(a.world, a.reduce,
                             in_place ? registered_sources<MaxW>(a) : data_sources<MaxW>(a, step, 0),
                             r.begin + s.begin, r.begin + s.end, mine);
       if (!barrier<MaxW>(a, 1, step)) return;
       for (int q = 0; q < a.world; ++q) {
-        const Range sq = split(r.size(), a.world, q);
+        const Range sq = split_vectors(r.size(), a.world, q, unit);
         const std::size_t at = (r.begin + sq.begin) * es;
         copy_bytes(static_cast<char*>(a.output) + at, data(a, q, step) + at, sq.size() * es);
       }
       return;
     }
     case KernelOp::kAllGather: {
-      const Range r = split(a.count, nb, b);
+      const Range r = split_vectors(a.count, nb, b, unit);
       copy_bytes(mine + r.begin * es, static_cast<const char*>(a.input) + r.begin * es,
                  r.size() * es);
       if (!barrier<MaxW>(a, 0, step)) return;
@@ -120,14 +123,17 @@ __global__ void __launch_bounds__(kThreads) custom_kernel(KernelArgs a) {
       return;
     }
     case KernelOp::kReduceScatter: {
-      const Range r = split(a.count, nb, b);
+      const Range r = split_vectors(a.count, nb, b, unit);
+      // Each rank's block in the workspace starts on a vector: the stride is the count rounded up
+      // to whole vectors (chunks are whole vectors, so a padded last chunk still fits).
+      const std::size_t stride = (a.count + unit - 1) / unit * unit;
       for (int q = 0; q < a.world; ++q) {
-        copy_bytes(mine + (q * a.count + r.begin) * es,
+        copy_bytes(mine + (q * stride + r.begin) * es,
                    static_cast<const char*>(a.input) + q * a.in_rank_stride + r.begin * es,
                    r.size() * es);
       }
       if (!barrier<MaxW>(a, 0, step)) return;
-      reduce_range<T, MaxW>(a.world, a.reduce, data_sources<MaxW>(a, step, a.rank * a.count * es),
+      reduce_range<T, MaxW>(a.world, a.reduce, data_sources<MaxW>(a, step, a.rank * stride * es),
                             r.begin, r.end, static_cast<char*>(a.output));
       return;
     }

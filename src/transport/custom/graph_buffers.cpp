@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -19,14 +21,30 @@ namespace {
 // What a rank tells its peers about one buffer.
 enum Sharing : std::uint32_t { kNone = 0, kIpcHandle = 1, kVmmFd = 2 };
 struct SharedBuffer {
-  std::uint32_t how;      // Sharing
-  std::int32_t pid;       // peers in the same process use `address` as is
+  std::uint32_t how;  // Sharing
+  std::uint32_t unused;
+  std::uint64_t process;  // this_process(): peers in the same process use `address` as is
   std::uint64_t address;  // the input's address in this process
   std::uint64_t offset;   // from the start of its allocation (what the handle maps)
   std::uint64_t size;     // of that allocation (kVmmFd: what a peer maps)
   cudaIpcMemHandle_t handle;
 };
-static_assert(sizeof(cudaIpcMemHandle_t) == 64 && sizeof(SharedBuffer) == 96);
+static_assert(sizeof(cudaIpcMemHandle_t) == 64 && sizeof(SharedBuffer) == 104);
+
+// This process among all processes of all nodes: a random token drawn once, mixed with the boot
+// id. A pid is not enough: ranks in different PID namespaces, or on different nodes, share pids.
+std::uint64_t this_process() {
+  static const std::uint64_t token = [] {
+    std::random_device rd;
+    std::uint64_t t = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+    std::ifstream in("/proc/sys/kernel/random/boot_id");
+    std::string boot;
+    std::getline(in, boot);
+    for (char c : boot) t = (t ^ static_cast<std::uint8_t>(c)) * 1099511628211ull;  // FNV-1a
+    return t;
+  }();
+  return token;
+}
 
 // A VMM allocation's descriptor, or an empty Fd with the reason.
 net::Fd export_vmm(CUdeviceptr address, std::string* why) {
@@ -51,9 +69,9 @@ net::Fd export_vmm(CUdeviceptr address, std::string* why) {
 
 // How this rank can share `input` (how == kNone: why says why not); a VMM buffer's descriptor
 // goes to `fd`.
-SharedBuffer describe(const void* input, net::Fd* fd, std::string* why) {
+SharedBuffer describe(const void* input, std::size_t bytes, net::Fd* fd, std::string* why) {
   SharedBuffer s{};
-  s.pid = static_cast<std::int32_t>(getpid());
+  s.process = this_process();
   s.address = reinterpret_cast<std::uintptr_t>(input);
   CUdeviceptr base = 0;
   std::size_t size = 0;
@@ -66,6 +84,16 @@ SharedBuffer describe(const void* input, net::Fd* fd, std::string* why) {
   }
   s.offset = s.address - static_cast<std::uint64_t>(base);
   s.size = size;
+  // What a peer maps is the allocation holding the buffer's start; a buffer running past it (a
+  // tensor across two of PyTorch's expandable-segment chunks, each its own allocation) would be
+  // read beyond the mapping.
+  if (s.offset + bytes > size) {
+    *why = fmt::format(
+        "its {} bytes run past the allocation that holds its start ({} bytes from "
+        "offset {}): it spans several allocations (expandable segments?)",
+        bytes, size - s.offset, s.offset);
+    return s;
+  }
   if (cudaIpcGetMemHandle(&s.handle, reinterpret_cast<void*>(base)) == cudaSuccess) {
     s.how = kIpcHandle;
     return s;
@@ -128,9 +156,9 @@ void require_same_count(Bootstrap& bootstrap, std::size_t n, const Deadline& dea
 }
 
 // Phase 2: every rank describes how it can share each buffer; all descriptions are gathered.
-RegistrationRound exchange_descriptions(Bootstrap& bootstrap,
-                                        const std::vector<const void*>& inputs,
-                                        const Deadline& deadline) {
+RegistrationRound exchange_descriptions(
+    Bootstrap& bootstrap, const std::vector<std::pair<const void*, std::size_t>>& inputs,
+    const Deadline& deadline) {
   const std::size_t n = inputs.size();
   RegistrationRound round;
   round.mine.resize(n);
@@ -139,7 +167,7 @@ RegistrationRound exchange_descriptions(Bootstrap& bootstrap,
   round.usable.assign(n, 1);
   round.words.assign(n, std::vector<std::uint64_t>(kSlotWords, 0));
   for (std::size_t i = 0; i < n; ++i)
-    round.mine[i] = describe(inputs[i], &round.fds[i], &round.why[i]);
+    round.mine[i] = describe(inputs[i].first, inputs[i].second, &round.fds[i], &round.why[i]);
   auto all = bootstrap.all_gather(as_bytes(round.mine), "graph buffer handles", deadline);
   for (int r = 0; r < bootstrap.size(); ++r) {
     round.peers.push_back(from_bytes<SharedBuffer>(all[static_cast<std::size_t>(r)], n, r));
@@ -213,7 +241,7 @@ void GraphBuffers::create(int device) {
   check_cuda(cudaMemset(slots_, 0, bytes), "cudaMemset (graph buffer slots)");
 }
 
-const std::uint64_t* GraphBuffers::claim(const void* input) {
+const std::uint64_t* GraphBuffers::claim(const void* input, std::size_t bytes) {
   if (used_ == kGraphSlots) {
     if (!full_reported_) {
       TPCOMM_LOG(kWarn, "custom",
@@ -224,7 +252,7 @@ const std::uint64_t* GraphBuffers::claim(const void* input) {
     }
     return nullptr;
   }
-  pending_.emplace_back(used_, input);
+  pending_.push_back({used_, input, bytes});
   return slots_ + kSlotWords * used_++;
 }
 
@@ -249,7 +277,7 @@ void GraphBuffers::open_peers(RegistrationRound& round, std::size_t i, Bootstrap
   for (int r = 0; r < world && round.usable[i]; ++r) {
     const SharedBuffer& s = round.peers[static_cast<std::size_t>(r)][i];
     auto& word = round.words[i][1 + static_cast<std::size_t>(r)];
-    if (r == me || s.pid == static_cast<std::int32_t>(getpid())) {
+    if (r == me || s.process == this_process()) {
       word = s.address;
       continue;
     }
@@ -275,7 +303,7 @@ std::size_t GraphBuffers::write_slots(RegistrationRound& round, int me) {
       continue;
     }
     round.words[i][0] = 1;
-    check_cuda(cudaMemcpy(slots_ + kSlotWords * pending_[i].first, round.words[i].data(),
+    check_cuda(cudaMemcpy(slots_ + kSlotWords * pending_[i].slot, round.words[i].data(),
                           kSlotWords * sizeof(std::uint64_t), cudaMemcpyHostToDevice),
                "writing a graph buffer slot");
     ++registered;
@@ -286,8 +314,8 @@ std::size_t GraphBuffers::write_slots(RegistrationRound& round, int me) {
 std::size_t GraphBuffers::register_all(Bootstrap& bootstrap, int listener, std::uint64_t channel,
                                        const Deadline& deadline) {
   require_same_count(bootstrap, pending_.size(), deadline);
-  std::vector<const void*> inputs;
-  for (const auto& [slot, input] : pending_) inputs.push_back(input);
+  std::vector<std::pair<const void*, std::size_t>> inputs;
+  for (const auto& p : pending_) inputs.emplace_back(p.input, p.bytes);
   RegistrationRound round = exchange_descriptions(bootstrap, inputs, deadline);
   for (std::size_t i = 0; i < inputs.size(); ++i)
     open_peers(round, i, bootstrap, listener, channel, deadline);

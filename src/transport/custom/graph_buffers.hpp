@@ -43,9 +43,9 @@ class GraphBuffers {
   // Allocates the slot table on `device`, the current one (all slots: copy through the
   // workspace).
   void create(int device);
-  // A slot for a captured call reading `input`, or null when the table is full (the call then
-  // always copies).
-  const std::uint64_t* claim(const void* input);
+  // A slot for a captured call reading `bytes` at `input`, or null when the table is full (the
+  // call then always copies).
+  const std::uint64_t* claim(const void* input, std::size_t bytes);
   // Collective: registers every claimed slot that every rank can share. Returns how many.
   // `listener` (this rank's Unix socket of channel `channel`, -1 across nodes) carries the
   // descriptors of VMM buffers.
@@ -62,7 +62,12 @@ class GraphBuffers {
 
   std::uint64_t* slots_ = nullptr;  // device memory, kGraphSlots x kSlotWords
   std::size_t used_ = 0;
-  std::vector<std::pair<std::size_t, const void*>> pending_;   // (slot, input) not yet registered
+  struct Pending {
+    std::size_t slot;
+    const void* input;
+    std::size_t bytes;  // the extent registration must find inside one allocation
+  };
+  std::vector<Pending> pending_;                               // claimed, not yet registered
   std::map<std::string, void*> opened_;                        // IPC handle bytes -> mapped base
   VmmWorkspace vmm_peers_;                                     // peers' VMM buffers mapped here
   std::map<std::pair<int, std::uint64_t>, void*> vmm_opened_;  // (rank, its base) -> mapped
