@@ -244,18 +244,13 @@ void decide_zero_copy(const GroupView& g, Admission& a) {
     a.zero_copy_reason = "one node: user buffers can be shared by IPC handles";
     return;
   }
-  auto legacy = g.ranks_where([](const RankFacts& r) { return r.allocator != Allocator::kVmm; });
-  if (legacy.empty()) {
-    a.zero_copy = true;
-    a.zero_copy_reason = "every rank's allocator is vmm: user buffers export as fabric handles";
-    return;
-  }
-  // Only user-buffer registration needs a VMM allocator; custom itself still runs by copying
-  // into its own (VMM) workspace. Refusing custom here cost ~19% throughput in practice.
-  a.zero_copy_reason = fmt::format(
-      "{}: allocator legacy, and a group across nodes can only register vmm allocations; calls "
-      "copy into the workspace",
-      g.describe(legacy));
+  // Across nodes a peer's buffer could only be opened from a fabric handle, which registration
+  // does not export: saying yes would promise in-place reads that never happen (and graph
+  // thresholds tuned for them). Calls copy into the workspace, which custom shares by fabric
+  // handles already.
+  a.zero_copy_reason =
+      "a group across nodes would need user buffers exported as fabric handles, which "
+      "registration does not do; calls copy into the workspace";
 }
 
 }  // namespace

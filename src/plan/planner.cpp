@@ -113,6 +113,17 @@ Plan make_plan(const FactsTable& facts, const PlanOptions& options, const Tuning
     }
     TuningLookup lookup =
         find_tuning(overrides, group.type(), group.min_sm(), group.world_size(), options.mode, op);
+    // The built-in graph thresholds are larger because registered buffers skip the copy; a group
+    // without zero-copy copies in graphs too, so it plans its graph table from the eager rows (an
+    // override file's own graph rows still apply).
+    if (options.mode == Mode::kGraph && !p.zero_copy && lookup.rows != nullptr &&
+        lookup.rows ==
+            find_tuning({}, group.type(), group.min_sm(), group.world_size(), Mode::kGraph, op)
+                .rows) {
+      lookup = find_tuning(overrides, group.type(), group.min_sm(), group.world_size(),
+                           Mode::kEager, op);
+      lookup.description += " (eager rows: no zero-copy)";
+    }
     static const std::vector<TuningRow> kNoRows;
     p.table = build_table(lookup.rows ? *lookup.rows : kNoRows, p, fallback, op);
     if (std::find(provenance.begin(), provenance.end(), lookup.description) == provenance.end()) {
