@@ -4,13 +4,17 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "nccl_library.hpp"
+#include "nccl_watchdog.hpp"
 #include "tpcomm/error.hpp"
+#include "transport/common/call_identity.hpp"
 
 namespace tpcomm::transport {
 namespace {
@@ -45,7 +49,9 @@ class NcclBackend final : public CollectiveBackend {
  public:
   explicit NcclBackend(BackendContext context) : ctx_(std::move(context)) {}
   ~NcclBackend() override {
-    if (comm_ != nullptr) {
+    const bool comm_aborted = watchdog_ && watchdog_->comm_aborted();
+    watchdog_.reset();
+    if (comm_ != nullptr && !comm_aborted) {
       // After an abort the communicator may be unusable; abort frees it without waiting.
       if (aborted_) {
         lib_->comm_abort(comm_);
@@ -86,6 +92,7 @@ class NcclBackend final : public CollectiveBackend {
     ncclResult_t r = lib_->comm_init_rank_config(&comm_, ctx_.size, id, ctx_.rank, &cfg);
     if (r != ncclSuccess && r != ncclInProgress) check(r, "ncclCommInitRankConfig");
     wait_ready(deadline, "ncclCommInitRankConfig");
+    watchdog_ = std::make_unique<NcclWatchdog>(*lib_, comm_, ctx_.cuda_device, ctx_.timeout);
   }
 
   void run(const Call& c) override {
@@ -109,21 +116,21 @@ class NcclBackend final : public CollectiveBackend {
     } else {
       check(r, "the NCCL call");
     }
+    // A captured call's completion is the graph's; an eager one is watched to the deadline.
+    if (watchdog_ && !c.captured) watchdog_->watch(stream, identity_of(c));
   }
 
+  // From any thread: the watchdog ends NCCL's kernels (the user's stream wait returns).
   void abort() override {
     aborted_ = true;
-    // ncclCommAbort in the destructor: it must not race a call still enqueueing on this thread.
+    if (watchdog_) watchdog_->abort("the communicator was aborted");
   }
 
   std::optional<std::string> take_async_failure() override {
-    if (comm_ == nullptr || aborted_) return std::nullopt;
-    ncclResult_t state = ncclSuccess;
-    if (lib_->comm_get_async_error(comm_, &state) == ncclSuccess && state != ncclSuccess &&
-        state != ncclInProgress) {
+    if (!watchdog_) return std::nullopt;
+    if (auto failure = watchdog_->take_failure()) {
       aborted_ = true;
-      return fmt::format("NCCL reported {} ({})", static_cast<int>(state),
-                         lib_->get_error_string(state));
+      return failure;
     }
     return std::nullopt;
   }
@@ -158,7 +165,8 @@ class NcclBackend final : public CollectiveBackend {
   BackendContext ctx_;
   const NcclLibrary* lib_ = nullptr;
   ncclComm_t comm_ = nullptr;
-  bool aborted_ = false;
+  std::atomic<bool> aborted_{false};
+  std::unique_ptr<NcclWatchdog> watchdog_;
 };
 
 }  // namespace

@@ -1,0 +1,101 @@
+// The NCCL communicator's watchdog thread (nccl_watchdog.hpp).
+#include "nccl_watchdog.hpp"
+
+#include <fmt/format.h>
+
+namespace tpcomm::transport {
+namespace {
+
+constexpr auto kPollEvery = std::chrono::milliseconds(10);
+
+}  // namespace
+
+NcclWatchdog::NcclWatchdog(const NcclLibrary& lib, ncclComm_t comm, int device,
+                           std::chrono::milliseconds timeout)
+    : lib_(lib), comm_(comm), device_(device), timeout_(timeout) {
+  thread_ = std::thread([this] { run(); });
+}
+
+NcclWatchdog::~NcclWatchdog() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+  for (auto& p : pending_) cudaEventDestroy(p.done);
+}
+
+void NcclWatchdog::watch(cudaStream_t stream, const CallIdentity& call) {
+  cudaEvent_t done = nullptr;
+  if (cudaEventCreateWithFlags(&done, cudaEventDisableTiming) != cudaSuccess) {
+    cudaGetLastError();
+    return;  // unwatched: NCCL's own errors still reach the async-error poll
+  }
+  if (cudaEventRecord(done, stream) != cudaSuccess) {
+    cudaGetLastError();
+    cudaEventDestroy(done);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  pending_.push_back({done, std::chrono::steady_clock::now() + timeout_, call});
+}
+
+void NcclWatchdog::abort(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  abort_locked(why);
+}
+
+// NCCL allows ncclCommAbort from another thread while calls are outstanding: that is its use.
+void NcclWatchdog::abort_locked(const std::string& why) {
+  if (!failure_) failure_ = why;
+  if (comm_aborted_) return;
+  comm_aborted_ = true;
+  lib_.comm_abort(comm_);
+}
+
+std::optional<std::string> NcclWatchdog::take_failure() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!failure_ || reported_) return std::nullopt;
+  reported_ = true;
+  return failure_;
+}
+
+bool NcclWatchdog::comm_aborted() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return comm_aborted_;
+}
+
+void NcclWatchdog::run() {
+  cudaSetDevice(device_);  // event queries of this device from this thread
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_) {
+    wake_.wait_for(lock, kPollEvery, [&] { return stopping_; });
+    if (stopping_ || comm_aborted_) continue;
+    ncclResult_t state = ncclSuccess;
+    if (lib_.comm_get_async_error(comm_, &state) == ncclSuccess && state != ncclSuccess &&
+        state != ncclInProgress) {
+      abort_locked(fmt::format("NCCL reported {} ({})", static_cast<int>(state),
+                               lib_.get_error_string(state)));
+      continue;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    while (!pending_.empty()) {
+      Pending& p = pending_.front();
+      const cudaError_t q = cudaEventQuery(p.done);
+      if (q == cudaErrorNotReady) {
+        if (now < p.deadline) break;
+        abort_locked(
+            fmt::format("{} did not complete within {} ms (a rank missing or stuck); "
+                        "ncclCommAbort ended NCCL's kernels",
+                        describe(p.call), timeout_.count()));
+        break;
+      }
+      if (q != cudaSuccess) cudaGetLastError();
+      cudaEventDestroy(p.done);
+      pending_.pop_front();
+    }
+  }
+}
+
+}  // namespace tpcomm::transport

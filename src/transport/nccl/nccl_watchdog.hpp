@@ -1,0 +1,65 @@
+// NCCL's waits are the GPU's: a call whose peer never comes keeps its kernel, and the user's
+// stream, waiting forever. The watchdog is a thread per NCCL communicator that polls
+// ncclCommGetAsyncError and the completion of every eager call, and calls ncclCommAbort — which
+// ends NCCL's kernels, so the user's stream wait returns — when NCCL reports an error, when a
+// call has not completed within the deadline, or when the communicator is aborted. The failure it
+// saw becomes the communicator's error at the next call (take_failure()).
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "nccl_library.hpp"
+#include "transport/common/call_identity.hpp"
+
+namespace tpcomm::transport {
+
+class NcclWatchdog {
+ public:
+  NcclWatchdog(const NcclLibrary& lib, ncclComm_t comm, int device,
+               std::chrono::milliseconds timeout);
+  ~NcclWatchdog();  // stops the thread; the communicator stays its owner's
+  NcclWatchdog(const NcclWatchdog&) = delete;
+  NcclWatchdog& operator=(const NcclWatchdog&) = delete;
+
+  // After an eager call was enqueued on `stream`: its completion is awaited within the deadline.
+  void watch(cudaStream_t stream, const CallIdentity& call);
+  // From any thread: NCCL's kernels are ended now.
+  void abort(const std::string& why);
+  // The failure seen (once), or nullopt.
+  std::optional<std::string> take_failure();
+  // Whether ncclCommAbort has been called (the communicator must then not be destroyed again).
+  bool comm_aborted() const;
+
+ private:
+  struct Pending {
+    cudaEvent_t done;
+    std::chrono::steady_clock::time_point deadline;
+    CallIdentity call;  // worded only if it times out
+  };
+  void run();
+  void abort_locked(const std::string& why);
+
+  const NcclLibrary& lib_;
+  ncclComm_t comm_;
+  int device_;
+  std::chrono::milliseconds timeout_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Pending> pending_;
+  std::optional<std::string> failure_;
+  bool reported_ = false;
+  bool comm_aborted_ = false;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace tpcomm::transport
