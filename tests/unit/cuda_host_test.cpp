@@ -11,6 +11,8 @@
 #include <set>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "tpcomm/bootstrap.hpp"
 #include "tpcomm/communicator.hpp"
 #include "tpcomm/error.hpp"
@@ -273,6 +275,118 @@ TEST(HandleFraming, EveryRankOfANodeGetsEveryPeersDescriptor) {
 
 // The multicast object's handle goes from rank 0 to the others; a message from another rank
 // than the root is refused.
+// Graph buffer registration sends every VMM descriptor of a round in one tagged message per pair
+// (issue 13, defect 8): two rounds back to back on one listener never mix, and each descriptor
+// arrives as the sender's i-th of that round.
+TEST(HandleFraming, HandleSetsOfConsecutiveRoundsArriveWholeAndInOrder) {
+  constexpr int kWorld = 4;
+  constexpr int kBuffers = 3;
+  const std::uint64_t comm = std::random_device{}();
+  std::vector<net::Fd> listeners;
+  for (int r = 0; r < kWorld; ++r) listeners.push_back(listen_abstract(listener_name(comm, r)));
+  std::vector<std::string> wrong(kWorld);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kWorld; ++r) {
+    ranks.emplace_back([&, r] {
+      HandleMailbox mailbox;
+      for (std::uint32_t round = 0; round < 3; ++round) {
+        // Rank 3 is slow to receive: the others' next round reaches it while it waits for rank
+        // 0's (which is slow to send).
+        if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        std::vector<net::Fd> files;
+        std::vector<int> fds;
+        std::vector<std::uint64_t> sizes;
+        for (int i = 0; i < kBuffers; ++i) {
+          files.push_back(file_with(fmt::format("r{} round{} buf{}", r, round, i)));
+          fds.push_back(files.back().get());
+          sizes.push_back(1000u * static_cast<unsigned>(r) + static_cast<unsigned>(i));
+        }
+        std::vector<HandleSet> got = exchange_handle_sets(
+            r, kWorld, comm, round, listeners[static_cast<std::size_t>(r)].get(), mailbox, fds,
+            sizes, Deadline::after(std::chrono::seconds(10)));
+        for (int p = 0; p < kWorld; ++p) {
+          if (p == r) continue;
+          for (int i = 0; i < kBuffers; ++i) {
+            const auto& f = got[static_cast<std::size_t>(p)].fds;
+            const std::string want = fmt::format("r{} round{} buf{}", p, round, i);
+            if (f.size() != kBuffers || content_of(f[static_cast<std::size_t>(i)].get()) != want ||
+                got[static_cast<std::size_t>(p)].sizes[static_cast<std::size_t>(i)] !=
+                    1000u * static_cast<unsigned>(p) + static_cast<unsigned>(i)) {
+              wrong[static_cast<std::size_t>(r)] += want + " missing or misplaced; ";
+            }
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < kWorld; ++r)
+    EXPECT_EQ(wrong[static_cast<std::size_t>(r)], "") << "rank " << r;
+}
+
+// A peer's set of the next round that arrives first waits in the mailbox for its round.
+TEST(HandleFraming, ASetOfALaterRoundWaitsInTheMailboxForItsRound) {
+  const std::uint64_t comm = std::random_device{}();
+  net::Fd l0 = listen_abstract(listener_name(comm, 0));
+  net::Fd l1 = listen_abstract(listener_name(comm, 1));
+  net::Fd round0 = file_with("round 0"), round1 = file_with("round 1"), mine = file_with("r0");
+  HandleMailbox peer_mailbox;
+  // Rank 1's round-1 set reaches rank 0 first (its own wait for rank 0 then times out).
+  try {
+    exchange_handle_sets(1, 2, comm, 1, l1.get(), peer_mailbox, {round1.get()}, {11},
+                         Deadline::after(std::chrono::milliseconds(100)));
+  } catch (const Error&) {
+  }
+  std::thread peer([&] {
+    exchange_handle_sets(1, 2, comm, 0, l1.get(), peer_mailbox, {round0.get()}, {10},
+                         Deadline::after(std::chrono::seconds(5)));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  HandleMailbox mailbox;
+  auto first = exchange_handle_sets(0, 2, comm, 0, l0.get(), mailbox, {mine.get()}, {1},
+                                    Deadline::after(std::chrono::seconds(5)));
+  peer.join();
+  ASSERT_EQ(first[1].fds.size(), 1u);
+  EXPECT_EQ(content_of(first[1].fds[0].get()), "round 0");
+  EXPECT_EQ(first[1].sizes[0], 10u);
+  EXPECT_EQ(mailbox.early.size(), 1u) << "round 1 kept for later";
+  auto second = exchange_handle_sets(0, 2, comm, 1, l0.get(), mailbox, {mine.get()}, {1},
+                                     Deadline::after(std::chrono::seconds(5)));
+  ASSERT_EQ(second[1].fds.size(), 1u);
+  EXPECT_EQ(content_of(second[1].fds[0].get()), "round 1");
+  EXPECT_EQ(second[1].sizes[0], 11u);
+  EXPECT_TRUE(mailbox.early.empty());
+}
+
+TEST(HandleFraming, AHandleSetOfAnEarlierRoundIsAnErrorNamingBothRounds) {
+  const std::uint64_t comm = std::random_device{}();
+  net::Fd l0 = listen_abstract(listener_name(comm, 0));
+  net::Fd l1 = listen_abstract(listener_name(comm, 1));
+  net::Fd file = file_with("x");
+  std::string error;
+  std::thread other([&] {
+    HandleMailbox mailbox;
+    try {
+      exchange_handle_sets(1, 2, comm, 6, l1.get(), mailbox, {file.get()}, {1},
+                           Deadline::after(std::chrono::seconds(1)));
+    } catch (const Error&) {
+    }
+  });
+  HandleMailbox mailbox;
+  try {
+    exchange_handle_sets(0, 2, comm, 7, l0.get(), mailbox, {file.get()}, {1},
+                         Deadline::after(std::chrono::seconds(5)));
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kMismatch);
+    error = e.what();
+  }
+  other.join();
+  EXPECT_NE(error.find("rank 1 sent 1 buffer handles (1 descriptors) for round 6; this rank "
+                       "expected 1 for round 7"),
+            std::string::npos)
+      << error;
+}
+
 TEST(HandleFraming, TheRootsDescriptorReachesEveryRank) {
   constexpr int kWorld = 3;
   const std::uint64_t comm = std::random_device{}();

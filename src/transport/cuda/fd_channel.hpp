@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -15,16 +16,17 @@
 namespace tpcomm::transport::cuda {
 
 constexpr std::uint32_t kHandleMagic = 0x44465054;  // "TPFD"
-constexpr std::uint16_t kHandleVersion = 1;
+constexpr std::uint16_t kHandleVersion = 2;         // 2: handle sets (kind 1) with a round tag
 
 struct HandleHeader {
   std::uint32_t magic = kHandleMagic;
   std::uint16_t version = kHandleVersion;
-  std::uint16_t kind = 0;  // what the fd is (0: custom workspace)
+  std::uint16_t kind = 0;  // 0: one workspace descriptor; 1: a set (exchange_handle_sets)
   std::int32_t from_rank = 0;
-  std::int32_t reserved = 0;
+  std::uint32_t tag = 0;  // a set's round: a message of another round is never taken for this one
   std::uint64_t comm_id = 0;
-  std::uint64_t bytes = 0;  // the exported allocation's size
+  std::uint64_t bytes =
+      0;  // kind 0: the exported allocation's size; kind 1: descriptors in the set
 };
 static_assert(sizeof(HandleHeader) == 32);
 
@@ -51,6 +53,31 @@ net::Fd connect_abstract(const std::string& name, const Deadline& deadline);
 // rank (a voted step before this one). Throws naming the rank that failed.
 std::vector<net::Fd> exchange_handles(int rank, int world, std::uint64_t comm_id, int listener,
                                       int my_fd, std::uint64_t bytes, const Deadline& deadline);
+
+// At most this many descriptors travel in one set (one SCM_RIGHTS message).
+constexpr std::size_t kMaxHandleSet = 200;
+
+// One rank's set of one round: its descriptors and their allocation sizes.
+struct HandleSet {
+  std::vector<net::Fd> fds;
+  std::vector<std::uint64_t> sizes;
+};
+// Sets that arrived for a later round than the one being received (a fast peer), kept until
+// their round: one per listener, living as long as it.
+struct HandleMailbox {
+  std::map<std::pair<std::uint32_t, int>, HandleSet> early;  // (tag, from rank) -> set
+};
+
+// Every rank sends all its descriptors of one round (`fds`, with the allocation size of each) to
+// every other rank in one message tagged `tag`, and receives theirs: result[p] is rank p's set
+// (result[rank] stays empty). One message per pair and round; a fast peer's later round waits in
+// `mailbox`, and a message of an earlier round, another communicator or another count is an
+// error naming it. Every rank must pass the same number of descriptors.
+std::vector<HandleSet> exchange_handle_sets(int rank, int world, std::uint64_t comm_id,
+                                            std::uint32_t tag, int listener, HandleMailbox& mailbox,
+                                            const std::vector<int>& fds,
+                                            const std::vector<std::uint64_t>& sizes,
+                                            const Deadline& deadline);
 
 // Rank `root` sends `root_fd` to every other rank, which returns it (root returns an empty Fd).
 // `listener` must already be listening on every rank.

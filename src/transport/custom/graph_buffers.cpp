@@ -135,6 +135,7 @@ struct RegistrationRound {
   std::vector<std::string> why;                   // why buffer i keeps copying
   std::vector<std::uint8_t> usable;               // 1: every rank could open it so far
   std::vector<std::vector<std::uint64_t>> words;  // each buffer's slot: flag, then addresses
+  std::vector<std::vector<net::Fd>> received;     // [buffer][rank]: peers' VMM descriptors
 };
 
 namespace {
@@ -189,7 +190,7 @@ void require_shared_alike(RegistrationRound& round, std::size_t i) {
   }
 }
 
-// Phase 4: a buffer any rank could not open stays copied everywhere.
+// Phase 5: a buffer any rank could not open stays copied everywhere.
 void vote_on_usable(Bootstrap& bootstrap, RegistrationRound& round, const Deadline& deadline) {
   const std::size_t n = round.usable.size();
   auto votes = bootstrap.all_gather(as_bytes(round.usable), "graph buffer vote", deadline);
@@ -256,24 +257,49 @@ const std::uint64_t* GraphBuffers::claim(const void* input, std::size_t bytes) {
   return slots_ + kSlotWords * used_++;
 }
 
-// Phase 3: maps every peer's copy of buffer i (what every rank could share the same way). VMM
-// descriptors travel all-to-all, so every rank takes part whenever every rank has one.
-void GraphBuffers::open_peers(RegistrationRound& round, std::size_t i, Bootstrap& bootstrap,
-                              int listener, std::uint64_t channel, const Deadline& deadline) {
-  const int me = bootstrap.rank();
-  const int world = bootstrap.size();
-  require_shared_alike(round, i);
-  const std::uint32_t how = round.peers[0][i].how;
-  std::vector<net::Fd> received;
-  if (round.usable[i] && how == kVmmFd) {
-    if (listener < 0) {
+// Phase 3: the VMM descriptors of every buffer that every rank shares that way travel in one set
+// per pair of ranks (one round per registration: a fast rank's next buffer can never be taken for
+// this one).
+void GraphBuffers::exchange_vmm(RegistrationRound& round, Bootstrap& bootstrap, int listener,
+                                std::uint64_t channel, const Deadline& deadline) {
+  std::vector<std::size_t> vmm;
+  for (std::size_t i = 0; i < round.usable.size(); ++i) {
+    require_shared_alike(round, i);
+    if (round.usable[i] && round.peers[0][i].how == kVmmFd) vmm.push_back(i);
+  }
+  round.received.resize(round.usable.size());
+  if (vmm.empty()) return;
+  if (listener < 0) {
+    for (std::size_t i : vmm) {
       round.usable[i] = 0;
       round.why[i] = "VMM buffers are shared only within a node";
-    } else {
-      received = exchange_handles(me, world, channel, listener, round.fds[i].get(),
-                                  round.mine[i].size, deadline);
+    }
+    return;
+  }
+  std::vector<int> fds;
+  std::vector<std::uint64_t> sizes;
+  for (std::size_t i : vmm) {
+    fds.push_back(round.fds[i].get());
+    sizes.push_back(round.mine[i].size);
+  }
+  std::vector<HandleSet> sets =
+      exchange_handle_sets(bootstrap.rank(), bootstrap.size(), channel, registrations_++, listener,
+                           mailbox_, fds, sizes, deadline);
+  for (std::size_t k = 0; k < vmm.size(); ++k) {
+    auto& per_rank = round.received[vmm[k]];
+    per_rank.resize(static_cast<std::size_t>(bootstrap.size()));
+    for (int r = 0; r < bootstrap.size(); ++r) {
+      if (r != bootstrap.rank()) {
+        per_rank[static_cast<std::size_t>(r)] = std::move(sets[static_cast<std::size_t>(r)].fds[k]);
+      }
     }
   }
+}
+
+// Phase 4: maps every peer's copy of buffer i.
+void GraphBuffers::open_peers(RegistrationRound& round, std::size_t i, int me) {
+  const int world = static_cast<int>(round.peers.size());
+  const std::uint32_t how = round.peers[0][i].how;
   for (int r = 0; r < world && round.usable[i]; ++r) {
     const SharedBuffer& s = round.peers[static_cast<std::size_t>(r)][i];
     auto& word = round.words[i][1 + static_cast<std::size_t>(r)];
@@ -282,9 +308,10 @@ void GraphBuffers::open_peers(RegistrationRound& round, std::size_t i, Bootstrap
       continue;
     }
     try {
-      void* base = how == kIpcHandle ? open_ipc(s.handle)
-                                     : open_vmm(r, s.address - s.offset, s.size,
-                                                received[static_cast<std::size_t>(r)].get());
+      void* base = how == kIpcHandle
+                       ? open_ipc(s.handle)
+                       : open_vmm(r, s.address - s.offset, s.size,
+                                  round.received[i][static_cast<std::size_t>(r)].get());
       word = reinterpret_cast<std::uintptr_t>(base) + s.offset;
     } catch (const std::exception& e) {
       round.why[i] = fmt::format("cannot open rank {}'s buffer: {}", r, e.what());
@@ -293,7 +320,7 @@ void GraphBuffers::open_peers(RegistrationRound& round, std::size_t i, Bootstrap
   }
 }
 
-// Phase 5: the slots of the buffers every rank opened switch to reading in place.
+// Phase 6: the slots of the buffers every rank opened switch to reading in place.
 std::size_t GraphBuffers::write_slots(RegistrationRound& round, int me) {
   std::size_t registered = 0;
   for (std::size_t i = 0; i < round.usable.size(); ++i) {
@@ -317,8 +344,8 @@ std::size_t GraphBuffers::register_all(Bootstrap& bootstrap, int listener, std::
   std::vector<std::pair<const void*, std::size_t>> inputs;
   for (const auto& p : pending_) inputs.emplace_back(p.input, p.bytes);
   RegistrationRound round = exchange_descriptions(bootstrap, inputs, deadline);
-  for (std::size_t i = 0; i < inputs.size(); ++i)
-    open_peers(round, i, bootstrap, listener, channel, deadline);
+  exchange_vmm(round, bootstrap, listener, channel, deadline);
+  for (std::size_t i = 0; i < inputs.size(); ++i) open_peers(round, i, bootstrap.rank());
   vote_on_usable(bootstrap, round, deadline);
   const std::size_t registered = write_slots(round, bootstrap.rank());
   pending_.clear();

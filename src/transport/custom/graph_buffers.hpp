@@ -23,6 +23,7 @@
 
 #include "tpcomm/bootstrap.hpp"
 #include "transport/cuda/cuda_layout.hpp"
+#include "transport/cuda/fd_channel.hpp"
 #include "transport/cuda/vmm_workspace.hpp"
 
 namespace tpcomm::transport::cuda {
@@ -54,8 +55,9 @@ class GraphBuffers {
 
  private:
   // The phases of register_all that need this object (the others are free functions).
-  void open_peers(RegistrationRound& round, std::size_t i, Bootstrap& bootstrap, int listener,
-                  std::uint64_t channel, const Deadline& deadline);
+  void exchange_vmm(RegistrationRound& round, Bootstrap& bootstrap, int listener,
+                    std::uint64_t channel, const Deadline& deadline);
+  void open_peers(RegistrationRound& round, std::size_t i, int me);
   std::size_t write_slots(RegistrationRound& round, int me);
   void* open_ipc(const cudaIpcMemHandle_t& handle);
   void* open_vmm(int rank, std::uint64_t their_base, std::size_t bytes, int fd);
@@ -72,6 +74,8 @@ class GraphBuffers {
   VmmWorkspace vmm_peers_;                                     // peers' VMM buffers mapped here
   std::map<std::pair<int, std::uint64_t>, void*> vmm_opened_;  // (rank, its base) -> mapped
   bool full_reported_ = false;
+  std::uint32_t registrations_ = 0;  // the round tag of the next VMM descriptor exchange
+  HandleMailbox mailbox_;            // a fast peer's descriptors of a later registration
 };
 
 }  // namespace tpcomm::transport::cuda
