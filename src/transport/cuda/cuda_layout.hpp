@@ -91,6 +91,18 @@ TPCOMM_HD Range split_vectors(std::size_t n, int parts, int part, std::size_t un
   return r;
 }
 
+// Blocks for a message of `bytes` per rank: the plan's count, but no more than there are whole
+// 512-thread rows of 16-byte vectors to give them (as vLLM clamps): a 2 KiB call on 36 blocks
+// would make 35 of them wait at the barriers for nothing.
+TPCOMM_HD int blocks_for(int requested, std::size_t bytes) {
+  constexpr std::size_t kRowBytes = 512 * kVecBytes;
+  const std::size_t useful = (bytes + kRowBytes - 1) / kRowBytes;
+  const int wanted = requested < 1 ? 1 : requested;
+  return useful < 1
+             ? 1
+             : (useful < static_cast<std::size_t>(wanted) ? static_cast<int>(useful) : wanted);
+}
+
 // Elements per chunk so that one chunk of the operation fits the data area: all-reduce and
 // all-gather hold `count` elements per rank, reduce-scatter holds W blocks. Chunks are whole
 // 16-byte vectors so every chunk but the last moves full vectors.

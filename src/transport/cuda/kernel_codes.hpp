@@ -16,13 +16,17 @@ inline constexpr int kSum = 0, kMax = 1, kMin = 2, kAvg = 3;
 
 enum class KernelOp : int { kOneShot = 0, kTwoShot = 1, kAllGather = 2, kReduceScatter = 3 };
 
-// What a kernel that gave up writes into host-mapped memory for the watchdog.
+// What a kernel that gave up writes into host-mapped memory for the watchdog. The first thread
+// to give up takes `claimed`, writes the fields, fences, and publishes `code` last: the host reads
+// the fields only once it sees a code, so it never reads them half-written.
 struct KernelFailure {
-  std::int32_t code;   // 0 none, 1 a peer did not signal within the cycle budget, 2 aborted
-  std::int32_t rank;   // this rank
-  std::int32_t peer;   // the rank that did not signal
-  std::int32_t phase;  // 0 start, 1 middle
-  std::uint64_t step;  // the step number that was awaited
+  std::int32_t code;     // 0 none, 1 a peer did not signal within the time budget, 2 aborted
+  std::int32_t rank;     // this rank
+  std::int32_t peer;     // the rank that did not signal
+  std::int32_t phase;    // 0 start, 1 middle
+  std::uint64_t step;    // the step number that was awaited
+  std::int32_t claimed;  // taken by the thread that records the failure
+  std::int32_t unused;
 };
 
 }  // namespace tpcomm::transport::cuda

@@ -226,34 +226,43 @@ __device__ inline void copy_bytes(char* dst, const char* src, std::size_t bytes)
 }
 
 // Spins until `*flag` reaches `target`, bounded: it gives up when the abort word is set (code 2)
-// or after `budget` cycles (code 1), recording the first failure of the launch (rank, the peer
-// awaited or -1 when unknown, barrier phase, launch step) for the host watchdog. Returns false
-// when it gave up.
+// or after `budget_ns` nanoseconds of %globaltimer (code 1) — wall time, unlike a cycle count
+// that depends on the clock the SM runs at — recording the first failure of the launch (rank,
+// the peer awaited or -1 when unknown, barrier phase, launch step) for the host watchdog.
+// Returns false when it gave up.
 struct WaitSite {
   int rank;
   int peer;
   int phase;
   std::uint64_t step;
 };
+__device__ __forceinline__ std::uint64_t global_timer_ns() {
+  std::uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 __device__ inline bool bounded_wait(const std::uint64_t* flag, std::uint64_t target,
-                                    const volatile std::int32_t* abort_word, std::uint64_t budget,
-                                    KernelFailure* failure, const WaitSite& site) {
-  const long long start = clock64();
+                                    const volatile std::int32_t* abort_word,
+                                    std::uint64_t budget_ns, KernelFailure* failure,
+                                    const WaitSite& site) {
+  const std::uint64_t start = global_timer_ns();
   unsigned spins = 0;
   while (!reached(load_acquire(flag), target)) {
     // The abort word is host memory: a read crosses PCIe (about a microsecond), so it and the
-    // clock are looked at only every kCheckEvery spins, keeping a wait that succeeds fast.
+    // timer are looked at only every kCheckEvery spins, keeping a wait that succeeds fast.
     constexpr unsigned kCheckEvery = 256;
     if (++spins % kCheckEvery != 0) continue;
     int code = 0;
     if (*abort_word != 0) code = 2;
-    if (static_cast<std::uint64_t>(clock64() - start) > budget) code = 1;
+    if (global_timer_ns() - start > budget_ns) code = 1;
     if (code != 0) {
-      if (atomicCAS(&failure->code, 0, code) == 0) {
+      if (atomicCAS(&failure->claimed, 0, 1) == 0) {
         failure->rank = site.rank;
         failure->peer = site.peer;
         failure->phase = site.phase;
         failure->step = site.step;
+        __threadfence_system();
+        atomicExch(&failure->code, code);  // published last
         __threadfence_system();
       }
       return false;

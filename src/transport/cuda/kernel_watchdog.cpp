@@ -18,7 +18,7 @@ KernelWatchdog::~KernelWatchdog() {
   if (host_ != nullptr) cudaFreeHost(host_);
 }
 
-void KernelWatchdog::create(std::string what, std::chrono::milliseconds timeout, int device) {
+void KernelWatchdog::create(std::string what, std::chrono::milliseconds timeout) {
   what_ = std::move(what);
   timeout_ = timeout;
   void* host = nullptr;
@@ -31,12 +31,7 @@ void KernelWatchdog::create(std::string what, std::chrono::milliseconds timeout,
   auto* dev = static_cast<Record*>(device_view);
   device_abort_ = &dev->abort_word;
   device_failure_ = &dev->failure;
-  int khz = 0;
-  if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device) != cudaSuccess || khz <= 0) {
-    cudaGetLastError();
-    khz = 2'000'000;
-  }
-  cycle_budget_ = static_cast<std::uint64_t>(timeout.count()) * static_cast<std::uint64_t>(khz);
+  wait_budget_ns_ = static_cast<std::uint64_t>(timeout.count()) * 1'000'000ull;
 }
 
 KernelFailure KernelWatchdog::read() const {

@@ -24,12 +24,12 @@ class KernelWatchdog {
 
   // Allocates the host-mapped record on the current device. `what` names the kernels in
   // messages ("custom kernel"); `timeout` is the communicator's.
-  void create(std::string what, std::chrono::milliseconds timeout, int device);
+  void create(std::string what, std::chrono::milliseconds timeout);
   // What the kernels get: the abort word and failure record as device pointers, and the
-  // timeout in cycles of `device`'s SM clock (2 GHz when the driver does not say).
+  // timeout in nanoseconds of the GPU's %globaltimer.
   const volatile std::int32_t* device_abort_word() const { return device_abort_; }
   KernelFailure* device_failure() const { return device_failure_; }
-  std::uint64_t cycle_budget() const { return cycle_budget_; }
+  std::uint64_t wait_budget_ns() const { return wait_budget_ns_; }
 
   // Polls the record every millisecond; a kernel that gave up is reported once.
   void start(std::function<void(const std::string&)> on_failure);
@@ -51,7 +51,7 @@ class KernelWatchdog {
   Record* host_ = nullptr;  // host-mapped; the GPU writes `failure`, read through volatile
   const volatile std::int32_t* device_abort_ = nullptr;
   KernelFailure* device_failure_ = nullptr;
-  std::uint64_t cycle_budget_ = 0;
+  std::uint64_t wait_budget_ns_ = 0;
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> reported_{false};

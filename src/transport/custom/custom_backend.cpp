@@ -11,6 +11,7 @@
 #include "graph_buffers.hpp"
 #include "tpcomm/error.hpp"
 #include "transport/cuda/chunked_launch.hpp"
+#include "transport/cuda/device_guard.hpp"
 #include "transport/cuda/driver_api.hpp"
 #include "transport/cuda/fd_channel.hpp"
 #include "transport/cuda/kernel_watchdog.hpp"
@@ -66,11 +67,13 @@ class CustomBackend final : public CollectiveBackend {
 
   // (A failure of an earlier call is picked up by the communicator before this one.)
   void run(const Call& c) override {
+    const cuda::DeviceGuard on_device(ctx_.cuda_device);
     const std::size_t es = size_of(c.type);
     KernelArgs a = base_args_;
     a.type = static_cast<int>(c.type);
     a.reduce = static_cast<int>(c.reduce);
-    a.blocks = std::clamp(c.blocks > 0 ? c.blocks : 16, 1, cuda::kMaxBlocks);
+    a.blocks = cuda::blocks_for(std::clamp(c.blocks > 0 ? c.blocks : 16, 1, cuda::kMaxBlocks),
+                                c.count * es);
     const bool rs = c.op == Op::kReduceScatter;
     a.op = c.op == Op::kAllGather               ? KernelOp::kAllGather
            : rs                                 ? KernelOp::kReduceScatter
@@ -106,14 +109,14 @@ class CustomBackend final : public CollectiveBackend {
     const auto layout = cuda::workspace_layout(
         2 * kBufferBytes, cuda::VmmWorkspace::granularity(ctx_.cuda_device, sharing()));
     workspace_.create(ctx_.cuda_device, layout.total_bytes, sharing());
-    watchdog_.create("custom kernel", ctx_.timeout, ctx_.cuda_device);
+    watchdog_.create("custom kernel", ctx_.timeout);
     base_args_.rank = ctx_.rank;
     base_args_.world = ctx_.size;
     base_args_.data_offset = layout.data_offset;
     base_args_.half_bytes = kBufferBytes;
     base_args_.abort_word = watchdog_.device_abort_word();
     base_args_.failure = watchdog_.device_failure();
-    base_args_.cycle_budget = watchdog_.cycle_budget();
+    base_args_.wait_budget_ns = watchdog_.wait_budget_ns();
     graph_buffers_.create(ctx_.cuda_device);
     if (!ctx_.spans_nodes()) {
       listener_ = cuda::listen_abstract(cuda::listener_name(ctx_.comm_id, ctx_.rank));

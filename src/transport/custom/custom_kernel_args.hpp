@@ -30,8 +30,8 @@ struct KernelArgs {
   // A captured all-reduce's graph buffer slot (graph_buffers.hpp), or null: when its flag is set
   // at run time, every rank's input is read in place at slot[1 + r] + slot_offset.
   const std::uint64_t* graph_slot = nullptr;
-  std::size_t slot_offset = 0;                        // bytes of this chunk into the inputs
-  std::uint64_t cycle_budget = 0;                     // cycles a wait may spin before giving up
+  std::size_t slot_offset = 0;       // bytes of this chunk into the inputs
+  std::uint64_t wait_budget_ns = 0;  // how long a wait may spin before giving up (%globaltimer)
   const volatile std::int32_t* abort_word = nullptr;  // host-mapped: nonzero = stop waiting
   KernelFailure* failure = nullptr;                   // host-mapped: first failure
 };

@@ -26,13 +26,15 @@ template <int MaxW>
 __device__ bool barrier(const KernelArgs& a, int phase, std::uint64_t step) {
   __shared__ int failed;
   if (threadIdx.x == 0) failed = 0;
+  // The block's writes are ordered before the signal by the barrier and then one system fence
+  // per signalling thread (fences are cumulative), not by a fence in each of the 512 threads.
   __syncthreads();
-  __threadfence_system();
   const int p = static_cast<int>(threadIdx.x);
   if (p < a.world && p < MaxW) {
+    __threadfence_system();
     store_release(pads(a.peers[p]) + pad_index(phase, blockIdx.x, a.rank), step);
     const std::uint64_t* mine = pads(a.peers[a.rank]) + pad_index(phase, blockIdx.x, p);
-    if (!bounded_wait(mine, step, a.abort_word, a.cycle_budget, a.failure,
+    if (!bounded_wait(mine, step, a.abort_word, a.wait_budget_ns, a.failure,
                       WaitSite{a.rank, p, phase, step})) {
       failed = 1;
     }

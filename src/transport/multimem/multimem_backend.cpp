@@ -12,6 +12,7 @@
 #include "multimem_kernel_args.hpp"
 #include "tpcomm/error.hpp"
 #include "transport/cuda/chunked_launch.hpp"
+#include "transport/cuda/device_guard.hpp"
 #include "transport/cuda/driver_api.hpp"
 #include "transport/cuda/fd_channel.hpp"
 #include "transport/cuda/kernel_watchdog.hpp"
@@ -55,12 +56,14 @@ class MultimemBackend final : public CollectiveBackend {
   }
 
   void run(const Call& c) override {
+    const cuda::DeviceGuard on_device(ctx_.cuda_device);
     const std::size_t es = size_of(c.type);
     const bool rs = c.op == Op::kReduceScatter;
     MultimemArgs a = base_;
     a.type = static_cast<int>(c.type);
     a.reduce = static_cast<int>(c.reduce);
-    a.blocks = std::clamp(c.blocks > 0 ? c.blocks : 16, 1, cuda::kMaxBlocks);
+    a.blocks = cuda::blocks_for(std::clamp(c.blocks > 0 ? c.blocks : 16, 1, cuda::kMaxBlocks),
+                                c.count * es);
     a.op = c.op == Op::kAllGather ? KernelOp::kAllGather
            : rs                   ? KernelOp::kReduceScatter
                                   : KernelOp::kOneShot;
@@ -94,7 +97,7 @@ class MultimemBackend final : public CollectiveBackend {
         cuda::MulticastObject::granularity(ctx_.size, layout.total_bytes, ctx_.spans_nodes());
     layout = cuda::multimem_layout(kAreaBytes, std::max(vmm_granularity, mc_granularity));
     workspace_.create(ctx_.cuda_device, layout.total_bytes, sharing);
-    watchdog_.create("multimem kernel", ctx_.timeout, ctx_.cuda_device);
+    watchdog_.create("multimem kernel", ctx_.timeout);
     if (ctx_.rank == 0) multicast_.create(ctx_.size, layout.total_bytes, ctx_.spans_nodes());
     base_.rank = ctx_.rank;
     base_.world = ctx_.size;
@@ -102,7 +105,7 @@ class MultimemBackend final : public CollectiveBackend {
     base_.unicast = static_cast<char*>(workspace_.own());
     base_.abort_word = watchdog_.device_abort_word();
     base_.failure = watchdog_.device_failure();
-    base_.cycle_budget = watchdog_.cycle_budget();
+    base_.wait_budget_ns = watchdog_.wait_budget_ns();
     if (!ctx_.spans_nodes()) {
       listener_ = cuda::listen_abstract(cuda::listener_name(channel(), ctx_.rank));
     }

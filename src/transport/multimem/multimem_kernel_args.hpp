@@ -27,7 +27,7 @@ struct MultimemArgs {
   void* output = nullptr;
   std::size_t in_rank_stride = 0;   // reduce-scatter: bytes between rank blocks of the input
   std::size_t out_rank_stride = 0;  // all-gather: bytes between rank blocks of the output
-  std::uint64_t cycle_budget = 0;
+  std::uint64_t wait_budget_ns = 0;
   const volatile std::int32_t* abort_word = nullptr;
   KernelFailure* failure = nullptr;
 };

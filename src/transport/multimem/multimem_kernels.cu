@@ -113,7 +113,7 @@ __device__ bool multicast_barrier(const MultimemArgs& a, int phase, std::uint64_
     const auto* mine =
         reinterpret_cast<const std::uint64_t*>(a.unicast + a.layout.pads_offset) + pad;
     // A counter does not say who is missing: peer -1.
-    if (!bounded_wait(mine, target, a.abort_word, a.cycle_budget, a.failure,
+    if (!bounded_wait(mine, target, a.abort_word, a.wait_budget_ns, a.failure,
                       WaitSite{a.rank, -1, phase, step})) {
       failed = 1;
     }
