@@ -96,7 +96,7 @@ part "two processes: workspace fds exported and imported" 90 "$tpcomm" run -n 2 
 for w in 2 8; do
   part "timing, $w ranks" 90 "$check" timing "$w"
 done
-part "multimem support (informational)" 30 "$check" multimem
+part "multimem: entry points and device support" 30 "$check" multimem
 
 section "summary"
 echo "took $(($(date +%s) - started)) s"

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -109,14 +110,21 @@ void store(DataType t, std::uint8_t* p, std::size_t i, float v) {
   }
 }
 
-// The kernels' order: fp32 accumulation starting from rank 0, then rounding to the element type.
-std::vector<std::uint8_t> reference_sum(DataType t,
-                                        const std::vector<std::vector<std::uint8_t>>& in,
-                                        std::size_t offset, std::size_t count) {
+// The kernels' order, written independently of them: fp32 accumulation starting from rank 0
+// (sum, max, min; avg is the sum divided by W in fp32), then rounding to the element type.
+std::vector<std::uint8_t> reference(DataType t, ReduceOp op,
+                                    const std::vector<std::vector<std::uint8_t>>& in,
+                                    std::size_t offset, std::size_t count) {
   std::vector<std::uint8_t> out(count * elem_size(t));
   for (std::size_t i = 0; i < count; ++i) {
     float acc = load(t, in[0].data(), offset + i);
-    for (std::size_t r = 1; r < in.size(); ++r) acc += load(t, in[r].data(), offset + i);
+    for (std::size_t r = 1; r < in.size(); ++r) {
+      const float x = load(t, in[r].data(), offset + i);
+      acc = op == ReduceOp::kMax   ? std::fmax(acc, x)
+            : op == ReduceOp::kMin ? std::fmin(acc, x)
+                                   : acc + x;
+    }
+    if (op == ReduceOp::kAvg) acc /= static_cast<float>(in.size());
     store(t, out.data(), i, acc);
   }
   return out;
@@ -192,6 +200,7 @@ const Case kCases[] = {{"one_shot", Op::kAllReduce, Algorithm::kOneShot},
                        {"all_gather", Op::kAllGather, Algorithm::kOneShot},
                        {"reduce_scatter", Op::kReduceScatter, Algorithm::kOneShot}};
 const DataType kTypes[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
+const ReduceOp kReductions[] = {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kAvg};
 
 // Sizes in bytes of the all-reduce buffer (odd element counts among them); the all-gather
 // output and the reduce-scatter input have the same total, split over the ranks.
@@ -238,109 +247,116 @@ int correctness(int world) {
           std::fflush(stdout);
         }
         for (const Case& k : kCases) {
-          const Shape s = shape_of(k.op, total, world);
-          // Every rank's input, regenerated from the same seeds on every rank for the reference.
-          std::vector<std::vector<std::uint8_t>> inputs;
-          for (std::size_t r = 0; r < w; ++r) {
-            inputs.push_back(make_input(t, s.in_elems, (total << 8) ^ (r << 4) ^ es));
-          }
-          std::vector<std::uint8_t> expect;
-          if (k.op == Op::kAllReduce) {
-            expect = reference_sum(t, inputs, 0, s.count);
-          } else if (k.op == Op::kAllGather) {
-            for (const auto& in : inputs) expect.insert(expect.end(), in.begin(), in.end());
-          } else {
-            expect = reference_sum(t, inputs, static_cast<std::size_t>(rank) * s.count, s.count);
-          }
-          const std::size_t big = std::max(s.in_elems, s.out_elems) * es;
-          void* a = nullptr;
-          void* b = nullptr;
-          check_cuda(cudaMalloc(&a, big), "cudaMalloc");
-          check_cuda(cudaMalloc(&b, big), "cudaMalloc");
-          const bool large = total * es > (std::size_t{1} << 20);
-          for (int in_place = 0; in_place < 2; ++in_place) {
-            for (int graph = 0; graph < 2; ++graph) {
-              if (large && (in_place || graph)) continue;  // the big sizes: eager, out of place
-              Call c;
-              c.op = k.op;
-              c.type = t;
-              c.count = s.count;
-              c.algorithm = k.algorithm;
-              c.blocks = kBlocksPerRank;
-              c.blocks = kBlocksPerRank;
-              c.sequence = ++sequence;
-              c.stream = stream;
-              c.output = in_place ? a : b;
-              // In place as NCCL defines it: the rank's own block of the larger buffer.
-              auto* base = static_cast<std::uint8_t*>(a);
-              c.input = in_place && k.op == Op::kAllGather ? base + rank * s.count * es : a;
-              if (in_place && k.op == Op::kReduceScatter) c.output = base + rank * s.count * es;
-              check_cuda(cudaMemcpy(const_cast<void*>(c.input), inputs[rank].data(),
-                                    s.in_elems * es, cudaMemcpyHostToDevice),
-                         "copy in");
-              if (!in_place) check_cuda(cudaMemset(c.output, 0xff, s.out_elems * es), "memset");
-              bs->barrier("case start", Deadline::after(kTimeout));
-              // Checks the output bitwise against the reference (hence across ranks).
-              auto verify = [&](const char* how) {
-                check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-                std::vector<std::uint8_t> got(s.out_elems * es);
-                check_cuda(cudaMemcpy(got.data(), c.output, got.size(), cudaMemcpyDeviceToHost),
-                           "copy out");
-                ++checked;
-                if (got == expect) return;
-                ++wrong;
-                std::size_t first = 0;
-                while (first < got.size() && got[first] == expect[first]) ++first;
-                std::lock_guard<std::mutex> lock(print);
-                std::printf("WRONG W=%d rank %d %s %s count %zu %s %s: first bad byte %zu\n", world,
-                            rank, k.name, to_string(t).data(), s.count,
-                            in_place ? "in-place" : "out-of-place", how, first);
-              };
-              if (!graph) {
-                backend->run(c);
-                verify("eager");
-              } else {
-                cudaGraph_t g;
-                cudaGraphExec_t exec;
-                check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
-                           "begin capture");
-                c.captured = true;
-                backend->run(c);
-                check_cuda(cudaStreamEndCapture(stream, &g), "end capture");
-                check_cuda(cudaGraphInstantiate(&exec, g, 0), "instantiate");
-                // Replay 1 copies through the workspace; then the buffers are registered and
-                // replay 2 reads inputs in place where the call allows it (and needs fresh step
-                // numbers from the device counter either way).
-                for (int replay = 0; replay < 2; ++replay) {
-                  if (replay == 1) {
-                    const bool claims =
-                        k.op == Op::kAllReduce && !(in_place && k.algorithm == Algorithm::kOneShot);
-                    const std::size_t n =
-                        backend->register_graph_buffers(Deadline::after(kTimeout));
-                    if (n != (claims ? 1u : 0u)) {
-                      ++wrong;
-                      std::printf("WRONG W=%d rank %d %s: %zu buffers registered, expected %d\n",
-                                  world, rank, k.name, n, claims ? 1 : 0);
+          for (ReduceOp op : kReductions) {
+            // Every reduction of the reducing ops; max, min and avg eagerly, out of place, to 1
+            // MiB.
+            if (k.op == Op::kAllGather && op != ReduceOp::kSum) continue;
+            if (op != ReduceOp::kSum && total * es > (std::size_t{1} << 20)) continue;
+            const Shape s = shape_of(k.op, total, world);
+            // Every rank's input, regenerated from the same seeds on every rank for the reference.
+            std::vector<std::vector<std::uint8_t>> inputs;
+            for (std::size_t r = 0; r < w; ++r) {
+              inputs.push_back(make_input(t, s.in_elems, (total << 8) ^ (r << 4) ^ es));
+            }
+            std::vector<std::uint8_t> expect;
+            if (k.op == Op::kAllReduce) {
+              expect = reference(t, op, inputs, 0, s.count);
+            } else if (k.op == Op::kAllGather) {
+              for (const auto& in : inputs) expect.insert(expect.end(), in.begin(), in.end());
+            } else {
+              expect = reference(t, op, inputs, static_cast<std::size_t>(rank) * s.count, s.count);
+            }
+            const std::size_t big = std::max(s.in_elems, s.out_elems) * es;
+            void* a = nullptr;
+            void* b = nullptr;
+            check_cuda(cudaMalloc(&a, big), "cudaMalloc");
+            check_cuda(cudaMalloc(&b, big), "cudaMalloc");
+            const bool large = total * es > (std::size_t{1} << 20);
+            for (int in_place = 0; in_place < 2; ++in_place) {
+              for (int graph = 0; graph < 2; ++graph) {
+                if (large && (in_place || graph)) continue;  // the big sizes: eager, out of place
+                if (op != ReduceOp::kSum && (in_place || graph)) continue;
+                Call c;
+                c.op = k.op;
+                c.type = t;
+                c.count = s.count;
+                c.algorithm = k.algorithm;
+                c.reduce = op;
+                c.blocks = kBlocksPerRank;
+                c.sequence = ++sequence;
+                c.stream = stream;
+                c.output = in_place ? a : b;
+                // In place as NCCL defines it: the rank's own block of the larger buffer.
+                auto* base = static_cast<std::uint8_t*>(a);
+                c.input = in_place && k.op == Op::kAllGather ? base + rank * s.count * es : a;
+                if (in_place && k.op == Op::kReduceScatter) c.output = base + rank * s.count * es;
+                check_cuda(cudaMemcpy(const_cast<void*>(c.input), inputs[rank].data(),
+                                      s.in_elems * es, cudaMemcpyHostToDevice),
+                           "copy in");
+                if (!in_place) check_cuda(cudaMemset(c.output, 0xff, s.out_elems * es), "memset");
+                bs->barrier("case start", Deadline::after(kTimeout));
+                // Checks the output bitwise against the reference (hence across ranks).
+                auto verify = [&](const char* how) {
+                  check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+                  std::vector<std::uint8_t> got(s.out_elems * es);
+                  check_cuda(cudaMemcpy(got.data(), c.output, got.size(), cudaMemcpyDeviceToHost),
+                             "copy out");
+                  ++checked;
+                  if (got == expect) return;
+                  ++wrong;
+                  std::size_t first = 0;
+                  while (first < got.size() && got[first] == expect[first]) ++first;
+                  std::lock_guard<std::mutex> lock(print);
+                  std::printf("WRONG W=%d rank %d %s %s %s count %zu %s %s: first bad byte %zu\n",
+                              world, rank, k.name, to_string(t).data(), to_string(op).data(),
+                              s.count, in_place ? "in-place" : "out-of-place", how, first);
+                };
+                if (!graph) {
+                  backend->run(c);
+                  verify("eager");
+                } else {
+                  cudaGraph_t g;
+                  cudaGraphExec_t exec;
+                  check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+                             "begin capture");
+                  c.captured = true;
+                  backend->run(c);
+                  check_cuda(cudaStreamEndCapture(stream, &g), "end capture");
+                  check_cuda(cudaGraphInstantiate(&exec, g, 0), "instantiate");
+                  // Replay 1 copies through the workspace; then the buffers are registered and
+                  // replay 2 reads inputs in place where the call allows it (and needs fresh step
+                  // numbers from the device counter either way).
+                  for (int replay = 0; replay < 2; ++replay) {
+                    if (replay == 1) {
+                      const bool claims = k.op == Op::kAllReduce &&
+                                          !(in_place && k.algorithm == Algorithm::kOneShot);
+                      const std::size_t n =
+                          backend->register_graph_buffers(Deadline::after(kTimeout));
+                      if (n != (claims ? 1u : 0u)) {
+                        ++wrong;
+                        std::printf("WRONG W=%d rank %d %s: %zu buffers registered, expected %d\n",
+                                    world, rank, k.name, n, claims ? 1 : 0);
+                      }
                     }
+                    if (in_place) {  // the last replay reduced the input away: restore it
+                      check_cuda(cudaMemcpy(const_cast<void*>(c.input), inputs[rank].data(),
+                                            s.in_elems * es, cudaMemcpyHostToDevice),
+                                 "copy in");
+                    } else {
+                      check_cuda(cudaMemset(c.output, 0xff, s.out_elems * es), "memset");
+                    }
+                    bs->barrier("replay", Deadline::after(kTimeout));
+                    check_cuda(cudaGraphLaunch(exec, stream), "graph launch");
+                    verify(replay == 0 ? "graph" : "graph, registered");
                   }
-                  if (in_place) {  // the last replay reduced the input away: restore it
-                    check_cuda(cudaMemcpy(const_cast<void*>(c.input), inputs[rank].data(),
-                                          s.in_elems * es, cudaMemcpyHostToDevice),
-                               "copy in");
-                  } else {
-                    check_cuda(cudaMemset(c.output, 0xff, s.out_elems * es), "memset");
-                  }
-                  bs->barrier("replay", Deadline::after(kTimeout));
-                  check_cuda(cudaGraphLaunch(exec, stream), "graph launch");
-                  verify(replay == 0 ? "graph" : "graph, registered");
+                  cudaGraphExecDestroy(exec);
+                  cudaGraphDestroy(g);
                 }
-                cudaGraphExecDestroy(exec);
-                cudaGraphDestroy(g);
               }
             }
+            cudaFree(a);
+            cudaFree(b);
           }
-          cudaFree(a);
-          cudaFree(b);
         }
       }
     }
@@ -475,7 +491,7 @@ int process() {
   for (int r = 0; r < bs->size(); ++r) {
     inputs.push_back(make_input(t, count, 0xabc0 + static_cast<std::uint64_t>(r)));
   }
-  const auto expect = reference_sum(t, inputs, 0, count);
+  const auto expect = reference(t, ReduceOp::kSum, inputs, 0, count);
   void* a = nullptr;
   void* b = nullptr;
   check_cuda(cudaMalloc(&a, count * 4), "cudaMalloc");
@@ -546,15 +562,25 @@ int process() {
   return bad == 0 ? 0 : 1;
 }
 
-// multimem needs a multicast group of at least two GPUs on an NVSwitch: on one GPU this says what
-// the device offers and that the kernels cannot run here (the set-up probe checks them where
-// they can).
+// multimem needs a multicast group of at least two GPUs on an NVSwitch. What one GPU can check:
+// a driver of CUDA 12.1 or later must provide the multicast entry points (they were once asked
+// for at the wrong version and multimem could never switch on), and a device that reports
+// multicast support must not be refused for any other reason.
 int multimem(int devices) {
   const std::string why = transport::cuda::MulticastObject::unsupported_reason(0);
-  std::printf("multimem: device 0 multicast: %s\n", why.empty() ? "supported" : why.c_str());
+  int driver = 0;
+  cudaDriverGetVersion(&driver);
+  std::printf("multimem: driver %d, device 0 multicast: %s\n", driver,
+              why.empty() ? "supported" : why.c_str());
+  if (driver >= 12010 && why.find("does not provide") != std::string::npos) {
+    std::printf("multimem: FAIL: a %d driver has the multicast entry points\n", driver);
+    return 1;
+  }
   if (devices < 2) {
-    std::printf("multimem: NOT CHECKED: a multicast group needs at least two GPUs (%d visible)\n",
-                devices);
+    std::printf(
+        "multimem: kernels NOT CHECKED: a multicast group needs at least two GPUs (%d "
+        "visible)\n",
+        devices);
   }
   return 0;
 }
