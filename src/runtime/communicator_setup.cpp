@@ -264,6 +264,7 @@ BackendContext backend_context(CommunicatorState& c,
   context.socket_address = socket_address(records);
   context.node_of_rank = node_of;
   context.shm_workspace_bytes = static_cast<std::size_t>(env_integer("TPCOMM_SHM_WORKSPACE"));
+  context.graph_slots = static_cast<std::size_t>(env_integer("TPCOMM_GRAPH_SLOTS"));
   context.cuda_device = c.cuda_device;
   context.zero_copy = c.graph_plan.ops.at(Op::kAllReduce).zero_copy;
   CommunicatorState* impl = &c;

@@ -117,7 +117,7 @@ class CustomBackend final : public CollectiveBackend {
     base_args_.abort_word = watchdog_.device_abort_word();
     base_args_.failure = watchdog_.device_failure();
     base_args_.wait_budget_ns = watchdog_.wait_budget_ns();
-    graph_buffers_.create(ctx_.cuda_device);
+    graph_buffers_.create(ctx_.cuda_device, ctx_.graph_slots);
     if (!ctx_.spans_nodes()) {
       listener_ = cuda::listen_abstract(cuda::listener_name(ctx_.comm_id, ctx_.rank));
     }

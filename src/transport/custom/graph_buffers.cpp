@@ -5,11 +5,10 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <fstream>
-#include <random>
 
 #include <fmt/format.h>
 
+#include "shared_buffer.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/log.hpp"
 #include "transport/cuda/driver_api.hpp"
@@ -17,93 +16,6 @@
 
 namespace tpcomm::transport::cuda {
 namespace {
-
-// What a rank tells its peers about one buffer.
-enum Sharing : std::uint32_t { kNone = 0, kIpcHandle = 1, kVmmFd = 2 };
-struct SharedBuffer {
-  std::uint32_t how;  // Sharing
-  std::uint32_t unused;
-  std::uint64_t process;  // this_process(): peers in the same process use `address` as is
-  std::uint64_t address;  // the input's address in this process
-  std::uint64_t offset;   // from the start of its allocation (what the handle maps)
-  std::uint64_t size;     // of that allocation (kVmmFd: what a peer maps)
-  cudaIpcMemHandle_t handle;
-};
-static_assert(sizeof(cudaIpcMemHandle_t) == 64 && sizeof(SharedBuffer) == 104);
-
-// This process among all processes of all nodes: a random token drawn once, mixed with the boot
-// id. A pid is not enough: ranks in different PID namespaces, or on different nodes, share pids.
-std::uint64_t this_process() {
-  static const std::uint64_t token = [] {
-    std::random_device rd;
-    std::uint64_t t = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-    std::ifstream in("/proc/sys/kernel/random/boot_id");
-    std::string boot;
-    std::getline(in, boot);
-    for (char c : boot) t = (t ^ static_cast<std::uint8_t>(c)) * 1099511628211ull;  // FNV-1a
-    return t;
-  }();
-  return token;
-}
-
-// A VMM allocation's descriptor, or an empty Fd with the reason.
-net::Fd export_vmm(CUdeviceptr address, std::string* why) {
-  const DriverApi& d = driver_api();
-  CUmemGenericAllocationHandle h = 0;
-  const CUresult r = d.mem_retain_allocation_handle(&h, reinterpret_cast<void*>(address));
-  if (r != CUDA_SUCCESS) {
-    *why =
-        fmt::format("neither a cudaMalloc nor a VMM allocation (CUresult {})", static_cast<int>(r));
-    return net::Fd();
-  }
-  int fd = -1;
-  const CUresult e = d.mem_export(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-  d.mem_release(h);  // the retain's reference; the allocation stays its owner's
-  if (e != CUDA_SUCCESS) {
-    *why = fmt::format("a VMM allocation not created POSIX-fd exportable (CUresult {})",
-                       static_cast<int>(e));
-    return net::Fd();
-  }
-  return net::Fd(fd);
-}
-
-// How this rank can share `input` (how == kNone: why says why not); a VMM buffer's descriptor
-// goes to `fd`.
-SharedBuffer describe(const void* input, std::size_t bytes, net::Fd* fd, std::string* why) {
-  SharedBuffer s{};
-  s.process = this_process();
-  s.address = reinterpret_cast<std::uintptr_t>(input);
-  CUdeviceptr base = 0;
-  std::size_t size = 0;
-  const CUresult r =
-      driver_api().mem_get_address_range(&base, &size, static_cast<CUdeviceptr>(s.address));
-  if (r != CUDA_SUCCESS) {
-    *why = fmt::format("cuMemGetAddressRange({:#x}) failed ({}): not device memory?", s.address,
-                       static_cast<int>(r));
-    return s;
-  }
-  s.offset = s.address - static_cast<std::uint64_t>(base);
-  s.size = size;
-  // What a peer maps is the allocation holding the buffer's start; a buffer running past it (a
-  // tensor across two of PyTorch's expandable-segment chunks, each its own allocation) would be
-  // read beyond the mapping.
-  if (s.offset + bytes > size) {
-    *why = fmt::format(
-        "its {} bytes run past the allocation that holds its start ({} bytes from "
-        "offset {}): it spans several allocations (expandable segments?)",
-        bytes, size - s.offset, s.offset);
-    return s;
-  }
-  if (cudaIpcGetMemHandle(&s.handle, reinterpret_cast<void*>(base)) == cudaSuccess) {
-    s.how = kIpcHandle;
-    return s;
-  }
-  cudaGetLastError();
-  // VMM allocations (PyTorch's expandable segments) have no legacy IPC handle.
-  *fd = export_vmm(base, why);
-  if (fd->get() >= 0) s.how = kVmmFd;
-  return s;
-}
 
 template <typename T>
 Bytes as_bytes(const std::vector<T>& v) {
@@ -231,11 +143,18 @@ void* GraphBuffers::open_vmm(int rank, std::uint64_t their_base, std::size_t byt
 GraphBuffers::~GraphBuffers() {
   for (auto& [key, base] : opened_) cudaIpcCloseMemHandle(base);
   if (slots_ != nullptr) cudaFree(slots_);
+  if (staging_ != nullptr) cudaFreeHost(staging_);
 }
 
-void GraphBuffers::create(int device) {
+void GraphBuffers::create(int device, std::size_t slots) {
+  device_ = device;
   vmm_peers_.use_device(device);
-  const std::size_t bytes = kGraphSlots * kSlotWords * sizeof(std::uint64_t);
+  capacity_ = slots;
+  const std::size_t bytes = capacity_ * kSlotWords * sizeof(std::uint64_t);
+  void* staging = nullptr;
+  check_cuda(cudaHostAlloc(&staging, kSlotWords * sizeof(std::uint64_t), cudaHostAllocDefault),
+             "cudaHostAlloc (graph slot staging)");
+  staging_ = static_cast<std::uint64_t*>(staging);
   void* p = nullptr;
   check_cuda(cudaMalloc(&p, bytes), "cudaMalloc (graph buffer slots)");
   slots_ = static_cast<std::uint64_t*>(p);
@@ -243,12 +162,12 @@ void GraphBuffers::create(int device) {
 }
 
 const std::uint64_t* GraphBuffers::claim(const void* input, std::size_t bytes) {
-  if (used_ == kGraphSlots) {
+  if (used_ == capacity_) {
     if (!full_reported_) {
       TPCOMM_LOG(kWarn, "custom",
                  "more than {} captured calls: later ones copy through the workspace even after "
-                 "register_graph_buffers",
-                 kGraphSlots);
+                 "register_graph_buffers (raise TPCOMM_GRAPH_SLOTS)",
+                 capacity_);
       full_reported_ = true;
     }
     return nullptr;
@@ -296,6 +215,36 @@ void GraphBuffers::exchange_vmm(RegistrationRound& round, Bootstrap& bootstrap, 
   }
 }
 
+// Whether this GPU can read `address` directly: yes on the same device; on another device of
+// this process after enabling peer access (refused, with the reason, where the devices cannot).
+bool GraphBuffers::peer_access_to(const void* address, std::string* why) {
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, address) != cudaSuccess) {
+    cudaGetLastError();
+    *why = fmt::format("cannot tell which GPU holds {}", address);
+    return false;
+  }
+  if (attr.device == device_) return true;
+  int can = 0;
+  if (cudaDeviceCanAccessPeer(&can, device_, attr.device) != cudaSuccess || can == 0) {
+    cudaGetLastError();
+    *why = fmt::format(
+        "a peer thread's buffer is on GPU {}, which GPU {} cannot access (no peer "
+        "access between them)",
+        attr.device, device_);
+    return false;
+  }
+  const cudaError_t e = cudaDeviceEnablePeerAccess(attr.device, 0);
+  if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) {
+    *why = fmt::format("cudaDeviceEnablePeerAccess({} -> {}) failed: {}", device_, attr.device,
+                       cudaGetErrorString(e));
+    cudaGetLastError();
+    return false;
+  }
+  cudaGetLastError();  // "already enabled" is sticky otherwise
+  return true;
+}
+
 // Phase 4: maps every peer's copy of buffer i.
 void GraphBuffers::open_peers(RegistrationRound& round, std::size_t i, int me) {
   const int world = static_cast<int>(round.peers.size());
@@ -304,6 +253,11 @@ void GraphBuffers::open_peers(RegistrationRound& round, std::size_t i, int me) {
     const SharedBuffer& s = round.peers[static_cast<std::size_t>(r)][i];
     auto& word = round.words[i][1 + static_cast<std::size_t>(r)];
     if (r == me || s.process == this_process()) {
+      // A thread of this process: its address as is, once this GPU may read the one it is on.
+      if (r != me && !peer_access_to(reinterpret_cast<const void*>(s.address), &round.why[i])) {
+        round.usable[i] = 0;
+        break;
+      }
       word = s.address;
       continue;
     }
@@ -330,9 +284,15 @@ std::size_t GraphBuffers::write_slots(RegistrationRound& round, int me) {
       continue;
     }
     round.words[i][0] = 1;
-    check_cuda(cudaMemcpy(slots_ + kSlotWords * pending_[i].slot, round.words[i].data(),
-                          kSlotWords * sizeof(std::uint64_t), cudaMemcpyHostToDevice),
+    // From pinned memory, finished before returning: a replay launched after
+    // register_graph_buffers() returns, on any stream, sees the slot (a pageable copy may return
+    // before the device has the bytes).
+    std::copy(round.words[i].begin(), round.words[i].end(), staging_);
+    check_cuda(cudaMemcpyAsync(slots_ + kSlotWords * pending_[i].slot, staging_,
+                               kSlotWords * sizeof(std::uint64_t), cudaMemcpyHostToDevice,
+                               cudaStreamPerThread),
                "writing a graph buffer slot");
+    check_cuda(cudaStreamSynchronize(cudaStreamPerThread), "writing a graph buffer slot");
     ++registered;
   }
   return registered;

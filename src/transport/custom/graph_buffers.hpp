@@ -32,7 +32,6 @@ struct RegistrationRound;  // one registration (graph_buffers.cpp)
 
 // u64 words of one slot: the flag, then one address per rank.
 constexpr std::size_t kSlotWords = 1 + kMaxRanks;
-constexpr std::size_t kGraphSlots = 4096;
 
 class GraphBuffers {
  public:
@@ -41,9 +40,10 @@ class GraphBuffers {
   GraphBuffers(const GraphBuffers&) = delete;
   GraphBuffers& operator=(const GraphBuffers&) = delete;
 
-  // Allocates the slot table on `device`, the current one (all slots: copy through the
-  // workspace).
-  void create(int device);
+  // Allocates the table of `slots` slots on `device`, the current one (all slots: copy through
+  // the workspace). A captured call cannot allocate (cudaMalloc is illegal during a global-mode
+  // capture), so the table is sized up front (TPCOMM_GRAPH_SLOTS).
+  void create(int device, std::size_t slots);
   // A slot for a captured call reading `bytes` at `input`, or null when the table is full (the
   // call then always copies).
   const std::uint64_t* claim(const void* input, std::size_t bytes);
@@ -58,11 +58,15 @@ class GraphBuffers {
   void exchange_vmm(RegistrationRound& round, Bootstrap& bootstrap, int listener,
                     std::uint64_t channel, const Deadline& deadline);
   void open_peers(RegistrationRound& round, std::size_t i, int me);
+  bool peer_access_to(const void* address, std::string* why);
   std::size_t write_slots(RegistrationRound& round, int me);
   void* open_ipc(const cudaIpcMemHandle_t& handle);
   void* open_vmm(int rank, std::uint64_t their_base, std::size_t bytes, int fd);
 
-  std::uint64_t* slots_ = nullptr;  // device memory, kGraphSlots x kSlotWords
+  std::uint64_t* slots_ = nullptr;  // device memory, capacity_ x kSlotWords
+  std::size_t capacity_ = 0;
+  int device_ = 0;
+  std::uint64_t* staging_ = nullptr;  // pinned host memory: one slot's words on their way
   std::size_t used_ = 0;
   struct Pending {
     std::size_t slot;
