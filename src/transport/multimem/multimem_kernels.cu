@@ -4,7 +4,7 @@
 // rank storing its input into its slot on every rank at once (multimem.st) and each rank then
 // reducing the slots in rank order, bitwise as the custom kernels do. Barriers add to a counter
 // on every rank at once (multimem.red) and wait on their own copy; every wait is bounded by the
-// abort word and a cycle budget. Layout and step sizes: multimem_layout.hpp.
+// abort word and a time budget. Layout and step sizes: multimem_layout.hpp.
 #include "multimem_kernel_args.hpp"
 #include "transport/cuda/kernel_common.cuh"
 #include "transport/cuda/kernel_list.hpp"
@@ -35,8 +35,7 @@ __device__ __forceinline__ void multicast_store(char* mc, const uint4& v) {
 #ifdef TPCOMM_MULTIMEM
   asm volatile("multimem.st.relaxed.sys.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(mc),
                "f"(__uint_as_float(v.x)), "f"(__uint_as_float(v.y)), "f"(__uint_as_float(v.z)),
-               "f"(__uint_as_float(v.w))
-               : "memory");
+               "f"(__uint_as_float(v.w)));
 #else
   __trap();
 #endif
@@ -52,8 +51,7 @@ __device__ __forceinline__ uint4 multicast_sum<float>(const char* mc) {
   float a, b, c, d;
   asm volatile("multimem.ld_reduce.relaxed.sys.global.add.v4.f32 {%0, %1, %2, %3}, [%4];"
                : "=f"(a), "=f"(b), "=f"(c), "=f"(d)
-               : "l"(mc)
-               : "memory");
+               : "l"(mc));
   v = make_uint4(__float_as_uint(a), __float_as_uint(b), __float_as_uint(c), __float_as_uint(d));
 #else
   __trap();
@@ -67,8 +65,7 @@ __device__ __forceinline__ uint4 multicast_sum<__nv_bfloat16>(const char* mc) {
   asm volatile(
       "multimem.ld_reduce.relaxed.sys.global.add.acc::f32.v4.bf16x2 {%0, %1, %2, %3}, [%4];"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(mc)
-      : "memory");
+      : "l"(mc));
 #else
   __trap();
 #endif
@@ -80,12 +77,35 @@ __device__ __forceinline__ uint4 multicast_sum<__half>(const char* mc) {
 #ifdef TPCOMM_MULTIMEM
   asm volatile("multimem.ld_reduce.relaxed.sys.global.add.acc::f32.v4.f16x2 {%0, %1, %2, %3}, [%4];"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(mc)
-               : "memory");
+               : "l"(mc));
 #else
   __trap();
 #endif
   return v;
+}
+
+// Several switch reductions in flight per thread before their results are stored: `sum(v)` for
+// every vector v of [begin, end) this thread owns, `store(v, value)` after each group of kUnroll.
+// (The ld_reduce and st asm carry no "memory" clobber: the barriers' fences order them, and
+// volatile asm keeps their order among themselves.)
+constexpr int kUnroll = 4;
+template <typename Sum, typename Store>
+__device__ __forceinline__ void in_flight(std::size_t begin, std::size_t end, Sum sum,
+                                          Store store) {
+  const std::size_t stride = blockDim.x;
+  for (std::size_t v0 = begin + threadIdx.x; v0 < end; v0 += stride * kUnroll) {
+    uint4 got[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const std::size_t v = v0 + u * stride;
+      if (v < end) got[u] = sum(v);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const std::size_t v = v0 + u * stride;
+      if (v < end) store(v, got[u]);
+    }
+  }
 }
 
 // The local counters: steps[0] last step, steps[1] finished blocks, then one barrier target per
@@ -171,10 +191,10 @@ __device__ void reduce_in_switch(const MultimemArgs& a, std::uint64_t step, cons
   }
   if (!multicast_barrier(a, 0, step)) return;
   const Range mine = split(rv.size(), a.world, a.rank);
-  for (std::size_t v = rv.begin + mine.begin + threadIdx.x; v < rv.begin + mine.end;
-       v += blockDim.x) {
-    multicast_store(s.mc + half + v * kVecBytes, multicast_sum<T>(s.mc + v * kVecBytes));
-  }
+  in_flight(
+      rv.begin + mine.begin, rv.begin + mine.end,
+      [&](std::size_t v) { return multicast_sum<T>(s.mc + v * kVecBytes); },
+      [&](std::size_t v, const uint4& sum) { multicast_store(s.mc + half + v * kVecBytes, sum); });
   if (!multicast_barrier(a, 1, step)) return;
   for (std::size_t v = rv.begin + threadIdx.x; v < rv.end; v += blockDim.x) {
     store_clipped(s.out, v, bytes, *reinterpret_cast<const uint4*>(s.uc + half + v * kVecBytes));
@@ -195,9 +215,10 @@ __device__ void reduce_scatter_in_switch(const MultimemArgs& a, std::uint64_t st
     }
   }
   if (!multicast_barrier(a, 0, step)) return;
-  for (std::size_t v = rv.begin + threadIdx.x; v < rv.end; v += blockDim.x) {
-    store_clipped(s.out, v, bytes, multicast_sum<T>(s.mc + a.rank * stride + v * kVecBytes));
-  }
+  in_flight(
+      rv.begin, rv.end,
+      [&](std::size_t v) { return multicast_sum<T>(s.mc + a.rank * stride + v * kVecBytes); },
+      [&](std::size_t v, const uint4& sum) { store_clipped(s.out, v, bytes, sum); });
 }
 
 // Gather: this rank's input into its slot on every rank, barrier, then the slots locally. A
