@@ -35,6 +35,7 @@ class KernelWatchdog {
   void start(std::function<void(const std::string&)> on_failure);
   // Makes every waiting kernel give up.
   void abort();
+  bool created() const { return host_ != nullptr; }
   // A failure not yet reported, once.
   std::optional<std::string> take_failure();
 

@@ -45,6 +45,15 @@ constexpr std::uint64_t kProbeMagic = 0x7470636f6d6d0000ULL;  // "tpcomm\0\0" + 
 class CustomBackend final : public CollectiveBackend {
  public:
   explicit CustomBackend(BackendContext context) : ctx_(std::move(context)) {}
+  // A kernel of ours still waiting (for a dead peer, or one that never calls) would outlive the
+  // memory it waits on: the abort word ends it, and the device is drained before the workspace
+  // goes.
+  ~CustomBackend() override {
+    if (!watchdog_.created()) return;
+    watchdog_.abort();
+    if (cudaSetDevice(ctx_.cuda_device) == cudaSuccess) cudaDeviceSynchronize();
+    cudaGetLastError();
+  }
 
   Backend kind() const override { return Backend::kCustom; }
   int setup_steps() const override { return 3; }

@@ -34,6 +34,15 @@ constexpr std::uint64_t kChannelSalt = 0x6d756c74696d656dULL;  // "multimem"
 class MultimemBackend final : public CollectiveBackend {
  public:
   explicit MultimemBackend(BackendContext context) : ctx_(std::move(context)) {}
+  // A kernel of ours still waiting (for a dead peer, or one that never calls) would outlive the
+  // memory it waits on: the abort word ends it, and the device is drained before the workspace
+  // goes.
+  ~MultimemBackend() override {
+    if (!watchdog_.created()) return;
+    watchdog_.abort();
+    if (cudaSetDevice(ctx_.cuda_device) == cudaSuccess) cudaDeviceSynchronize();
+    cudaGetLastError();
+  }
 
   Backend kind() const override { return Backend::kMultimem; }
   int setup_steps() const override { return 4; }
