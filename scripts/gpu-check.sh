@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 
 deps=(libgloo0 libgloo-dev libhiredis0.14 libhiredis-dev libibverbs1 libibverbs-dev libnl-3-200
       libnl-route-3-200 libfmt9 libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev
-      libgmock-dev)
+      libgmock-dev libssl3 libssl-dev)
 
 if [ "${1:-}" = "--fetch-deps" ]; then
   mkdir -p .gpu-deps
@@ -87,9 +87,20 @@ echo "built in $(($(date +%s) - started)) s"
 check="$build/tests/tpcomm_gpu_check"
 tpcomm="$build/bin/tpcomm"
 
+# Ranks as threads each have their own stream; their kernels wait for one another, so each needs
+# its own hardware queue (8 by default).
+export CUDA_DEVICE_MAX_CONNECTIONS=32
 part "probe (tpcomm topo)" 60 "$tpcomm" topo
-for w in 2 4 8; do
-  part "correctness, $w ranks as threads on one GPU" 150 "$check" correctness "$w"
+# The W ranks' kernels share one GPU and must all be resident at once: the production block
+# counts (36, 48) fit at W=2 and 3; larger W run with 8 blocks per rank.
+part "correctness, 2 ranks, 36 blocks" 120 "$check" correctness 2 36
+part "correctness, 2 ranks, 48 blocks" 120 "$check" correctness 2 48
+part "correctness, 3 ranks, 36 blocks" 120 "$check" correctness 3 36
+for w in 4 8 16; do
+  part "correctness, $w ranks as threads on one GPU" 150 "$check" correctness "$w" 8
+done
+for w in 2 8; do
+  part "stress, $w ranks: 300 calls back to back" 90 "$check" stress "$w" 8
 done
 part "stalled rank becomes the watchdog's error" 60 "$check" stall
 part "two processes: workspace fds exported and imported" 90 "$tpcomm" run -n 2 -- "$check" process

@@ -227,7 +227,7 @@ Shape shape_of(Op op, std::size_t total, int world) {
   return {per_rank, per_rank * w, per_rank};
 }
 
-int correctness(int world) {
+int correctness(int world, int blocks) {
   std::atomic<long> checked{0};
   std::atomic<long> wrong{0};
   std::mutex print;
@@ -282,7 +282,7 @@ int correctness(int world) {
                 c.count = s.count;
                 c.algorithm = k.algorithm;
                 c.reduce = op;
-                c.blocks = kBlocksPerRank;
+                c.blocks = blocks;
                 c.sequence = ++sequence;
                 c.stream = stream;
                 c.output = in_place ? a : b;
@@ -363,8 +363,112 @@ int correctness(int world) {
     if (auto f = backend->take_async_failure()) throw Error(ErrorCode::kTimeout, *f);
     cudaStreamDestroy(stream);
   });
-  std::printf("correctness W=%d: %ld results checked (all ranks), %ld wrong\n", world,
-              checked.load(), wrong.load());
+  std::printf("correctness W=%d, %d blocks: %ld results checked (all ranks), %ld wrong\n", world,
+              blocks, checked.load(), wrong.load());
+  return wrong.load() == 0 ? 0 : 1;
+}
+
+// Hundreds of back-to-back calls on one stream with no host synchronisation in between —
+// mixed operations, algorithms, types, reductions and sizes (counts that are not multiples of W,
+// of 8 or of the block count), every fifth one captured in a CUDA graph and launched — then every
+// output checked against the host reference. Back-to-back launches reuse the two alternating
+// data buffers as fast as the GPU allows, which is what the refill rule must survive.
+int stress(int world, int blocks) {
+  constexpr int kCalls = 300;
+  std::atomic<long> wrong{0};
+  on_threads(world, [&](int rank, std::shared_ptr<Bootstrap> bs) {
+    auto backend =
+        set_up(bs, 0x57e55000 + static_cast<std::uint64_t>(world),
+               [](const std::string& why) { std::fprintf(stderr, "%s\n", why.c_str()); });
+    cudaStream_t stream;
+    check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    const auto w = static_cast<std::size_t>(world);
+    struct Planned {
+      Call call;
+      Shape shape;
+      std::vector<std::uint8_t> expect;
+      void* in = nullptr;
+      void* out = nullptr;
+      bool graph = false;
+    };
+    std::vector<Planned> plan(kCalls);
+    for (int i = 0; i < kCalls; ++i) {  // the same choices on every rank: seeded by i only
+      const std::uint64_t r = mix(static_cast<std::uint64_t>(i) + 0x5eed);
+      const Case& k = kCases[r % 4];
+      const DataType t = kTypes[(r >> 8) % 3];
+      const ReduceOp op = k.op == Op::kAllGather ? ReduceOp::kSum : kReductions[(r >> 16) % 4];
+      const std::size_t total = 1 + (r >> 24) % 70000;
+      Planned& p = plan[static_cast<std::size_t>(i)];
+      p.shape = shape_of(k.op, total, world);
+      p.graph = i % 5 == 0;
+      std::vector<std::vector<std::uint8_t>> inputs;
+      for (std::size_t q = 0; q < w; ++q) {
+        inputs.push_back(make_input(t, p.shape.in_elems, (static_cast<std::uint64_t>(i) << 8) ^ q));
+      }
+      if (k.op == Op::kAllReduce) {
+        p.expect = reference(t, op, inputs, 0, p.shape.count);
+      } else if (k.op == Op::kAllGather) {
+        for (const auto& in : inputs) p.expect.insert(p.expect.end(), in.begin(), in.end());
+      } else {
+        p.expect =
+            reference(t, op, inputs, static_cast<std::size_t>(rank) * p.shape.count, p.shape.count);
+      }
+      const std::size_t es = elem_size(t);
+      check_cuda(cudaMalloc(&p.in, p.shape.in_elems * es), "cudaMalloc");
+      check_cuda(cudaMalloc(&p.out, p.shape.out_elems * es), "cudaMalloc");
+      check_cuda(cudaMemcpy(p.in, inputs[static_cast<std::size_t>(rank)].data(),
+                            p.shape.in_elems * es, cudaMemcpyHostToDevice),
+                 "copy in");
+      Call& c = p.call;
+      c.op = k.op;
+      c.type = t;
+      c.reduce = op;
+      c.count = p.shape.count;
+      c.algorithm = k.algorithm;
+      c.blocks = blocks;
+      c.sequence = static_cast<std::uint64_t>(i) + 1;
+      c.stream = stream;
+      c.input = p.in;
+      c.output = p.out;
+    }
+    bs->barrier("stress start", Deadline::after(kTimeout));
+    std::vector<cudaGraphExec_t> graphs;
+    for (Planned& p : plan) {  // no host synchronisation until every call is queued
+      if (!p.graph) {
+        backend->run(p.call);
+        continue;
+      }
+      cudaGraph_t g;
+      cudaGraphExec_t exec;
+      check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
+      p.call.captured = true;
+      backend->run(p.call);
+      check_cuda(cudaStreamEndCapture(stream, &g), "end capture");
+      check_cuda(cudaGraphInstantiate(&exec, g, 0), "instantiate");
+      check_cuda(cudaGraphLaunch(exec, stream), "graph launch");
+      cudaGraphDestroy(g);
+      graphs.push_back(exec);
+    }
+    check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    for (std::size_t i = 0; i < plan.size(); ++i) {
+      const Planned& p = plan[i];
+      std::vector<std::uint8_t> got(p.expect.size());
+      check_cuda(cudaMemcpy(got.data(), p.out, got.size(), cudaMemcpyDeviceToHost), "copy out");
+      if (got != p.expect) {
+        ++wrong;
+        std::printf("WRONG stress W=%d rank %d call %zu: %s %s %s count %zu%s\n", world, rank, i,
+                    to_string(p.call.op).data(), to_string(p.call.type).data(),
+                    to_string(p.call.reduce).data(), p.call.count, p.graph ? " (graph)" : "");
+      }
+      cudaFree(p.in);
+      cudaFree(p.out);
+    }
+    for (auto exec : graphs) cudaGraphExecDestroy(exec);
+    if (auto f = backend->take_async_failure()) throw Error(ErrorCode::kTimeout, *f);
+    cudaStreamDestroy(stream);
+  });
+  std::printf("stress W=%d, %d blocks: %d calls per rank back to back, %ld wrong\n", world, blocks,
+              kCalls, wrong.load());
   return wrong.load() == 0 ? 0 : 1;
 }
 
@@ -597,13 +701,16 @@ int main_checked(int argc, char** argv) {
     std::printf("SKIPPED (no GPU check possible here): no CUDA device\n");
     return kSkip;
   }
-  if (mode == "correctness") return correctness(world);
+  const int blocks = argc > 3 ? std::atoi(argv[3]) : kBlocksPerRank;
+  if (mode == "correctness") return correctness(world, blocks);
+  if (mode == "stress") return stress(world, blocks);
   if (mode == "stall") return stall();
   if (mode == "timing") return timing(world);
   if (mode == "process") return process();
   if (mode == "multimem") return multimem(devices);
   std::fprintf(stderr,
-               "usage: tpcomm_gpu_check correctness W | stall | timing W | process | multimem\n");
+               "usage: tpcomm_gpu_check correctness W [BLOCKS] | stress W [BLOCKS] | stall | "
+               "timing W | process | multimem\n");
   return 2;
 }
 
