@@ -160,6 +160,8 @@ class MultimemBackend final : public CollectiveBackend {
     char* probe_in = base_.unicast + base_.layout.probe_offset;
     cuda::check_cuda(cudaMemcpy(probe_in, mine, sizeof(mine), cudaMemcpyHostToDevice),
                      "writing the multimem probe");
+    // A pageable copy may return before the device has the bytes: the peers read them next.
+    cuda::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (multimem probe)");
     ctx_.bootstrap->barrier("multimem probe", deadline);
     void* result = nullptr;
     cuda::check_cuda(cudaMalloc(&result, sizeof(mine)), "cudaMalloc (multimem probe)");
