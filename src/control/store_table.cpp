@@ -65,7 +65,9 @@ std::int64_t StoreTable::add(const std::string& key, std::int64_t delta) {
       throw invalid_input(fmt::format("add: the value of {} is not an integer", key));
     }
   }
-  value += delta;
+  if (__builtin_add_overflow(value, delta, &value)) {
+    throw invalid_input(fmt::format("add: {} plus {} overflows a 64-bit integer", key, delta));
+  }
   const std::string text = std::to_string(value);
   set(key, Bytes(text.begin(), text.end()));
   return value;

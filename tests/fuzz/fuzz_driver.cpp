@@ -145,6 +145,7 @@ int main(int argc, char** argv) {
     run(mutate(corpus, rng));
     ++runs;
   }
+  tpcomm::fuzz::stop_targets();
   std::filesystem::remove(crash_path);
   std::printf("fuzz %s: %ld mutated inputs, no bug\n", argv[1], runs);
   return 0;

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 
 #include "control/store_auth.hpp"
 #include "control/store_protocol.hpp"
@@ -57,8 +58,16 @@ void tuning(const std::uint8_t* data, std::size_t size) {
 // One server for the whole run; every input is a new connection that completes the handshake
 // (the server has no secret) and then sends the input as requests. The server must answer or
 // drop the connection, never crash, and must still serve a well-behaved client afterwards.
+// Started on first use, stopped by stop_targets(): a server thread still running when the
+// process exits would outlive OpenSSL's own clean-up (its per-thread state then leaks).
+std::unique_ptr<TcpStoreServer>& store_server() {
+  static std::unique_ptr<TcpStoreServer> server;
+  return server;
+}
+
 void store_protocol(const std::uint8_t* data, std::size_t size) {
-  static TcpStoreServer server("127.0.0.1", 0);
+  if (!store_server()) store_server() = std::make_unique<TcpStoreServer>("127.0.0.1", 0);
+  TcpStoreServer& server = *store_server();
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -91,6 +100,10 @@ void store_protocol(const std::uint8_t* data, std::size_t size) {
 }
 
 }  // namespace
+
+void stop_targets() {
+  store_server().reset();
+}
 
 const std::vector<Target>& targets() {
   static const std::vector<Target> all = {

@@ -14,5 +14,7 @@ struct Target {
 };
 
 const std::vector<Target>& targets();
+// Stops what the targets started (the store target's server) before the process exits.
+void stop_targets();
 
 }  // namespace tpcomm::fuzz

@@ -99,6 +99,24 @@ TEST_P(StoreSemantics, AddOnAValueThatIsNotAnIntegerIsAnErrorNamingTheKeyAndChan
   EXPECT_EQ(store_->add("n", -7), -7);  // the store (and a TCP client's connection) goes on
 }
 
+// Found by the store fuzzer (tests/fuzz/corpus/store/add_overflow.bin): an ADD past the largest
+// 64-bit integer was undefined behaviour in the store; it is an error that changes nothing.
+TEST_P(StoreSemantics, AddThatWouldOverflowIsAnErrorAndChangesNothing) {
+  store_->set("n", b("9223372036854775807"));
+  for (std::int64_t delta : {std::int64_t{1}, INT64_MAX}) {
+    try {
+      store_->add("n", delta);
+      FAIL() << "no error for + " << delta;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidInput) << e.what();
+      EXPECT_NE(std::string(e.what()).find("overflows a 64-bit integer"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(store_->get("n"), b("9223372036854775807"));
+  EXPECT_EQ(store_->add("n", -7), INT64_MAX - 7);
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, StoreSemantics, ::testing::Values("memory", "tcp"));
 
 int raw_connect(std::uint16_t port) {
