@@ -36,6 +36,7 @@
 #include "tpcomm/bootstrap.hpp"
 #include "tpcomm/error.hpp"
 #include "transport/common/convert.hpp"
+#include "transport/cuda/driver_api.hpp"
 #include "transport/cuda/vmm_workspace.hpp"
 #include "transport/custom/custom_backend.hpp"
 #include "transport/multimem/multicast_object.hpp"
@@ -583,6 +584,40 @@ int timing(int world) {
 }
 
 // Two processes under tpcomm run: the workspaces travel as POSIX fds between processes.
+// Two fd-exportable VMM allocations mapped back to back, and a buffer of `bytes` placed so that
+// half of it lies in each.
+struct TwoChunks {
+  TwoChunks(std::size_t bytes, std::size_t granule) {
+    const auto& d = transport::cuda::driver_api();
+    chunk = (bytes / 2 + granule) / granule * granule;
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    transport::cuda::check_cu(d.mem_address_reserve(&base, 2 * chunk, granule, 0, 0), "reserve");
+    for (int i = 0; i < 2; ++i) {
+      transport::cuda::check_cu(d.mem_create(&handles[i], chunk, &prop, 0), "cuMemCreate");
+      transport::cuda::check_cu(d.mem_map(base + i * chunk, chunk, 0, handles[i], 0), "cuMemMap");
+    }
+    CUmemAccessDesc access{};
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    transport::cuda::check_cu(d.mem_set_access(base, 2 * chunk, &access, 1), "cuMemSetAccess");
+    input = reinterpret_cast<void*>(base + (chunk - bytes / 2) / 256 * 256);
+  }
+  ~TwoChunks() {
+    const auto& d = transport::cuda::driver_api();
+    d.mem_unmap(base, 2 * chunk);
+    for (auto h : handles) d.mem_release(h);
+    d.mem_address_free(base, 2 * chunk);
+  }
+  CUdeviceptr base = 0;
+  std::size_t chunk = 0;
+  CUmemGenericAllocationHandle handles[2] = {};
+  void* input = nullptr;
+};
+
 int process() {
   auto bs = bootstrap_from_environment(Deadline::after(kTimeout));
   check_cuda(cudaSetDevice(0), "cudaSetDevice");
@@ -629,8 +664,18 @@ int process() {
   check_cuda(cudaMemcpy(vmm_input.own(), inputs[static_cast<std::size_t>(bs->rank())].data(),
                         count * 4, cudaMemcpyHostToDevice),
              "copy in (VMM)");
-  for (void* input : {a, vmm_input.own()}) {
-    const char* kind = input == a ? "cudaMalloc input, IPC handle" : "VMM input, POSIX fd";
+  // A tensor across two VMM allocations mapped back to back (PyTorch's expandable segments map
+  // each chunk as its own allocation): only the first chunk would be mapped by a peer, so it must
+  // keep copying (registered 0) and still be right.
+  TwoChunks split(count * 4, granule);
+  check_cuda(cudaMemcpy(split.input, inputs[static_cast<std::size_t>(bs->rank())].data(), count * 4,
+                        cudaMemcpyHostToDevice),
+             "copy in (two chunks)");
+  for (void* input : {a, vmm_input.own(), split.input}) {
+    const char* kind = input == a                 ? "cudaMalloc input, IPC handle"
+                       : input == vmm_input.own() ? "VMM input, POSIX fd"
+                                                  : "VMM input across two allocations";
+    const std::size_t want_registered = input == split.input ? 0 : 1;
     Call c;
     c.input = input;
     c.output = b;
@@ -653,7 +698,7 @@ int process() {
       check_cuda(cudaStreamSynchronize(stream), "sync");
       std::vector<std::uint8_t> got(count * 4);
       check_cuda(cudaMemcpy(got.data(), b, got.size(), cudaMemcpyDeviceToHost), "copy out");
-      const bool ok = got == expect && (replay == 0 || registered == 1);
+      const bool ok = got == expect && (replay == 0 || registered == want_registered);
       bad += ok ? 0 : 1;
       std::printf("process rank %d: captured one_shot (%s), %s: %s\n", bs->rank(), kind,
                   replay == 0 ? "copying" : "registered",
