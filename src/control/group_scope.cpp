@@ -101,6 +101,9 @@ std::optional<std::string> group_id_from_environment() {
   }
   if (auto ns = env_raw("PMIX_NAMESPACE")) return "pmix-" + *ns;
   if (auto job = env_raw("OMPI_MCA_ess_base_jobid")) return "ompi-" + *job;
+  if (auto job = env_raw("SLURM_JOB_ID")) {
+    return fmt::format("slurm-{}.{}", *job, env_raw("SLURM_STEP_ID").value_or("0"));
+  }
   return std::nullopt;
 }
 

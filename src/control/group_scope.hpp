@@ -17,7 +17,7 @@ inline constexpr const char* kSlotPrefix = "slot/";
 
 // The group's name from the environment: TPCOMM_GROUP_ID (tpcomm run sets it), else torchrun's
 // TORCHELASTIC_RUN_ID (unless "none") with its restart count, else the MPI job (PMIX_NAMESPACE,
-// OMPI_MCA_ess_base_jobid). nullopt: anonymous.
+// OMPI_MCA_ess_base_jobid), else the Slurm job and step. nullopt: anonymous.
 std::optional<std::string> group_id_from_environment();
 
 // A view of `inner` whose keys are all under `prefix` (wait_for answers without it).

@@ -1,4 +1,4 @@
-// The bootstrap of a process started by tpcomm run, torchrun or mpirun (DESIGN.md §4,
+// The bootstrap of a process started by tpcomm run, torchrun, mpirun or srun (DESIGN.md §4,
 // docs/store.md): the store at MASTER_ADDR:MASTER_PORT (rank 0 serves it when nobody else does),
 // the group's secret proved to it, and the group's own scope on it.
 #include <chrono>
@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "group_scope.hpp"
+#include "slurm_environment.hpp"
 #include "socket_util.hpp"
 #include "store_auth.hpp"
 #include "store_keys.hpp"
@@ -64,18 +65,48 @@ std::optional<std::int64_t> first_of(const char* a, const char* b) {
 // Where rank 0 listens: the address the ranks dial (MASTER_ADDR) when it is this host's, so a
 // loopback MASTER_ADDR keeps the store off the network; any interface only when MASTER_ADDR is a
 // loopback name here but ranks run on other nodes. nullopt: MASTER_ADDR is another host's.
-std::optional<std::string> store_bind_address(const std::string& master_addr, std::int64_t size) {
+std::optional<std::string> store_bind_address(const std::string& master_addr, bool all_local) {
   auto ip = net::resolve_ipv4(master_addr);
   if (!ip || net::why_cannot_listen_on(*ip)) return std::nullopt;
   if (!net::is_loopback(*ip)) return ip;
+  return all_local ? ip : std::optional<std::string>("0.0.0.0");
+}
+
+// Rank, size and store of this launch: torchrun / tpcomm run (RANK, WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT), mpirun with MASTER_ADDR / MASTER_PORT exported, or Slurm's srun.
+struct Launch {
+  std::int64_t rank = 0;
+  std::int64_t size = 0;
+  std::string addr;
+  std::uint16_t port = 0;
+  bool all_local = true;  // unknown counts as local: a loopback MASTER_ADDR says so anyway
+};
+
+std::optional<Launch> launch_from_environment() {
+  auto rank = first_of("RANK", "OMPI_COMM_WORLD_RANK");
+  auto size = first_of("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE");
+  if (!rank || !size) {
+    auto slurm = control::slurm_launch_from_environment();
+    if (!slurm) return std::nullopt;
+    return Launch{slurm->rank, slurm->size, slurm->first_host, slurm->port, slurm->one_node};
+  }
+  auto addr = env_raw("MASTER_ADDR");
+  auto port = env_raw("MASTER_PORT");
+  if (!addr || !port) {
+    throw invalid_input(fmt::format(
+        "rank {} of {}: MASTER_ADDR and MASTER_PORT must name the rendezvous store (tpcomm run "
+        "sets them; with mpirun export them, e.g. MASTER_ADDR=<host of rank 0> MASTER_PORT=29500)",
+        *rank, *size));
+  }
   auto local = first_of("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE");
-  return local && *local < size ? std::optional<std::string>("0.0.0.0") : ip;
+  return Launch{*rank, *size, *addr, static_cast<std::uint16_t>(env_integer("MASTER_PORT")),
+                !local || *local >= *size};
 }
 
 std::unique_ptr<TcpStoreServer> host_store(const std::string& master_addr, std::uint16_t port,
-                                           std::int64_t size,
+                                           bool all_local,
                                            const std::optional<std::string>& secret) {
-  auto bind = store_bind_address(master_addr, size);
+  auto bind = store_bind_address(master_addr, all_local);
   if (!bind) {
     TPCOMM_LOG(kDebug, "bootstrap", "not hosting the store: MASTER_ADDR {} is not this host",
                master_addr);
@@ -107,38 +138,31 @@ std::unique_ptr<TcpStoreServer> host_store(const std::string& master_addr, std::
 }  // namespace
 
 std::shared_ptr<Bootstrap> bootstrap_from_environment(const Deadline& deadline) {
-  auto rank = first_of("RANK", "OMPI_COMM_WORLD_RANK");
-  auto size = first_of("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE");
-  if (!rank || !size) {
-    throw invalid_input(
-        "not launched as a group: set RANK and WORLD_SIZE (tpcomm run, torchrun and mpirun do; "
-        "for example `tpcomm run -n 2 -- PROGRAM`)");
-  }
-  auto addr = env_raw("MASTER_ADDR");
-  auto port = env_raw("MASTER_PORT");
-  if (!addr && !port && env_raw("OMPI_COMM_WORLD_RANK") && !env_raw("RANK")) {
+  // mpirun without MASTER_ADDR / MASTER_PORT: the rendezvous goes over MPI itself.
+  if (env_raw("OMPI_COMM_WORLD_RANK") && !env_raw("RANK") && !env_raw("MASTER_ADDR") &&
+      !env_raw("MASTER_PORT")) {
     return make_mpi_bootstrap(deadline);
   }
-  if (!addr || !port) {
-    throw invalid_input(fmt::format(
-        "rank {} of {}: MASTER_ADDR and MASTER_PORT must name the rendezvous store (tpcomm run "
-        "sets them; with mpirun export them, e.g. MASTER_ADDR=<host of rank 0> MASTER_PORT=29500)",
-        *rank, *size));
+  auto launch = launch_from_environment();
+  if (!launch) {
+    throw invalid_input(
+        "not launched as a group: set RANK and WORLD_SIZE (tpcomm run, torchrun and mpirun do, "
+        "srun sets SLURM_PROCID and SLURM_NTASKS; for example `tpcomm run -n 2 -- PROGRAM`)");
   }
-  if (*rank < 0 || *rank >= *size) {
-    throw invalid_input(fmt::format("RANK {} is not below WORLD_SIZE {}", *rank, *size));
+  if (launch->rank < 0 || launch->rank >= launch->size) {
+    throw invalid_input(
+        fmt::format("rank {} is not below the world size {}", launch->rank, launch->size));
   }
-  const auto store_port = static_cast<std::uint16_t>(env_integer("MASTER_PORT"));
   const auto secret = control::store_secret_from_environment();
   std::unique_ptr<TcpStoreServer> server;
-  if (*rank == 0) server = host_store(*addr, store_port, *size, secret);
-  auto store = connect_tcp_store(*addr, store_port, deadline, secret.value_or(""));
-  auto group =
-      control::join_group(std::move(store), fmt::format("{}:{}", *addr, store_port),
-                          control::group_id_from_environment(), static_cast<int>(*rank), deadline);
+  if (launch->rank == 0) server = host_store(launch->addr, launch->port, launch->all_local, secret);
+  auto store = connect_tcp_store(launch->addr, launch->port, deadline, secret.value_or(""));
+  auto group = control::join_group(
+      std::move(store), fmt::format("{}:{}", launch->addr, launch->port),
+      control::group_id_from_environment(), static_cast<int>(launch->rank), deadline);
   if (server) group->set(control::kStoreServedByKey, Bytes{'0'});
-  auto inner = make_store_bootstrap(std::move(group), static_cast<int>(*rank),
-                                    static_cast<int>(*size), "tpcomm", control::kSlotPrefix);
+  auto inner = make_store_bootstrap(std::move(group), static_cast<int>(launch->rank),
+                                    static_cast<int>(launch->size), "tpcomm", control::kSlotPrefix);
   return std::make_shared<LaunchedBootstrap>(std::move(server), std::move(inner));
 }
 

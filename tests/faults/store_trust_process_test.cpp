@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "support/test_support.hpp"
+#include "tpcomm/error.hpp"
 #include "tpcomm/tcp_store.hpp"
 
 namespace tpcomm {
@@ -350,6 +351,46 @@ TEST(VanishedLauncher, SegmentsOfRanksKilledWithTheirLauncherGoAtTheNextStart) {
     EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + s)) << s << " was left behind";
   }
   unlink(out_path("vanish").c_str());
+}
+
+}  // namespace
+}  // namespace tpcomm
+
+namespace tpcomm {
+namespace {
+
+// Slurm's srun starts one task per rank with SLURM_PROCID / SLURM_NTASKS and the step's node
+// list; the store runs on the list's first host, on a port derived from the job and step.
+TEST(SlurmLaunch, TasksOfAnSrunStepFormAGroupFromSlurmsVariablesAlone) {
+  int job = 1;
+  for (; job < 20000; ++job) {  // a job id whose derived port is free now
+    try {
+      TcpStoreServer probe("127.0.0.1", static_cast<std::uint16_t>(20000 + (job * 16) % 20000));
+      break;
+    } catch (const Error&) {
+    }
+  }
+  std::vector<pid_t> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.push_back(start({kWorker, "correctness"},
+                          {{"SLURM_PROCID", std::to_string(r)},
+                           {"SLURM_NTASKS", "2"},
+                           {"SLURM_STEP_NUM_NODES", "1"},
+                           {"SLURM_STEP_NODELIST", "localhost"},
+                           {"SLURM_JOB_ID", std::to_string(job)},
+                           {"SLURM_STEP_ID", "0"},
+                           {"RANK", ""},
+                           {"WORLD_SIZE", ""},
+                           {"MASTER_ADDR", ""},
+                           {"MASTER_PORT", ""},
+                           {"TPCOMM_TIMEOUT_MS", "10000"}},
+                          out_path("slurm" + std::to_string(r))));
+  }
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(wait_exit(ranks[static_cast<std::size_t>(r)]), 0)
+        << read_all(out_path("slurm" + std::to_string(r)));
+  }
+  for (const char* n : {"slurm0", "slurm1"}) unlink(out_path(n).c_str());
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "control/group_scope.hpp"
+#include "control/slurm_environment.hpp"
 #include "control/store_auth.hpp"
 #include "control/store_protocol.hpp"
 #include "tpcomm/error.hpp"
@@ -290,6 +291,17 @@ TEST(GroupScope, ARankSlotAndAnAnonymousClaimAreFreedWhenTheirProcessGoes) {
   for (int i = 0; i < 500 && server.client_count() > 0; ++i) std::this_thread::sleep_for(10ms);
   auto next = control::join_group(raw(), "H:1", std::nullopt, 0, Deadline::after(5s));
   control::check_group_intact(*next);
+}
+
+TEST(SlurmNodeList, TheFirstHostOfEveryFormOfHostList) {
+  EXPECT_EQ(control::first_host_of_nodelist("localhost"), "localhost");
+  EXPECT_EQ(control::first_host_of_nodelist("gpu7,gpu9"), "gpu7");
+  EXPECT_EQ(control::first_host_of_nodelist("node[01-04,07]"), "node01");
+  EXPECT_EQ(control::first_host_of_nodelist("node[3,5-6],login1"), "node3");
+  EXPECT_EQ(control::first_host_of_nodelist("rack[2-3]-gpu"), "rack2-gpu");
+  EXPECT_EQ(control::first_host_of_nodelist("a-b-c[010-012]"), "a-b-c010");
+  EXPECT_THROW(control::first_host_of_nodelist("node[01-04"), Error);
+  EXPECT_THROW(control::first_host_of_nodelist("node[x]"), Error);
 }
 
 }  // namespace
