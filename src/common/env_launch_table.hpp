@@ -1,0 +1,13 @@
+// The environment variables launchers set (torchrun, mpirun, srun), part of the registry
+// (tpcomm/env.hpp) but kept apart from tpcomm's own.
+#pragma once
+
+#include <vector>
+
+#include "tpcomm/env.hpp"
+
+namespace tpcomm::detail {
+
+const std::vector<EnvVar>& launch_env_table();
+
+}  // namespace tpcomm::detail
