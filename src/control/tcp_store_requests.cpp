@@ -112,27 +112,23 @@ void Impl::handle_set(Client& c, store_wire::Reader& r, bool ephemeral) {
   std::string key = r.string();
   Bytes value = r.bytes();
   r.expect_end();
-  try {
+  answer(c, [&] {
     data.set(key, std::move(value));
-  } catch (const Error& e) {
-    return refuse(c, e.what());
-  }
-  if (ephemeral) c.ephemeral.push_back(key);
-  reply(c, store_wire::Writer(Type::kOk));
+    if (ephemeral) c.ephemeral.push_back(key);
+    reply(c, store_wire::Writer(Type::kOk));
+  });
 }
 
 void Impl::handle_claim(Client& c, store_wire::Reader& r) {
   std::string key = r.string();
   Bytes value = r.bytes();
   r.expect_end();
-  try {
+  answer(c, [&] {
     const bool absent = data.get(key) == nullptr;
     Bytes held = data.compare_set(key, std::nullopt, value);
     if (absent) c.ephemeral.push_back(key);
     reply(c, store_wire::Writer(Type::kValue).bytes(held));
-  } catch (const Error& e) {
-    refuse(c, e.what());
-  }
+  });
 }
 
 void Impl::handle_get(Client& c, store_wire::Reader& r) {
@@ -166,11 +162,7 @@ void Impl::handle_add(Client& c, store_wire::Reader& r) {
   std::string key = r.string();
   auto delta = r.i64();
   r.expect_end();
-  try {
-    reply(c, store_wire::Writer(Type::kInteger).i64(data.add(key, delta)));
-  } catch (const Error& e) {
-    refuse(c, e.what());
-  }
+  answer(c, [&] { reply(c, store_wire::Writer(Type::kInteger).i64(data.add(key, delta))); });
 }
 
 void Impl::handle_compare_set(Client& c, store_wire::Reader& r) {
@@ -179,14 +171,12 @@ void Impl::handle_compare_set(Client& c, store_wire::Reader& r) {
   Bytes expected = r.bytes();
   Bytes desired = r.bytes();
   r.expect_end();
-  try {
+  answer(c, [&] {
     Bytes held = data.compare_set(
         key, has_expected ? std::optional<Bytes>(std::move(expected)) : std::nullopt,
         std::move(desired));
     reply(c, store_wire::Writer(Type::kValue).bytes(held));
-  } catch (const Error& e) {
-    refuse(c, e.what());
-  }
+  });
 }
 
 void Impl::handle_delete(Client& c, store_wire::Reader& r) {

@@ -12,6 +12,7 @@
 #include "socket_util.hpp"
 #include "store_protocol.hpp"
 #include "store_table.hpp"
+#include "tpcomm/error.hpp"
 #include "tpcomm/tcp_store.hpp"
 
 namespace tpcomm {
@@ -86,6 +87,16 @@ struct TcpStoreServer::Impl {
   void reply(Client& c, const store_wire::Writer& w);
   // Answers ERROR(message) and keeps the connection: the request was refused, not malformed.
   void refuse(Client& c, const std::string& message);
+  // Applies a request to the table: a refusal by the table (a limit, ADD on a non-integer) is
+  // the client's answer, not a reason to drop it.
+  template <typename Apply>
+  void answer(Client& c, Apply&& apply) {
+    try {
+      apply();
+    } catch (const Error& e) {
+      refuse(c, e.what());
+    }
+  }
   // Answers ERROR(message), then closes once it is sent.
   void refuse_and_close(Client& c, const std::string& message);
 };

@@ -622,25 +622,7 @@ TEST(Faults, StallAtSetUpIsATimeoutNamingTheRank) {
   EXPECT_EQ(errors.size(), 1u) << r.out;
 }
 
-// Launches a program in the background, its output into `out_path` (default: discarded);
-// returns its pid.
-pid_t spawn(const std::vector<std::string>& argv,
-            const std::map<std::string, std::string>& env = {},
-            const std::string& out_path = "/dev/null") {
-  pid_t pid = fork();
-  if (pid == 0) {
-    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(out, 1);
-    dup2(out, 2);  // never the test's own stderr: a runner reading it would wait for the group
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  return pid;
-}
+using test::spawn;
 
 // Starts a 3-rank group in an endless loop, waits until every rank is inside it, sends the
 // launcher `signal_number`, and returns the launcher's exit status.

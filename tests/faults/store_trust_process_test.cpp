@@ -42,25 +42,13 @@ std::uint16_t free_port() {
   return probe.port();
 }
 
-// Starts a program with extra environment, its output into `out_path`; returns its pid.
-pid_t start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+// test::spawn, with the group's identity and secret unset unless the test gives them.
+pid_t start(const std::vector<std::string>& argv, std::map<std::string, std::string> env,
             const std::string& out_path) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    for (const char* k : {"TPCOMM_STORE_SECRET", "TPCOMM_GROUP_ID", "TORCHELASTIC_RUN_ID"}) {
-      if (env.count(k) == 0) unsetenv(k);
-    }
-    int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(out, 1);
-    dup2(out, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
+  for (const char* k : {"TPCOMM_STORE_SECRET", "TPCOMM_GROUP_ID", "TORCHELASTIC_RUN_ID"}) {
+    env.emplace(k, "");
   }
-  return pid;
+  return test::spawn(argv, env, out_path);
 }
 
 // Exit status within `limit`, or -1 after killing it (the test fails).

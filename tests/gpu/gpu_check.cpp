@@ -131,6 +131,19 @@ std::vector<std::uint8_t> reference(DataType t, ReduceOp op,
   return out;
 }
 
+// What `rank` must hold after a call of `op` on every rank's `inputs` (`count` as in the call).
+std::vector<std::uint8_t> expected_output(Op op, DataType t, ReduceOp reduce,
+                                          const std::vector<std::vector<std::uint8_t>>& inputs,
+                                          int rank, std::size_t count) {
+  if (op == Op::kAllReduce) return reference(t, reduce, inputs, 0, count);
+  if (op == Op::kReduceScatter) {
+    return reference(t, reduce, inputs, static_cast<std::size_t>(rank) * count, count);
+  }
+  std::vector<std::uint8_t> all;
+  for (const auto& in : inputs) all.insert(all.end(), in.begin(), in.end());
+  return all;
+}
+
 // One rank's backend, set up as the communicator does: each step voted over the bootstrap.
 std::unique_ptr<CollectiveBackend> set_up(std::shared_ptr<Bootstrap> bs, std::uint64_t comm_id,
                                           std::function<void(const std::string&)> on_failure,
@@ -259,14 +272,8 @@ int correctness(int world, int blocks) {
             for (std::size_t r = 0; r < w; ++r) {
               inputs.push_back(make_input(t, s.in_elems, (total << 8) ^ (r << 4) ^ es));
             }
-            std::vector<std::uint8_t> expect;
-            if (k.op == Op::kAllReduce) {
-              expect = reference(t, op, inputs, 0, s.count);
-            } else if (k.op == Op::kAllGather) {
-              for (const auto& in : inputs) expect.insert(expect.end(), in.begin(), in.end());
-            } else {
-              expect = reference(t, op, inputs, static_cast<std::size_t>(rank) * s.count, s.count);
-            }
+            const std::vector<std::uint8_t> expect =
+                expected_output(k.op, t, op, inputs, rank, s.count);
             const std::size_t big = std::max(s.in_elems, s.out_elems) * es;
             void* a = nullptr;
             void* b = nullptr;
@@ -406,14 +413,7 @@ int stress(int world, int blocks) {
       for (std::size_t q = 0; q < w; ++q) {
         inputs.push_back(make_input(t, p.shape.in_elems, (static_cast<std::uint64_t>(i) << 8) ^ q));
       }
-      if (k.op == Op::kAllReduce) {
-        p.expect = reference(t, op, inputs, 0, p.shape.count);
-      } else if (k.op == Op::kAllGather) {
-        for (const auto& in : inputs) p.expect.insert(p.expect.end(), in.begin(), in.end());
-      } else {
-        p.expect =
-            reference(t, op, inputs, static_cast<std::size_t>(rank) * p.shape.count, p.shape.count);
-      }
+      p.expect = expected_output(k.op, t, op, inputs, rank, p.shape.count);
       const std::size_t es = elem_size(t);
       check_cuda(cudaMalloc(&p.in, p.shape.in_elems * es), "cudaMalloc");
       check_cuda(cudaMalloc(&p.out, p.shape.out_elems * es), "cudaMalloc");

@@ -1,6 +1,7 @@
 // Test helpers: fixtures and child processes (stdout and stderr captured through temp files).
 #include "test_support.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -125,6 +126,29 @@ ProcessResult run_process(const std::vector<std::string>& argv,
   unlink(out_path);
   unlink(err_path);
   return r;
+}
+
+pid_t spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+            const std::string& out_path) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    for (const auto& [k, v] : env) {
+      if (v.empty()) {
+        unsetenv(k.c_str());
+      } else {
+        setenv(k.c_str(), v.c_str(), 1);
+      }
+    }
+    int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(out, 1);
+    dup2(out, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return pid;
 }
 
 }  // namespace tpcomm::test

@@ -1,6 +1,8 @@
 // Helpers for tests: fixture paths and files, expectation tables, running the real binary.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <map>
 #include <string>
@@ -32,5 +34,12 @@ struct ProcessResult {
 ProcessResult run_process(const std::vector<std::string>& argv,
                           const std::map<std::string, std::string>& env = {},
                           std::chrono::seconds limit = std::chrono::seconds(120));
+
+// Launches a program in the background with extra environment variables (an empty value unsets
+// one), its output into `out_path` (default: discarded, never the test's own stderr, which a
+// runner reading it would wait on); returns its pid.
+pid_t spawn(const std::vector<std::string>& argv,
+            const std::map<std::string, std::string>& env = {},
+            const std::string& out_path = "/dev/null");
 
 }  // namespace tpcomm::test

@@ -15,9 +15,7 @@
 #include "tpcomm/error.hpp"
 
 namespace tpcomm::transport::cuda {
-namespace {
 
-// Waits until `fd` is readable or writable; false when the deadline passed.
 bool wait_ready(int fd, short events, const Deadline& deadline) {
   while (true) {
     const auto left = deadline.remaining();
@@ -28,6 +26,8 @@ bool wait_ready(int fd, short events, const Deadline& deadline) {
     if (n < 0 && errno != EINTR) return false;
   }
 }
+
+namespace {
 
 sockaddr_un abstract_address(const std::string& name, socklen_t* len) {
   sockaddr_un a{};

@@ -35,6 +35,9 @@ struct ReceivedHandle {
   net::Fd fd;
 };
 
+// Waits until `fd` is readable or writable (poll `events`); false when the deadline passed.
+bool wait_ready(int fd, short events, const Deadline& deadline);
+
 // Sends `header` and `fd` as one message. Throws kUnavailable on failure.
 void send_handle(int socket, const HandleHeader& header, int fd, const Deadline& deadline);
 

@@ -35,17 +35,6 @@ struct SetMessage {
 };
 static_assert(offsetof(SetMessage, sizes) == sizeof(HandleHeader));
 
-bool ready(int fd, short events, const Deadline& deadline) {
-  while (deadline.remaining().count() > 0) {
-    pollfd p{fd, events, 0};
-    const int n =
-        poll(&p, 1, static_cast<int>(std::min<long long>(deadline.remaining().count(), 100)));
-    if (n > 0) return true;
-    if (n < 0 && errno != EINTR) return false;
-  }
-  return false;
-}
-
 void send_set(int socket, const HandleHeader& header, const std::vector<int>& fds,
               const std::vector<std::uint64_t>& sizes, const Deadline& deadline) {
   auto m = std::make_unique<SetMessage>();
@@ -63,7 +52,7 @@ void send_set(int socket, const HandleHeader& header, const std::vector<int>& fd
     c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
     std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
   }
-  if (!ready(socket, POLLOUT, deadline) ||
+  if (!wait_ready(socket, POLLOUT, deadline) ||
       sendmsg(socket, &m->msg, MSG_NOSIGNAL) != static_cast<ssize_t>(m->iov.iov_len)) {
     throw Error(ErrorCode::kUnavailable,
                 fmt::format("sending {} buffer handles: {}", fds.size(), net::errno_text()));
@@ -81,7 +70,7 @@ ReceivedSet receive_set(int socket, std::uint64_t comm_id, std::uint32_t tag, st
                         const Deadline& deadline) {
   auto m = std::make_unique<SetMessage>();
   ReceivedSet out;
-  if (!ready(socket, POLLIN, deadline)) {
+  if (!wait_ready(socket, POLLIN, deadline)) {
     throw Error(ErrorCode::kTimeout, "a peer connected but sent no buffer handles in time");
   }
   const ssize_t n = recvmsg(socket, &m->msg, MSG_CMSG_CLOEXEC);
@@ -162,7 +151,7 @@ std::vector<HandleSet> exchange_handle_sets(int rank, int world, std::uint64_t c
     it = mailbox.early.erase(it);
   }
   while (got < world - 1) {
-    if (!ready(listener, POLLIN, deadline)) {
+    if (!wait_ready(listener, POLLIN, deadline)) {
       throw Error(ErrorCode::kTimeout,
                   fmt::format("{} of {} peers sent their buffer handles (round {}) before the "
                               "deadline",

@@ -24,11 +24,20 @@ NcclWatchdog::~NcclWatchdog() {
   wake_.notify_all();
   thread_.join();
   for (auto& p : pending_) cudaEventDestroy(p.done);
+  for (cudaEvent_t e : free_) cudaEventDestroy(e);
 }
 
+// On the call path: an event from the pool (created only when every one is in use), recorded.
 void NcclWatchdog::watch(cudaStream_t stream, const CallIdentity& call) {
   cudaEvent_t done = nullptr;
-  if (cudaEventCreateWithFlags(&done, cudaEventDisableTiming) != cudaSuccess) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!free_.empty()) {
+      done = free_.back();
+      free_.pop_back();
+    }
+  }
+  if (done == nullptr && cudaEventCreateWithFlags(&done, cudaEventDisableTiming) != cudaSuccess) {
     cudaGetLastError();
     return;  // unwatched: NCCL's own errors still reach the async-error poll
   }
@@ -92,7 +101,7 @@ void NcclWatchdog::run() {
         break;
       }
       if (q != cudaSuccess) cudaGetLastError();
-      cudaEventDestroy(p.done);
+      free_.push_back(p.done);  // back to the pool for a later call
       pending_.pop_front();
     }
   }

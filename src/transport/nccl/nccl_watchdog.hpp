@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "nccl_library.hpp"
 #include "transport/common/call_identity.hpp"
@@ -55,6 +56,7 @@ class NcclWatchdog {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Pending> pending_;
+  std::vector<cudaEvent_t> free_;  // completed events, reused
   std::optional<std::string> failure_;
   bool reported_ = false;
   bool comm_aborted_ = false;
