@@ -84,6 +84,24 @@ class Communicator {
   void reduce_scatter(const void* input, void* output, std::size_t count, DataType type,
                       ReduceOp op, CudaStream stream);
 
+  // The root's `count` elements of `buffer` on every rank, bit for bit (broadcast moves bytes,
+  // never rounds). It runs as all_gather calls of at most 1 MiB per rank, on the route the plan
+  // gives all_gather for that size, with the same deadlines and failure handling. Every rank
+  // passes the same count, type and root (TPCOMM_CHECK=1 verifies it).
+  void broadcast(void* buffer, std::size_t count, DataType type, int root);
+  // The same on a device buffer of a kCuda communicator, enqueued on `stream`. The first one
+  // allocates the staging buffer: make it outside a CUDA graph capture.
+  void broadcast(void* buffer, std::size_t count, DataType type, int root, CudaStream stream);
+  // Returns once every rank has called it. Host-side: a kCuda communicator's earlier calls may
+  // still be running on their streams.
+  void barrier();
+  // Every rank calls it (a collective call). The ranks that pass the same non-negative `color`
+  // form a new communicator, ranked by `key` and then by their rank here; a rank that passes a
+  // negative color takes part and gets nullptr (as MPI_UNDEFINED in MPI_Comm_split). Each new
+  // communicator probes, plans and sets up on its own ranks' facts, with this one's options, and
+  // may outlive it (e.g. the TP groups of a DP x TP world).
+  std::unique_ptr<Communicator> split(int color, int key);
+
   // CUDA graphs: a captured call copies its input through the workspace, as an eager one does,
   // so graphs are correct as captured. After capturing, every rank calls this (a collective
   // call, like NCCL's): the input buffers of the calls captured since the last registration are

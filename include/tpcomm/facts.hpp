@@ -57,7 +57,9 @@ struct FabricInfo {
 
   // A cluster uuid that is present and not all zeros.
   bool has_known_cluster() const;
+#if __cplusplus >= 202002L  // defaulted comparison: C++20 (the library); C++17 users go without
   bool operator==(const FabricInfo&) const = default;
+#endif
 };
 
 struct DeviceFacts {
@@ -72,7 +74,9 @@ struct DeviceFacts {
   std::optional<FabricInfo> fabric;  // nullopt: unknown
   std::optional<int> numa;
   std::vector<std::string> isa;  // CPU ISA features, e.g. avx512f
+#if __cplusplus >= 202002L  // defaulted comparison: C++20 (the library); C++17 users go without
   bool operator==(const DeviceFacts&) const = default;
+#endif
 };
 
 struct RankFacts {
@@ -80,14 +84,18 @@ struct RankFacts {
   DeviceFacts device;
   Allocator allocator = Allocator::kLegacy;
   std::optional<std::string> comment;
+#if __cplusplus >= 202002L  // defaulted comparison: C++20 (the library); C++17 users go without
   bool operator==(const RankFacts&) const = default;
+#endif
 };
 
 // One document: the ranks in rank order (repeat already expanded).
 struct FactsTable {
   std::vector<RankFacts> ranks;
   std::optional<std::string> comment;
+#if __cplusplus >= 202002L  // defaulted comparison: C++20 (the library); C++17 users go without
   bool operator==(const FactsTable&) const = default;
+#endif
 };
 
 }  // namespace tpcomm

@@ -29,13 +29,17 @@ struct Candidate {
   Backend backend = Backend::kNccl;
   Algorithm algorithm = Algorithm::kNccl;
   std::optional<int> blocks;
+#if __cplusplus >= 202002L  // defaulted comparison: C++20 (the library); C++17 users go without
   bool operator==(const Candidate&) const = default;
+#endif
 };
 
 struct TuningRow {
   std::optional<std::uint64_t> max_bytes;  // nullopt: no upper bound (last row)
   std::vector<Candidate> use;              // preference order
+#if __cplusplus >= 202002L  // defaulted comparison: C++20 (the library); C++17 users go without
   bool operator==(const TuningRow&) const = default;
+#endif
 };
 
 struct TuningKey {
@@ -43,13 +47,17 @@ struct TuningKey {
   std::optional<int> sm;  // cuda only: the table serves groups whose lowest sm is >= this
   int world_size = 2;
   std::optional<Mode> mode;  // nullopt: both modes
+#if __cplusplus >= 202002L   // defaulted comparison: C++20 (the library); C++17 users go without
   bool operator==(const TuningKey&) const = default;
+#endif
 };
 
 struct TuningEntry {
   TuningKey key;
   std::map<Op, std::vector<TuningRow>> ops;
+#if __cplusplus >= 202002L  // defaulted comparison: C++20 (the library); C++17 users go without
   bool operator==(const TuningEntry&) const = default;
+#endif
 };
 
 struct Tuning {

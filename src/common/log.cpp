@@ -1,11 +1,19 @@
-// Log sink and filters. The level and subsystem list are read once from the environment.
+// Log filters and destinations. The level, subsystem list and TPCOMM_LOG_FILE are read once
+// from the environment; a program's sink or file replaces the destination at any time.
 #include "tpcomm/log.hpp"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
+
+#include "tpcomm/error.hpp"
 
 namespace tpcomm {
 namespace {
@@ -47,7 +55,45 @@ const std::vector<std::string>& subsystem_filter() {
   return filter;
 }
 
-const char* level_name(LogLevel level) {
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+using LogFile = std::unique_ptr<std::FILE, FileCloser>;
+
+LogFile open_log_file(const std::string& path) {
+  LogFile file(std::fopen(path.c_str(), "a"));
+  if (!file) {
+    throw invalid_input(
+        fmt::format("cannot open the log file {} for appending: {}", path, std::strerror(errno)));
+  }
+  std::setvbuf(file.get(), nullptr, _IOLBF, 0);  // whole lines, as they happen
+  return file;
+}
+
+// Where lines go. Guarded by its mutex, which also keeps lines whole.
+struct Destination {
+  std::mutex mutex;
+  LogSink sink;
+  LogFile file;
+  Destination() {
+    const char* path = std::getenv("TPCOMM_LOG_FILE");
+    if (path == nullptr || *path == '\0') return;
+    try {
+      file = open_log_file(path);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "[tpcomm warn log] TPCOMM_LOG_FILE: %s; logging to stderr\n", e.what());
+    }
+  }
+};
+
+Destination& destination() {
+  static Destination d;
+  return d;
+}
+
+}  // namespace
+
+const char* log_level_name(LogLevel level) {
   switch (level) {
     case LogLevel::kError:
       return "error";
@@ -60,8 +106,6 @@ const char* level_name(LogLevel level) {
   }
   return "?";
 }
-
-}  // namespace
 
 namespace detail {
 
@@ -77,9 +121,17 @@ bool log_subsystem_enabled(std::string_view subsystem) {
 }
 
 void log_write(LogLevel level, std::string_view subsystem, std::string_view message) {
-  static std::mutex mutex;
-  std::lock_guard<std::mutex> lock(mutex);
-  std::fprintf(stderr, "[tpcomm %s %.*s] %.*s\n", level_name(level),
+  auto& d = destination();
+  std::lock_guard<std::mutex> lock(d.mutex);
+  if (d.sink) {
+    // A sink that throws must not turn a log line into a failed collective.
+    try {
+      d.sink(level, subsystem, message);
+    } catch (...) {
+    }
+    return;
+  }
+  std::fprintf(d.file ? d.file.get() : stderr, "[tpcomm %s %.*s] %.*s\n", log_level_name(level),
                static_cast<int>(subsystem.size()), subsystem.data(),
                static_cast<int>(message.size()), message.data());
 }
@@ -88,6 +140,19 @@ void log_write(LogLevel level, std::string_view subsystem, std::string_view mess
 
 void set_log_level(LogLevel level) {
   detail::g_log_level.store(static_cast<int>(level), std::memory_order_relaxed);
+}
+
+void set_log_sink(LogSink sink) {
+  auto& d = destination();
+  std::lock_guard<std::mutex> lock(d.mutex);
+  d.sink = std::move(sink);
+}
+
+void set_log_file(const std::string& path) {
+  LogFile file = path.empty() ? nullptr : open_log_file(path);
+  auto& d = destination();
+  std::lock_guard<std::mutex> lock(d.mutex);
+  d.file = std::move(file);
 }
 
 }  // namespace tpcomm

@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "tpcomm/log.hpp"
+#include "common/log_format.hpp"
 
 namespace tpcomm::detail {
 namespace {

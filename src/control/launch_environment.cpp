@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "common/log_format.hpp"
 #include "group_scope.hpp"
 #include "slurm_environment.hpp"
 #include "socket_util.hpp"
@@ -14,7 +15,6 @@
 #include "tpcomm/bootstrap.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/error.hpp"
-#include "tpcomm/log.hpp"
 #include "tpcomm/tcp_store.hpp"
 
 namespace tpcomm {

@@ -3,10 +3,10 @@
 // ADD on a non-integer) is answered with ERROR and the connection stays.
 #include <fmt/format.h>
 
+#include "common/log_format.hpp"
 #include "store_auth.hpp"
 #include "tcp_store_server_impl.hpp"
 #include "tpcomm/error.hpp"
-#include "tpcomm/log.hpp"
 
 namespace tpcomm {
 

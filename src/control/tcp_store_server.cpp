@@ -15,9 +15,9 @@
 
 #include <fmt/format.h>
 
+#include "common/log_format.hpp"
 #include "tcp_store_server_impl.hpp"
 #include "tpcomm/error.hpp"
-#include "tpcomm/log.hpp"
 
 namespace tpcomm {
 

@@ -4,11 +4,11 @@
 
 #include <fmt/format.h>
 
+#include "common/log_format.hpp"
 #include "cuda_driver.hpp"
 #include "nvlink_islands.hpp"
 #include "nvml_library.hpp"
 #include "probe_parts.hpp"
-#include "tpcomm/log.hpp"
 
 namespace tpcomm::probe_detail {
 namespace {

@@ -1,9 +1,9 @@
 // probe_local() and the facts table of N local ranks.
 #include <fmt/format.h>
 
+#include "common/log_format.hpp"
 #include "probe_parts.hpp"
 #include "tpcomm/error.hpp"
-#include "tpcomm/log.hpp"
 #include "tpcomm/version.hpp"
 
 namespace tpcomm {

@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "common/log_format.hpp"
 #include "communicator_impl.hpp"
-#include "tpcomm/log.hpp"
 
 namespace tpcomm::detail {
 namespace {

@@ -5,9 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "common/log_format.hpp"
 #include "common/rank_list.hpp"
 #include "communicator_impl.hpp"
-#include "tpcomm/log.hpp"
 #include "transport/common/call_text.hpp"
 
 namespace tpcomm {

@@ -25,6 +25,10 @@ using detail::CommunicatorState;
 using BackendFactory =
     std::function<std::unique_ptr<transport::CollectiveBackend>(const BackendContext&)>;
 
+namespace detail {
+struct Platform;
+}  // namespace detail
+
 // Everything a communicator is (the public class holds only a pointer to it).
 struct detail::CommunicatorState {
   std::shared_ptr<Bootstrap> bootstrap;
@@ -46,6 +50,12 @@ struct detail::CommunicatorState {
   // The rank that serves the group's store itself, if one does (read once at creation): a
   // store gone unreachable then names it.
   std::optional<int> store_served_by;
+  // What it was created with, for split(): a sub-communicator is made the same way.
+  CommunicatorOptions options;
+  std::shared_ptr<const detail::Platform> platform;
+  std::uint64_t splits = 0;              // split() calls so far (the same on every rank)
+  std::shared_ptr<void> device_scratch;  // broadcast's staging on the GPU, made on first use
+  std::size_t device_scratch_bytes = 0;
 
   ~CommunicatorState();
 
@@ -60,6 +70,9 @@ struct detail::CommunicatorState {
   // device_call: the overload with a CUDA stream was used.
   void run_call(transport::Call call, bool device_call);
   std::size_t register_graph_buffers();
+  // broadcast's argument checks (communicator_group_calls.cpp).
+  void check_root(int root, const char* call) const;
+  void check_broadcast(std::size_t count, DataType type, int root);
   void abort_with(const Error& cause);
   // Throws kAborted with the first cause once the communicator was aborted.
   void throw_if_aborted() const;
@@ -98,6 +111,10 @@ void add_gpu_backend_factories(std::map<Backend, BackendFactory>& factories);
 std::string gpu_build_unavailable_reason();
 // Whether `stream` (a cudaStream_t) is capturing a CUDA graph; false without CUDA.
 bool stream_is_capturing(void* stream);
+// Device memory of the communicator's GPU (freed with the last reference), and an asynchronous
+// device-to-device copy; both throw kUnavailable in a build without CUDA.
+std::shared_ptr<void> device_alloc(std::size_t bytes);
+void device_copy_async(void* dst, const void* src, std::size_t bytes, void* stream);
 
 // Sets up every backend the plans use, voting after each step (backend_setup.cpp).
 void set_up_backends(CommunicatorState& c, const std::map<Backend, BackendFactory>& factories,

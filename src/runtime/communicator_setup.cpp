@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "common/log_format.hpp"
 #include "common/rank_list.hpp"
 #include "communicator_impl.hpp"
 #include "control/socket_util.hpp"
@@ -21,7 +22,6 @@
 #include "node_identity.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/facts_json.hpp"
-#include "tpcomm/log.hpp"
 #include "tpcomm/probe.hpp"
 #include "tpcomm/tuning_file.hpp"
 #include "tpcomm/version.hpp"
@@ -299,6 +299,8 @@ std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> boo
   c->timeout = options.timeout.value_or(default_timeout());
   c->faults = runtime::FaultPlan::from_env(c->bootstrap->rank());
   c->check_calls = env_flag("TPCOMM_CHECK");
+  c->options = options;
+  c->platform = std::make_shared<const Platform>(platform);
 
   const auto started = Deadline::Clock::now();
   auto phase = [&](const char* what) {

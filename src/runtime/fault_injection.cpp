@@ -6,9 +6,9 @@
 
 #include <fmt/format.h>
 
+#include "common/log_format.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/error.hpp"
-#include "tpcomm/log.hpp"
 
 namespace tpcomm::runtime {
 namespace {

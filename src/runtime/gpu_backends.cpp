@@ -1,5 +1,7 @@
 // The GPU backends' factories: custom, multimem and nccl in a CUDA build, nothing otherwise (a
 // kCuda communicator is then refused with the reason).
+#include <fmt/format.h>
+
 #include "communicator_impl.hpp"
 
 #ifdef TPCOMM_HAVE_CUDA
@@ -33,12 +35,40 @@ bool stream_is_capturing(void* stream) {
   return status == cudaStreamCaptureStatusActive;
 }
 
+std::shared_ptr<void> device_alloc(std::size_t bytes) {
+  void* p = nullptr;
+  if (cudaError_t e = cudaMalloc(&p, bytes); e != cudaSuccess) {
+    cudaGetLastError();
+    throw Error(ErrorCode::kUnavailable,
+                fmt::format("cudaMalloc of {} bytes: {}", bytes, cudaGetErrorString(e)));
+  }
+  return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+}
+
+void device_copy_async(void* dst, const void* src, std::size_t bytes, void* stream) {
+  if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                                      static_cast<cudaStream_t>(stream));
+      e != cudaSuccess) {
+    cudaGetLastError();
+    throw Error(ErrorCode::kInvalidInput,
+                fmt::format("cudaMemcpyAsync of {} bytes: {}", bytes, cudaGetErrorString(e)));
+  }
+}
+
 #else
 
 void add_gpu_backend_factories(std::map<Backend, BackendFactory>&) {}
 
 bool stream_is_capturing(void*) {
   return false;
+}
+
+std::shared_ptr<void> device_alloc(std::size_t) {
+  throw Error(ErrorCode::kUnavailable, gpu_build_unavailable_reason());
+}
+
+void device_copy_async(void*, const void*, std::size_t, void*) {
+  throw Error(ErrorCode::kUnavailable, gpu_build_unavailable_reason());
 }
 
 std::string gpu_build_unavailable_reason() {

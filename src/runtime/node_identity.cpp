@@ -17,9 +17,9 @@
 
 #include <fmt/format.h>
 
+#include "common/log_format.hpp"
 #include "common/segment_names.hpp"
 #include "tpcomm/error.hpp"
-#include "tpcomm/log.hpp"
 
 namespace tpcomm::runtime {
 

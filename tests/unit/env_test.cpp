@@ -3,9 +3,9 @@
 
 #include <cstdlib>
 
+#include "common/log_format.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/error.hpp"
-#include "tpcomm/log.hpp"
 
 namespace tpcomm {
 namespace {

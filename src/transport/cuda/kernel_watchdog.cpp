@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "common/log_format.hpp"
 #include "driver_api.hpp"
-#include "tpcomm/log.hpp"
 
 namespace tpcomm::transport::cuda {
 

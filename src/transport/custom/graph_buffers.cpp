@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
+#include "common/log_format.hpp"
 #include "shared_buffer.hpp"
 #include "tpcomm/error.hpp"
-#include "tpcomm/log.hpp"
 #include "transport/cuda/driver_api.hpp"
 #include "transport/cuda/fd_channel.hpp"
 

@@ -1,0 +1,170 @@
+// broadcast, barrier and split: the calls built from the collectives and the bootstrap rather
+// than run by a backend of their own.
+#include <algorithm>
+#include <cstring>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "common/log_format.hpp"
+#include "common/rank_list.hpp"
+#include "communicator_impl.hpp"
+
+namespace tpcomm {
+namespace {
+
+// Each rank's share of one all_gather of a broadcast: large enough that a call's fixed cost does
+// not matter, small enough that the staging buffer (size() of them) stays a few MiB.
+constexpr std::size_t kBroadcastChunkBytes = 1 << 20;
+
+// Keeps the parent's bootstrap, and so the store its rank 0 may serve, alive as long as a
+// sub-communicator made by split() needs it.
+class SplitBootstrap final : public Bootstrap {
+ public:
+  SplitBootstrap(std::shared_ptr<Bootstrap> parent, std::shared_ptr<Bootstrap> inner)
+      : parent_(std::move(parent)), inner_(std::move(inner)) {}
+  ~SplitBootstrap() override { inner_.reset(); }  // before the parent (and its store) goes
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::shared_ptr<Store> store() const override { return inner_->store(); }
+  std::vector<Bytes> all_gather(const Bytes& mine, std::string_view what,
+                                const Deadline& deadline) override {
+    return inner_->all_gather(mine, what, deadline);
+  }
+
+ private:
+  std::shared_ptr<Bootstrap> parent_;
+  std::shared_ptr<Bootstrap> inner_;
+};
+
+Bytes text_bytes(const std::string& s) {
+  return Bytes(s.begin(), s.end());
+}
+
+}  // namespace
+
+// With TPCOMM_CHECK=1, ranks that disagree on the root (which the all_gather calls cannot see)
+// fail with kMismatch naming both sides.
+void CommunicatorState::check_broadcast(std::size_t count, DataType type, int root) {
+  if (!check_calls) return;
+  const std::string mine = fmt::format("broadcast({} x {}, root {})", count, to_string(type), root);
+  auto all = bootstrap->all_gather(text_bytes(mine), "broadcast check", deadline());
+  std::map<std::string, std::vector<int>> by_call;
+  for (std::size_t r = 0; r < all.size(); ++r)
+    by_call[std::string(all[r].begin(), all[r].end())].push_back(static_cast<int>(r));
+  if (by_call.size() == 1) return;
+  std::vector<std::string> sides;
+  for (const auto& [call, ranks] : by_call)
+    sides.push_back(fmt::format("{} called {}", detail::rank_set_text(ranks), call));
+  Error e(ErrorCode::kMismatch, fmt::format("rank {}: the broadcast does not match across ranks "
+                                            "(TPCOMM_CHECK=1): {}",
+                                            bootstrap->rank(), fmt::join(sides, "; ")));
+  abort_with(e);
+  throw e;
+}
+
+void CommunicatorState::check_root(int root, const char* call) const {
+  if (root < 0 || root >= bootstrap->size()) {
+    throw invalid_input(fmt::format("rank {}: {}: root {} is not a rank of this group of {}",
+                                    bootstrap->rank(), call, root, bootstrap->size()));
+  }
+}
+
+void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int root) {
+  impl_->throw_if_aborted();
+  impl_->check_root(root, "broadcast");
+  impl_->check_broadcast(count, type, root);
+  const std::size_t elem = size_of(type);
+  const std::size_t chunk = std::max<std::size_t>(1, kBroadcastChunkBytes / elem);
+  const auto n = static_cast<std::size_t>(size());
+  std::vector<std::byte> staging(std::min(count, chunk) * elem * n);
+  auto* bytes = static_cast<std::byte*>(buffer);
+  for (std::size_t done = 0; done < count; done += chunk) {
+    const std::size_t part = std::min(chunk, count - done);
+    all_gather(bytes + done * elem, staging.data(), part, type);
+    if (rank() != root) {
+      std::memcpy(bytes + done * elem,
+                  staging.data() + static_cast<std::size_t>(root) * part * elem, part * elem);
+    }
+  }
+}
+
+void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int root,
+                             CudaStream stream) {
+  impl_->throw_if_aborted();
+  impl_->check_root(root, "broadcast");
+  impl_->check_broadcast(count, type, root);
+  const std::size_t elem = size_of(type);
+  const std::size_t chunk = std::max<std::size_t>(1, kBroadcastChunkBytes / elem);
+  const auto n = static_cast<std::size_t>(size());
+  const std::size_t need = std::min(count, chunk) * elem * n;
+  if (need > impl_->device_scratch_bytes) {
+    impl_->device_scratch = detail::device_alloc(need);
+    impl_->device_scratch_bytes = need;
+  }
+  auto* staging = static_cast<std::byte*>(impl_->device_scratch.get());
+  auto* bytes = static_cast<std::byte*>(buffer);
+  for (std::size_t done = 0; done < count; done += chunk) {
+    const std::size_t part = std::min(chunk, count - done);
+    all_gather(bytes + done * elem, staging, part, type, stream);
+    if (rank() != root) {
+      detail::device_copy_async(bytes + done * elem,
+                                staging + static_cast<std::size_t>(root) * part * elem, part * elem,
+                                stream);
+    }
+  }
+}
+
+void Communicator::barrier() {
+  impl_->throw_if_aborted();
+  const std::uint64_t call = ++impl_->sequence;
+  try {
+    impl_->bootstrap->barrier(fmt::format("barrier #{}", call), impl_->deadline());
+  } catch (const Error& e) {
+    Error full(e.code(), fmt::format("rank {}: barrier #{} failed: {}{}", rank(), call, e.what(),
+                                     impl_->peer_report(e.code() == ErrorCode::kTimeout, call)));
+    TPCOMM_LOG(kError, "comm", "{}", full.what());
+    impl_->abort_with(full);
+    throw full;
+  }
+}
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key) {
+  impl_->throw_if_aborted();
+  const std::uint64_t index = ++impl_->splits;
+  const std::string mine = fmt::format("{} {}", color, key);
+  std::vector<Bytes> all;
+  try {
+    all = impl_->bootstrap->all_gather(text_bytes(mine), fmt::format("split #{}", index),
+                                       impl_->deadline());
+  } catch (const Error& e) {
+    Error full(e.code(), fmt::format("rank {}: split #{} failed: {}{}", rank(), index, e.what(),
+                                     impl_->peer_report()));
+    impl_->abort_with(full);
+    throw full;
+  }
+  if (color < 0) return nullptr;
+  // The members of this color, ordered by (key, parent rank).
+  std::vector<std::tuple<int, int>> members;
+  for (int r = 0; r < size(); ++r) {
+    const std::string theirs(all[r].begin(), all[r].end());
+    int c = 0;
+    int k = 0;
+    if (std::sscanf(theirs.c_str(), "%d %d", &c, &k) != 2) {
+      throw Error(ErrorCode::kInternal, fmt::format("split: rank {} sent '{}'", r, theirs));
+    }
+    if (c == color) members.emplace_back(k, r);
+  }
+  std::sort(members.begin(), members.end());
+  const auto me = std::find(members.begin(), members.end(), std::make_tuple(key, rank()));
+  const int sub_rank = static_cast<int>(me - members.begin());
+  auto inner =
+      make_store_bootstrap(impl_->bootstrap->store(), sub_rank, static_cast<int>(members.size()),
+                           fmt::format("tpcomm/c{:016x}/split{}/{}", impl_->comm_id, index, color));
+  auto sub = std::make_shared<SplitBootstrap>(impl_->bootstrap, std::move(inner));
+  TPCOMM_LOG(kInfo, "comm", "rank {}: split #{} color {}: rank {} of {}", rank(), index, color,
+             sub_rank, members.size());
+  return detail::create_communicator(std::move(sub), impl_->options, *impl_->platform);
+}
+
+}  // namespace tpcomm
