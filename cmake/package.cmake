@@ -62,5 +62,6 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/tpcommConfigVersion.cmake
   COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/tpcommConfig.cmake ${PROJECT_BINARY_DIR}/tpcommConfigVersion.cmake
   DESTINATION ${_tpcomm_cmake_dir})
+file(RELATIVE_PATH _tpcomm_pc_up /${CMAKE_INSTALL_LIBDIR}/pkgconfig /)
 configure_file(${PROJECT_SOURCE_DIR}/cmake/tpcomm.pc.in ${PROJECT_BINARY_DIR}/tpcomm.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/tpcomm.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
