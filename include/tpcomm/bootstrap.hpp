@@ -48,9 +48,42 @@ std::vector<std::shared_ptr<Bootstrap>> make_thread_group(int size);
 std::shared_ptr<Bootstrap> make_mpi_bootstrap(const Deadline& deadline);
 
 // From the launch environment (tpcomm run, torchrun: RANK, WORLD_SIZE, MASTER_ADDR,
-// MASTER_PORT; Open MPI's OMPI_COMM_WORLD_RANK / _SIZE for rank and size). Rank 0 serves the
-// store on MASTER_PORT unless one already listens there (tpcomm run, tpcomm store). Under
-// mpirun without MASTER_ADDR, the MPI bootstrap.
+// MASTER_PORT; Open MPI's OMPI_COMM_WORLD_RANK / _SIZE for rank and size; Slurm's srun). Rank 0
+// serves the store on MASTER_PORT (MASTER_PORT + 1 under torchrun, whose own store holds
+// MASTER_PORT; TPCOMM_STORE_PORT overrides both) unless one already listens there (tpcomm run,
+// tpcomm store). Under mpirun without MASTER_ADDR, the MPI bootstrap.
 std::shared_ptr<Bootstrap> bootstrap_from_environment(const Deadline& deadline);
+
+// For a program whose ranks can already share a few bytes (torch.distributed's store, an engine's
+// own control plane): rank 0 creates a StoreHost, which serves tpcomm's store on a port the kernel
+// picks (so it collides with nothing) under a fresh secret and group id, and shares its address();
+// every rank then calls bootstrap_from_address with that text, rank 0 handing its host over.
+class StoreHost {
+ public:
+  // `host`: this machine's name or address as the other ranks reach it (a loopback address when
+  // all ranks run here). Throws kUnavailable when it cannot be served.
+  explicit StoreHost(const std::string& host);
+  ~StoreHost();
+  StoreHost(const StoreHost&) = delete;
+  StoreHost& operator=(const StoreHost&) = delete;
+  // "tpcomm-store <host> <port> <group id> <secret>": it holds the secret, so share it only with
+  // the group's ranks (over a channel they already trust).
+  const std::string& address() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  friend std::shared_ptr<Bootstrap> bootstrap_from_address(const std::string&, int, int,
+                                                           const Deadline&,
+                                                           std::unique_ptr<StoreHost>);
+};
+
+// Joins the group whose store `address` (StoreHost::address) names, as `rank` of `size`. Rank 0
+// passes its StoreHost, which then lives as long as the bootstrap. Throws kInvalidInput for text
+// that is not such an address, and as bootstrap_from_environment does otherwise.
+std::shared_ptr<Bootstrap> bootstrap_from_address(const std::string& address, int rank, int size,
+                                                  const Deadline& deadline,
+                                                  std::unique_ptr<StoreHost> host = nullptr);
 
 }  // namespace tpcomm

@@ -118,6 +118,14 @@ const std::vector<EnvVar>& env_registry() {
        "it; default: TORCHELASTIC_RUN_ID or the MPI job, else a token rank 0 claims the store "
        "with)",
        {}},
+      {"TPCOMM_STORE_PORT",
+       EnvKind::kInteger,
+       "",
+       "port of tpcomm's store on MASTER_ADDR; default MASTER_PORT, or MASTER_PORT + 1 under "
+       "torchrun, whose own store holds MASTER_PORT",
+       {},
+       1,
+       65535},
       {"TPCOMM_FAULT",
        EnvKind::kString,
        "",

@@ -90,7 +90,8 @@ const std::vector<EnvVar>& launch_env_table() {
       {"TORCHELASTIC_RUN_ID",
        EnvKind::kString,
        "",
-       "torchrun's job id: names the group on its store unless TPCOMM_GROUP_ID is set",
+       "torchrun's job id (\"none\" with its static rendezvous): names the group unless "
+       "TPCOMM_GROUP_ID is set; its presence moves tpcomm's store to MASTER_PORT + 1",
        {},
        0,
        INT64_MAX,

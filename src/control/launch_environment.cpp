@@ -8,6 +8,7 @@
 
 #include "common/log_format.hpp"
 #include "group_scope.hpp"
+#include "launched_bootstrap.hpp"
 #include "slurm_environment.hpp"
 #include "socket_util.hpp"
 #include "store_auth.hpp"
@@ -19,42 +20,6 @@
 
 namespace tpcomm {
 namespace {
-
-constexpr std::chrono::seconds kStoreLinger{3};
-
-// Keeps the store server that rank 0 hosts alive as long as its bootstrap, and after every round
-// checks that the group was not marked broken (a second process for one of its ranks, another
-// group on its store): the other ranks of a broken group fail at the next round, not at a
-// deadline, and never form a communicator with a stranger.
-class LaunchedBootstrap final : public Bootstrap {
- public:
-  LaunchedBootstrap(std::unique_ptr<TcpStoreServer> server, std::shared_ptr<Bootstrap> inner)
-      : server_(std::move(server)), inner_(std::move(inner)) {}
-  // The rank serving the store lingers (bounded) until the other ranks have closed their
-  // connections: leaving first would turn their own diagnosis — a dead rank named, a last call
-  // finishing — into "the store is unreachable".
-  ~LaunchedBootstrap() override {
-    inner_.reset();
-    if (!server_) return;
-    const auto until = std::chrono::steady_clock::now() + kStoreLinger;
-    while (server_->client_count() > 0 && std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  std::shared_ptr<Store> store() const override { return inner_->store(); }
-  std::vector<Bytes> all_gather(const Bytes& mine, std::string_view what,
-                                const Deadline& deadline) override {
-    auto all = inner_->all_gather(mine, what, deadline);
-    control::check_group_intact(*inner_->store());
-    return all;
-  }
-
- private:
-  std::unique_ptr<TcpStoreServer> server_;
-  std::shared_ptr<Bootstrap> inner_;
-};
 
 std::optional<std::int64_t> first_of(const char* a, const char* b) {
   if (env_raw(a)) return env_integer(a);
@@ -70,6 +35,24 @@ std::optional<std::string> store_bind_address(const std::string& master_addr, bo
   if (!ip || net::why_cannot_listen_on(*ip)) return std::nullopt;
   if (!net::is_loopback(*ip)) return ip;
   return all_local ? ip : std::optional<std::string>("0.0.0.0");
+}
+
+// Where tpcomm's store listens. Under torchrun, MASTER_PORT is taken by torchrun's own store (its
+// agent's with the default rendezvous, rank 0's once the program calls init_process_group), whose
+// protocol differs between PyTorch versions; tpcomm keeps a port of its own beside it, the same on
+// every rank without any exchange (docs/store.md, "Sharing a port with torchrun").
+std::uint16_t store_port() {
+  if (env_raw("TPCOMM_STORE_PORT")) {
+    return static_cast<std::uint16_t>(env_integer("TPCOMM_STORE_PORT"));
+  }
+  const auto master = env_integer("MASTER_PORT");
+  if (!env_raw("TORCHELASTIC_RUN_ID")) return static_cast<std::uint16_t>(master);
+  if (master >= 65535) {
+    throw invalid_input(
+        "under torchrun tpcomm's store takes MASTER_PORT + 1, and MASTER_PORT is 65535: set "
+        "TPCOMM_STORE_PORT");
+  }
+  return static_cast<std::uint16_t>(master + 1);
 }
 
 // Rank, size and store of this launch: torchrun / tpcomm run (RANK, WORLD_SIZE, MASTER_ADDR,
@@ -88,7 +71,10 @@ std::optional<Launch> launch_from_environment() {
   if (!rank || !size) {
     auto slurm = control::slurm_launch_from_environment();
     if (!slurm) return std::nullopt;
-    return Launch{slurm->rank, slurm->size, slurm->first_host, slurm->port, slurm->one_node};
+    const auto port = env_raw("TPCOMM_STORE_PORT")
+                          ? static_cast<std::uint16_t>(env_integer("TPCOMM_STORE_PORT"))
+                          : slurm->port;
+    return Launch{slurm->rank, slurm->size, slurm->first_host, port, slurm->one_node};
   }
   auto addr = env_raw("MASTER_ADDR");
   auto port = env_raw("MASTER_PORT");
@@ -99,8 +85,7 @@ std::optional<Launch> launch_from_environment() {
         *rank, *size));
   }
   auto local = first_of("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE");
-  return Launch{*rank, *size, *addr, static_cast<std::uint16_t>(env_integer("MASTER_PORT")),
-                !local || *local >= *size};
+  return Launch{*rank, *size, *addr, store_port(), !local || *local >= *size};
 }
 
 std::unique_ptr<TcpStoreServer> host_store(const std::string& master_addr, std::uint16_t port,
@@ -160,10 +145,8 @@ std::shared_ptr<Bootstrap> bootstrap_from_environment(const Deadline& deadline) 
   auto group = control::join_group(
       std::move(store), fmt::format("{}:{}", launch->addr, launch->port),
       control::group_id_from_environment(), static_cast<int>(launch->rank), deadline);
-  if (server) group->set(control::kStoreServedByKey, Bytes{'0'});
-  auto inner = make_store_bootstrap(std::move(group), static_cast<int>(launch->rank),
-                                    static_cast<int>(launch->size), "tpcomm", control::kSlotPrefix);
-  return std::make_shared<LaunchedBootstrap>(std::move(server), std::move(inner));
+  return control::launched_bootstrap(std::move(group), static_cast<int>(launch->rank),
+                                     static_cast<int>(launch->size), std::move(server));
 }
 
 }  // namespace tpcomm

@@ -19,7 +19,7 @@ using detail::put_le;
 
 std::string check_header(const Header& h) {
   if (h.magic != kMagic) {
-    return fmt::format("bad magic 0x{:08x} (not a tpcomm store client)", h.magic);
+    return fmt::format("bad magic 0x{:08x} (not a tpcomm store frame)", h.magic);
   }
   if (h.version != kVersion) {
     return fmt::format("protocol version {} (this store speaks {})", h.version, kVersion);

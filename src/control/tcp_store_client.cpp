@@ -78,6 +78,7 @@ class TcpStoreClient final : public Store {
   // Both ends prove the secret (docs/store.md, "Authentication"); throws kInvalidInput when they
   // disagree, and kUnavailable when the other end does not speak the protocol.
   void handshake(const std::string& secret, const Deadline& deadline) {
+    handshaking_ = true;
     const Bytes client_nonce = control::random_nonce();
     Reply challenge = call(store_wire::Writer(Type::kHello).bytes(client_nonce), deadline);
     expect(challenge, Type::kChallenge, "handshake");
@@ -108,6 +109,7 @@ class TcpStoreClient final : public Store {
                       "group's store",
                       address_));
     }
+    handshaking_ = false;
   }
 
   std::size_t size() override {
@@ -147,8 +149,18 @@ class TcpStoreClient final : public Store {
     throw Error(ErrorCode::kInvalidInput, why);
   }
 
+  // A server that accepted the connection but does not complete the handshake is another
+  // program on that port (torchrun's c10d store, a web server): say so, not "unreachable".
   [[noreturn]] void fail(const std::string& why) {
     broken_ = true;
+    if (handshaking_) {
+      broken_message_ = fmt::format(
+          "the server at {} is not a tpcomm store (protocol {}): {}; another program listens on "
+          "that port (torchrun's own store listens on MASTER_PORT: see docs/store.md, \"Sharing "
+          "a port with torchrun\")",
+          address_, store_wire::kVersion, why);
+      throw Error(ErrorCode::kInvalidInput, broken_message_);
+    }
     broken_message_ = fmt::format("the store at {} is unreachable: {}", address_, why);
     throw Error(ErrorCode::kUnavailable, broken_message_);
   }
@@ -168,6 +180,7 @@ class TcpStoreClient final : public Store {
   net::Fd fd_;
   std::string address_;
   bool broken_ = false;
+  bool handshaking_ = false;
   std::string broken_message_;
 };
 
@@ -181,17 +194,7 @@ std::shared_ptr<Store> connect_tcp_store(const std::string& host, std::uint16_t 
     net::Fd fd = net::connect_tcp(host, port, &why);
     if (fd.get() >= 0) {
       auto client = std::make_shared<TcpStoreClient>(std::move(fd), address);
-      try {
-        client->handshake(secret,
-                          Deadline::after(std::min(deadline.remaining(), kHandshakeBudget)));
-      } catch (const Error& e) {
-        if (e.code() != ErrorCode::kUnavailable) throw;
-        throw Error(ErrorCode::kUnavailable,
-                    fmt::format("{} during the handshake: is the server on that port a tpcomm "
-                                "store of protocol {}? (torchrun's own store also listens on "
-                                "MASTER_PORT; see docs/store.md)",
-                                e.what(), store_wire::kVersion));
-      }
+      client->handshake(secret, Deadline::after(std::min(deadline.remaining(), kHandshakeBudget)));
       return client;
     }
     if (deadline.expired()) {

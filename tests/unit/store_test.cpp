@@ -170,7 +170,7 @@ TEST(TcpStoreServer, DropsGarbageTruncatedAndOversizedClientsAndKeepsServing) {
   EXPECT_EQ(server.client_count(), 1u);
   const std::string log = ::testing::internal::GetCapturedStderr();
 
-  EXPECT_NE(log.find("bad magic 0x20544547 (not a tpcomm store client)"), std::string::npos) << log;
+  EXPECT_NE(log.find("bad magic 0x20544547 (not a tpcomm store frame)"), std::string::npos) << log;
   EXPECT_NE(log.find("connection closed in the middle of a frame (9 of 12 bytes)"),
             std::string::npos)
       << log;
