@@ -1,0 +1,217 @@
+// tpcomm._tpcomm.Comm: the C++ Communicator behind tpcomm.Communicator (python/tpcomm). Buffers
+// arrive as integer addresses with element counts and dtype names, streams as integer handles:
+// the Python layer checks tensors and arrays before any rank blocks. Every call that may wait
+// releases the GIL, so other Python threads (a watchdog, a server loop) keep running.
+#include <chrono>
+#include <memory>
+
+#include <fmt/format.h>
+#include <pybind11/stl.h>
+
+#include "bindings.hpp"
+#include "plan_report.hpp"
+#include "tpcomm/communicator.hpp"
+#include "tpcomm/error.hpp"
+
+namespace py = pybind11;
+
+namespace tpcomm::python {
+namespace {
+
+template <typename E>
+E parse(const std::string& name, const char* what) {
+  if (auto v = from_string<E>(name)) return *v;
+  std::string known;
+  for (const auto& entry : Names<E>::table) {
+    known += (known.empty() ? "" : ", ") + std::string(entry.name);
+  }
+  throw invalid_input(fmt::format("{} '{}' is not one of {}", what, name, known));
+}
+
+const void* in_ptr(std::uintptr_t p) {
+  return reinterpret_cast<const void*>(p);
+}
+void* out_ptr(std::uintptr_t p) {
+  return reinterpret_cast<void*>(p);
+}
+
+CommunicatorOptions options_of(double timeout_s, const std::string& device, int cuda_device) {
+  CommunicatorOptions o;
+  if (timeout_s > 0) {
+    o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
+  }
+  o.device = parse<DeviceType>(device, "device");
+  o.cuda_device = cuda_device;
+  return o;
+}
+
+Deadline deadline_of(double timeout_s) {
+  return timeout_s > 0 ? Deadline::after(
+                             std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000)))
+                       : Deadline::from_env();
+}
+
+// Owns the communicator; close() (or the Python object's end) destroys it.
+class Comm {
+ public:
+  explicit Comm(std::unique_ptr<Communicator> c) : c_(std::move(c)) {}
+  Communicator& get() {
+    if (!c_) throw invalid_input("this communicator was closed");
+    return *c_;
+  }
+  void close() {
+    py::gil_scoped_release release;
+    c_.reset();
+  }
+  bool closed() const { return !c_; }
+
+ private:
+  std::unique_ptr<Communicator> c_;
+};
+
+// Rank 0's store for from_torch: serves until from_address hands it to the bootstrap.
+class Host {
+ public:
+  explicit Host(const std::string& host) : host_(std::make_unique<StoreHost>(host)) {
+    address_ = host_->address();
+  }
+  const std::string& address() const { return address_; }
+  std::unique_ptr<StoreHost> take() {
+    if (!host_) throw invalid_input("this StoreHost was already used by a communicator");
+    return std::move(host_);
+  }
+
+ private:
+  std::unique_ptr<StoreHost> host_;
+  std::string address_;
+};
+
+// The bytes of the larger buffer of a call on an input of `input_bytes` (the size the plan's
+// tables are indexed by).
+std::uint64_t routed_bytes(Op op, std::uint64_t input_bytes, int size) {
+  return op == Op::kAllGather ? input_bytes * static_cast<std::uint64_t>(size) : input_bytes;
+}
+
+void bind_calls(py::class_<Comm>& c) {
+  using Stream = std::optional<std::uintptr_t>;
+  auto rel = py::call_guard<py::gil_scoped_release>();
+  c.def(
+      "all_reduce",
+      [](Comm& self, std::uintptr_t in, std::uintptr_t out, std::size_t count,
+         const std::string& dtype, const std::string& op, Stream stream) {
+        auto t = parse<DataType>(dtype, "dtype");
+        auto r = parse<ReduceOp>(op, "op");
+        if (stream) {
+          self.get().all_reduce(in_ptr(in), out_ptr(out), count, t, r,
+                                reinterpret_cast<CudaStream>(*stream));
+        } else {
+          self.get().all_reduce(in_ptr(in), out_ptr(out), count, t, r);
+        }
+      },
+      rel);
+  c.def(
+      "all_gather",
+      [](Comm& self, std::uintptr_t in, std::uintptr_t out, std::size_t count,
+         const std::string& dtype, Stream stream) {
+        auto t = parse<DataType>(dtype, "dtype");
+        if (stream) {
+          self.get().all_gather(in_ptr(in), out_ptr(out), count, t,
+                                reinterpret_cast<CudaStream>(*stream));
+        } else {
+          self.get().all_gather(in_ptr(in), out_ptr(out), count, t);
+        }
+      },
+      rel);
+  c.def(
+      "reduce_scatter",
+      [](Comm& self, std::uintptr_t in, std::uintptr_t out, std::size_t count,
+         const std::string& dtype, const std::string& op, Stream stream) {
+        auto t = parse<DataType>(dtype, "dtype");
+        auto r = parse<ReduceOp>(op, "op");
+        if (stream) {
+          self.get().reduce_scatter(in_ptr(in), out_ptr(out), count, t, r,
+                                    reinterpret_cast<CudaStream>(*stream));
+        } else {
+          self.get().reduce_scatter(in_ptr(in), out_ptr(out), count, t, r);
+        }
+      },
+      rel);
+  c.def(
+      "broadcast",
+      [](Comm& self, std::uintptr_t buf, std::size_t count, const std::string& dtype, int root,
+         Stream stream) {
+        auto t = parse<DataType>(dtype, "dtype");
+        if (stream) {
+          self.get().broadcast(out_ptr(buf), count, t, root, reinterpret_cast<CudaStream>(*stream));
+        } else {
+          self.get().broadcast(out_ptr(buf), count, t, root);
+        }
+      },
+      rel);
+  c.def(
+      "barrier", [](Comm& self) { self.get().barrier(); }, rel);
+  c.def(
+      "split",
+      [](Comm& self, int color, int key) -> std::optional<Comm> {
+        auto sub = self.get().split(color, key);
+        if (!sub) return std::nullopt;
+        return Comm(std::move(sub));
+      },
+      rel);
+}
+
+void bind_plan(py::class_<Comm>& c) {
+  c.def("plan_json", [](Comm& self) { return plan_to_json(self.get().plan()); });
+  c.def("plan_text",
+        [](Comm& self) { return cli::format_plan_report(self.get().facts(), self.get().plan()); });
+  c.def("route", [](Comm& self, const std::string& op, std::uint64_t input_bytes) {
+    const Op o = parse<Op>(op, "op");
+    const Plan& plan = self.get().plan();
+    const TableRow& row = plan.ops.at(o).row_for(routed_bytes(o, input_bytes, self.get().size()));
+    return py::make_tuple(std::string(to_string(row.backend)),
+                          std::string(to_string(row.algorithm)));
+  });
+}
+
+}  // namespace
+
+void bind_communicator(py::module_& m) {
+  py::class_<Host>(m, "StoreHost")
+      .def(py::init<const std::string&>(), py::arg("host"))
+      .def_property_readonly("address", &Host::address);
+  py::class_<Comm> c(m, "Comm");
+  c.def_static(
+      "from_env",
+      [](double timeout_s, const std::string& device, int cuda_device) {
+        py::gil_scoped_release release;
+        auto bootstrap = bootstrap_from_environment(deadline_of(timeout_s));
+        return Comm(
+            Communicator::create(std::move(bootstrap), options_of(timeout_s, device, cuda_device)));
+      },
+      py::arg("timeout"), py::arg("device"), py::arg("cuda_device"));
+  c.def_static(
+      "from_address",
+      [](const std::string& address, int rank, int size, double timeout_s,
+         const std::string& device, int cuda_device, Host* host) {
+        std::unique_ptr<StoreHost> owned = host ? host->take() : nullptr;
+        py::gil_scoped_release release;
+        auto bootstrap =
+            bootstrap_from_address(address, rank, size, deadline_of(timeout_s), std::move(owned));
+        return Comm(
+            Communicator::create(std::move(bootstrap), options_of(timeout_s, device, cuda_device)));
+      },
+      py::arg("address"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("device"),
+      py::arg("cuda_device"), py::arg("host") = nullptr);
+  c.def_property_readonly("rank", [](Comm& self) { return self.get().rank(); });
+  c.def_property_readonly("size", [](Comm& self) { return self.get().size(); });
+  c.def_property_readonly("closed", &Comm::closed);
+  c.def_property_readonly("aborted", [](Comm& self) { return self.get().aborted(); });
+  c.def(
+      "abort", [](Comm& self, const std::string& why) { self.get().abort(why); },
+      py::call_guard<py::gil_scoped_release>());
+  c.def("close", &Comm::close);
+  bind_calls(c);
+  bind_plan(c);
+}
+
+}  // namespace tpcomm::python

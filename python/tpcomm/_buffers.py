@@ -1,0 +1,94 @@
+"""Tensors and arrays as tpcomm's C++ library takes them: an address, an element count, a dtype
+name and, for CUDA tensors, the current stream's handle. Nothing here needs PyTorch's C++ ABI,
+and neither torch nor numpy is imported unless the caller already has (a tensor of a module that
+was never imported cannot exist)."""
+
+import sys
+
+DTYPE_NAMES = ("float32", "float16", "bfloat16")
+_ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+class View:
+    """What one buffer argument is, checked."""
+
+    __slots__ = ("obj", "ptr", "numel", "dtype", "device", "shape", "kind")
+
+    def __init__(self, obj, ptr, numel, dtype, device, shape, kind):
+        self.obj, self.ptr, self.numel, self.dtype = obj, ptr, numel, dtype
+        self.device, self.shape, self.kind = device, shape, kind
+
+    @property
+    def nbytes(self):
+        return self.numel * _ITEMSIZE[self.dtype]
+
+
+def _torch_view(t, what):
+    torch = sys.modules["torch"]
+    names = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+    dtype = names.get(t.dtype)
+    if dtype is None:
+        raise ValueError(f"{what}: dtype {t.dtype} is not one of torch.float32, torch.float16, "
+                         "torch.bfloat16")
+    if not t.is_contiguous():
+        raise ValueError(f"{what}: the tensor is not contiguous (pass t.contiguous())")
+    return View(t, t.data_ptr(), t.numel(), dtype, t.device.type, tuple(t.shape), "torch")
+
+
+def _numpy_view(a, what):
+    np = sys.modules["numpy"]
+    names = {np.dtype(np.float32): "float32", np.dtype(np.float16): "float16"}
+    dtype = names.get(a.dtype)
+    if dtype is None:
+        raise ValueError(f"{what}: dtype {a.dtype} is not one of numpy.float32, numpy.float16 "
+                         "(numpy has no bfloat16: use a torch tensor)")
+    if not a.flags.c_contiguous:
+        raise ValueError(f"{what}: the array is not C-contiguous (pass numpy.ascontiguousarray(a))")
+    return View(a, a.ctypes.data, a.size, dtype, "cpu", tuple(a.shape), "numpy")
+
+
+def view(obj, what, writable=False):
+    """The View of a torch.Tensor or numpy.ndarray; ValueError/TypeError saying what is wrong."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor):
+        return _torch_view(obj, what)
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(obj, np.ndarray):
+        v = _numpy_view(obj, what)
+        if writable and not obj.flags.writeable:
+            raise ValueError(f"{what}: the array is read-only")
+        return v
+    raise TypeError(f"{what}: expected a torch.Tensor or numpy.ndarray, got {type(obj).__name__}")
+
+
+def empty_like(v, shape):
+    """A new buffer of `shape` with v's dtype, on v's device."""
+    if v.kind == "torch":
+        return sys.modules["torch"].empty(shape, dtype=v.obj.dtype, device=v.obj.device)
+    return sys.modules["numpy"].empty(shape, dtype=v.obj.dtype)
+
+
+def stream_of(v):
+    """The handle of the current CUDA stream of v's device, or None for host memory."""
+    if v.device != "cuda":
+        return None
+    torch = sys.modules["torch"]
+    return torch.cuda.current_stream(v.obj.device).cuda_stream
+
+
+def dtype_name(dtype):
+    """'float32' for 'float32', torch.float32 or numpy.float32."""
+    if isinstance(dtype, str):
+        if dtype in DTYPE_NAMES:
+            return dtype
+        raise ValueError(f"dtype '{dtype}' is not one of {', '.join(DTYPE_NAMES)}")
+    name = str(dtype).replace("torch.", "")
+    np = sys.modules.get("numpy")
+    if np is not None:
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            pass
+    if name in DTYPE_NAMES:
+        return name
+    raise ValueError(f"dtype {dtype} is not one of {', '.join(DTYPE_NAMES)}")

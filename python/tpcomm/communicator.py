@@ -1,0 +1,185 @@
+"""tpcomm.Communicator: a TP group's collectives on torch tensors and numpy arrays."""
+
+import json
+
+from . import _buffers
+from . import _tpcomm
+from ._rendezvous import torch_group_address
+
+_OPS = ("sum", "max", "min", "avg")
+
+
+def _seconds(timeout):
+    if timeout is None:
+        return 0.0  # TPCOMM_TIMEOUT_MS
+    timeout = float(timeout)
+    if timeout <= 0:
+        raise ValueError(f"timeout must be positive seconds, got {timeout}")
+    return timeout
+
+
+def _check_op(op):
+    if op not in _OPS:
+        raise ValueError(f"op '{op}' is not one of {', '.join(_OPS)}")
+    return op
+
+
+class Communicator:
+    """A group of ranks that agreed on a plan (tpcomm's C++ Communicator). Every call is made by
+    every rank in the same order; a failure raises a tpcomm.Error subclass on every rank, and
+    every later call raises tpcomm.AbortedError with the first cause."""
+
+    def __init__(self, native, device):
+        self._native = native
+        self.device = device
+
+    # --- creation ------------------------------------------------------------------------------
+
+    @classmethod
+    def from_env(cls, timeout=None, device="cpu", cuda_device=-1):
+        """The group of this launch: tpcomm run, torchrun (default or --standalone rendezvous),
+        mpirun or srun (see docs/python.md). `timeout` in seconds for every wait (default:
+        TPCOMM_TIMEOUT_MS); device "cuda" for CUDA tensors."""
+        return cls(_tpcomm.Comm.from_env(_seconds(timeout), device, cuda_device), device)
+
+    @classmethod
+    def from_torch(cls, group=None, timeout=None, device=None, cuda_device=-1):
+        """The ranks of a torch.distributed group (default: the world), after
+        init_process_group. They meet through torch.distributed's store on a port of tpcomm's
+        own that the kernel picks. device: default "cuda" when the group's backend is nccl."""
+        address, rank, size, host, backend = torch_group_address(group, _seconds(timeout))
+        if device is None:
+            device = "cuda" if backend == "nccl" else "cpu"
+        try:
+            native = _tpcomm.Comm.from_address(address.text, rank, size, _seconds(timeout),
+                                               device, cuda_device, host)
+        finally:
+            address.done(rank)
+        return cls(native, device)
+
+    # --- who -----------------------------------------------------------------------------------
+
+    @property
+    def rank(self):
+        return self._native.rank
+
+    @property
+    def size(self):
+        return self._native.size
+
+    @property
+    def aborted(self):
+        return self._native.aborted
+
+    # --- collectives ---------------------------------------------------------------------------
+
+    def _input(self, t, what="input"):
+        v = _buffers.view(t, what)
+        if v.device != self.device:
+            raise ValueError(f"{what}: a {v.device} buffer on a {self.device} communicator "
+                             f"(create it with device=\"{v.device}\")")
+        return v
+
+    def _output(self, out, like, numel, shape, what="out"):
+        if out is None:
+            return _buffers.view(_buffers.empty_like(like, shape), what)
+        v = _buffers.view(out, what, writable=True)
+        if v.dtype != like.dtype or v.device != like.device:
+            raise ValueError(f"{what}: {v.dtype} on {v.device}, but the input is {like.dtype} on "
+                             f"{like.device}")
+        if v.numel != numel:
+            raise ValueError(f"{what}: {v.numel} elements (shape {v.shape}), the call writes "
+                             f"{numel} (shape {shape})")
+        return v
+
+    def all_reduce(self, t, op="sum", out=None):
+        """Reduces t over the group: in place (returns t), or into `out` (returns out)."""
+        _check_op(op)
+        v = self._input(t)
+        o = v if out is None else self._output(out, v, v.numel, v.shape)
+        self._native.all_reduce(v.ptr, o.ptr, v.numel, v.dtype, op, _buffers.stream_of(v))
+        return o.obj
+
+    def all_gather(self, t, out=None):
+        """Every rank's t, in rank order, concatenated along dimension 0 (a 0-d t gives a 1-d
+        result of size elements)."""
+        v = self._input(t)
+        shape = (self.size * v.shape[0],) + v.shape[1:] if v.shape else (self.size,)
+        o = self._output(out, v, v.numel * self.size, shape)
+        self._native.all_gather(v.ptr, o.ptr, v.numel, v.dtype, _buffers.stream_of(v))
+        return o.obj
+
+    def reduce_scatter(self, t, op="sum", out=None):
+        """This rank's 1/size of the reduction of t (dimension 0 split in rank order; a t whose
+        first dimension does not divide gives a 1-d result)."""
+        _check_op(op)
+        v = self._input(t)
+        if v.numel % self.size:
+            raise ValueError(f"reduce_scatter: {v.numel} elements do not divide among "
+                             f"{self.size} ranks")
+        if v.shape and v.shape[0] % self.size == 0:
+            shape = (v.shape[0] // self.size,) + v.shape[1:]
+        else:
+            shape = (v.numel // self.size,)
+        o = self._output(out, v, v.numel // self.size, shape)
+        self._native.reduce_scatter(v.ptr, o.ptr, o.numel, v.dtype, op, _buffers.stream_of(v))
+        return o.obj
+
+    def broadcast(self, t, src=0):
+        """src's t on every rank, bit for bit, in place; returns t."""
+        if not 0 <= src < self.size:
+            raise ValueError(f"broadcast: src {src} is not a rank of this group of {self.size}")
+        v = _buffers.view(t, "broadcast", writable=True)
+        if v.device != self.device:
+            raise ValueError(f"broadcast: a {v.device} buffer on a {self.device} communicator")
+        self._native.broadcast(v.ptr, v.numel, v.dtype, src, _buffers.stream_of(v))
+        return t
+
+    def barrier(self):
+        """Returns once every rank has called it."""
+        self._native.barrier()
+
+    def split(self, color, key=0):
+        """Every rank calls it; ranks with the same color form a new Communicator (ranked by key,
+        then by rank here). A negative color takes part and gets None."""
+        native = self._native.split(int(color), int(key))
+        return None if native is None else Communicator(native, self.device)
+
+    # --- plan ----------------------------------------------------------------------------------
+
+    def plan(self):
+        """The plan every rank agreed on, as the plan JSON contract (docs/plan-format.md)."""
+        return json.loads(self._native.plan_json())
+
+    def plan_text(self):
+        """The plan as `tpcomm plan` prints it."""
+        return self._native.plan_text()
+
+    def route(self, op, nbytes, dtype="float32"):
+        """(backend, algorithm) a call of `op` on an input of `nbytes` bytes uses."""
+        name = _buffers.dtype_name(dtype)
+        if nbytes < 0 or nbytes % _buffers._ITEMSIZE[name]:
+            raise ValueError(f"route: {nbytes} bytes is not a whole number of {name} elements")
+        return self._native.route(op, int(nbytes))
+
+    # --- lifetime ------------------------------------------------------------------------------
+
+    def abort(self, reason="aborted from Python"):
+        """Peers waiting on this rank fail promptly; later calls raise tpcomm.AbortedError."""
+        self._native.abort(reason)
+
+    def close(self):
+        """Destroys the communicator (its shared memory, sockets, threads) now."""
+        self._native.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self):
+        if self._native.closed:
+            return "<tpcomm.Communicator closed>"
+        return f"<tpcomm.Communicator rank {self.rank} of {self.size} ({self.device})>"
