@@ -73,8 +73,8 @@ class Communicator:
 
     # --- collectives ---------------------------------------------------------------------------
 
-    def _input(self, t, what="input"):
-        v = _buffers.view(t, what)
+    def _input(self, t, what="input", writable=False):
+        v = _buffers.view(t, what, writable)
         if v.device != self.device:
             raise ValueError(f"{what}: a {v.device} buffer on a {self.device} communicator "
                              f"(create it with device=\"{v.device}\")")
@@ -95,7 +95,7 @@ class Communicator:
     def all_reduce(self, t, op="sum", out=None):
         """Reduces t over the group: in place (returns t), or into `out` (returns out)."""
         _check_op(op)
-        v = self._input(t)
+        v = self._input(t, writable=out is None)
         o = v if out is None else self._output(out, v, v.numel, v.shape)
         self._native.all_reduce(v.ptr, o.ptr, v.numel, v.dtype, op, _buffers.stream_of(v))
         return o.obj

@@ -1,0 +1,138 @@
+"""Every call on torch tensors (float32, float16, bfloat16) and numpy arrays (float32, float16),
+checked element by element against references computed here with torch and numpy, never with
+tpcomm: integer-valued data that every dtype holds exactly, and random data whose rounding the
+reference reproduces (one fp32 addition of two ranks' values, rounded to nearest even by torch or
+numpy)."""
+
+from conftest import run_ranks
+
+
+def test_every_call_and_dtype_on_torch_tensors(tmp_path):
+    run_ranks(tmp_path, """
+        comm = tpcomm.Communicator.from_env(timeout=30)
+        n, r = comm.size, comm.rank
+        base = torch.arange(1000, dtype=torch.float32) % 50
+        for dt in (torch.float32, torch.float16, torch.bfloat16):
+            t = (base + r).to(dt)
+            assert comm.all_reduce(t) is t
+            want = sum(base + q for q in range(n)).to(dt)
+            assert torch.equal(t, want), (dt, t[:8], want[:8])
+            def signed(q):
+                return (base * (1 if q % 2 else -1) + q).to(dt)
+            for op in ("max", "min"):
+                x = signed(r)
+                out = torch.empty_like(x)
+                assert comm.all_reduce(x, op=op, out=out) is out
+                stacked = torch.stack([signed(q).float() for q in range(n)])
+                ref = (stacked.amax(0) if op == "max" else stacked.amin(0)).to(dt)
+                assert torch.equal(out, ref), (dt, op)
+                assert torch.equal(x, signed(r)), "out of place keeps the input"
+            g = comm.all_gather((base[:10] + r).to(dt).reshape(2, 5))
+            assert g.shape == (2 * n, 5)
+            assert torch.equal(g, torch.cat([(base[:10] + q).to(dt).reshape(2, 5) for q in range(n)]))
+            big = (torch.arange(4 * n * 3, dtype=torch.float32) % 17 + r).to(dt).reshape(4 * n, 3)
+            s = comm.reduce_scatter(big)
+            full = sum((torch.arange(4 * n * 3, dtype=torch.float32) % 17 + q) for q in range(n))
+            assert s.shape == (4, 3)
+            assert torch.equal(s, full.to(dt).reshape(4 * n, 3)[4 * r:4 * r + 4]), dt
+            o = torch.empty(4, 3, dtype=dt)
+            assert comm.reduce_scatter(big, out=o) is o and torch.equal(o, s)
+            b = (base + 7 * r).to(dt)
+            comm.broadcast(b, src=n - 1)
+            assert torch.equal(b, (base + 7 * (n - 1)).to(dt))
+        # avg in fp32: the sum divided by the size.
+        x = torch.full((100,), float(r + 1))
+        comm.all_reduce(x, op="avg")
+        assert torch.equal(x, torch.full((100,), sum(range(1, n + 1)) / n))
+        comm.barrier()
+        ok()
+    """, n=3).expect_ok(3)
+
+
+def test_random_fp16_and_bf16_round_as_one_fp32_addition_rounded_to_nearest_even(tmp_path):
+    run_ranks(tmp_path, """
+        comm = tpcomm.Communicator.from_env(timeout=30)
+        r = comm.rank
+        def data(q):
+            g = torch.Generator().manual_seed(1234 + q)
+            return torch.randn(4097, generator=g) * 3
+        for dt in (torch.float16, torch.bfloat16):
+            t = data(r).to(dt)
+            comm.all_reduce(t)
+            want = (data(0).to(dt).float() + data(1).to(dt).float()).to(dt)
+            bad = (t.view(torch.int16) != want.view(torch.int16)).nonzero()
+            assert bad.numel() == 0, (dt, bad[:5].flatten().tolist())
+        a = np.random.default_rng(99 + r).standard_normal(3001).astype(np.float16)
+        others = [np.random.default_rng(99 + q).standard_normal(3001).astype(np.float16) for q in (0, 1)]
+        comm.all_reduce(a)
+        want = (others[0].astype(np.float32) + others[1].astype(np.float32)).astype(np.float16)
+        assert np.array_equal(a.view(np.uint16), want.view(np.uint16))
+        ok()
+    """, n=2).expect_ok(2)
+
+
+def test_numpy_arrays(tmp_path):
+    run_ranks(tmp_path, """
+        comm = tpcomm.Communicator.from_env(timeout=30)
+        n, r = comm.size, comm.rank
+        for dt in (np.float32, np.float16):
+            a = (np.arange(600) % 31 + r).astype(dt)
+            comm.all_reduce(a)
+            assert np.array_equal(a, sum((np.arange(600) % 31 + q) for q in range(n)).astype(dt))
+            g = comm.all_gather(np.full((3,), r, dtype=dt))
+            assert g.dtype == dt and np.array_equal(g, np.repeat(np.arange(n), 3).astype(dt))
+            s = comm.reduce_scatter(np.arange(2 * n, dtype=dt))
+            assert np.array_equal(s, (n * np.arange(2 * n, dtype=np.float32)[2 * r:2 * r + 2]).astype(dt))
+            b = np.full((5,), r + 10, dtype=dt)
+            comm.broadcast(b, src=0)
+            assert np.array_equal(b, np.full((5,), 10, dtype=dt))
+        ok()
+    """, n=2).expect_ok(2)
+
+
+def test_split_forms_groups_ranked_by_key_and_a_negative_color_gets_none(tmp_path):
+    run_ranks(tmp_path, """
+        comm = tpcomm.Communicator.from_env(timeout=30)
+        r = comm.rank
+        # DP x TP = 2 x 2: TP groups {0,1} and {2,3}, ranked in reverse by key.
+        tp = comm.split(r // 2, key=-r)
+        assert (tp.size, tp.rank) == (2, 1 - r % 2), (tp.size, tp.rank)
+        t = torch.full((64,), float(r))
+        tp.all_reduce(t)
+        assert torch.equal(t, torch.full((64,), float(2 * (r // 2) * 2 + 1)))
+        odd = comm.split(0 if r % 2 else -1)
+        assert (odd is None) == (r % 2 == 0)
+        if odd is not None:
+            assert odd.size == 2 and odd.plan()["ops"]["all_reduce"]["table"]
+        ok()
+    """, n=4).expect_ok(4)
+
+
+def test_plan_route_plan_text_and_plan_file(tmp_path):
+    run_ranks(tmp_path, """
+        comm = tpcomm.Communicator.from_env(timeout=30)
+        plan = comm.plan()
+        assert plan["device"] == "cpu" and plan["nodes"] == 1
+        for op in ("all_reduce", "all_gather", "reduce_scatter"):
+            for nbytes in (4096, 1 << 20, 64 << 20):
+                backend, algorithm = comm.route(op, nbytes, torch.float32)
+                rows = plan["ops"][op]["table"]
+                total = nbytes * comm.size if op == "all_gather" else nbytes
+                row = next(x for x in rows if x["max_bytes"] is None or total <= x["max_bytes"])
+                assert (backend, algorithm) == (row["backend"], row["algorithm"]), (op, nbytes)
+        text = comm.plan_text()
+        assert "all_reduce" in text and plan["digest"] in text
+        try:
+            comm.route("all_reduce", 3, "float32")
+            raise SystemExit("route accepted 3 bytes of float32")
+        except ValueError as e:
+            assert "whole number" in str(e)
+        p = tpcomm.plan_file(os.path.join(REPO, "examples/topologies/h200x2_tp16.json"))
+        assert p["ops"]["all_reduce"]["eligible"] == ["nccl"], p["ops"]["all_reduce"]
+        try:
+            tpcomm.plan_file("/nonexistent.json")
+            raise SystemExit("no error")
+        except tpcomm.InvalidInputError as e:
+            assert e.code == "invalid_input" and isinstance(e, ValueError), e
+        ok()
+    """, n=2).expect_ok(2)
