@@ -26,6 +26,9 @@ run: build
 	@$(BIN) run -n 2 -- build/bin/allreduce
 	@echo; echo "== tpcomm run -n 4 --nodes 2 -- build/bin/allreduce (two simulated nodes: hier)"
 	@$(BIN) run -n 4 --nodes 2 -- build/bin/allreduce
+	@echo; echo "== Python: examples/python/tp_mlp.py, tensor-parallel MLP under tpcomm run -n 4 and torchrun"
+	@PYTHONPATH=build/python $(BIN) run -n 4 -- /usr/bin/python3 examples/python/tp_mlp.py
+	@PYTHONPATH=build/python torchrun --redirects 2 --tee 2 --nproc_per_node 2 examples/python/tp_mlp.py
 	@echo; echo "== tpcomm bench -n 2 --check --compare mpi,gloo (float32, then bfloat16)"
 	@$(BIN) bench -n 2 -b 4096 -e 16777216 --check --compare mpi,gloo
 	@$(BIN) bench -n 2 -b 4096 -e 16777216 --check --compare mpi,gloo --dtype bfloat16

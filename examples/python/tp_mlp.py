@@ -53,9 +53,12 @@ def main():
     tolerance = 1e-4
     good = tp_error < tolerance and sp_error < tolerance
     backend, algorithm = comm.route("all_reduce", y.numel() * 4, torch.float32)
-    print(f"tp_mlp rank {rank} of {size}: tensor-parallel max error {tp_error:.1e}, "
-          f"sequence-parallel max error {sp_error:.1e} (all_reduce via {backend}/{algorithm}): "
-          f"{'correct' if good else 'WRONG'}", flush=True)
+    # The errors themselves depend on the CPU's matmul kernels; the verdict does not.
+    detail = (f"max error below {tolerance:g}" if good else
+              f"max error {tp_error:.1e} (tensor-parallel), {sp_error:.1e} (sequence-parallel)")
+    print(f"tp_mlp rank {rank} of {size}: tensor- and sequence-parallel outputs vs one process: "
+          f"{detail} (all_reduce via {backend}/{algorithm}): {'correct' if good else 'WRONG'}",
+          flush=True)
     comm.close()
     return 0 if good else 1
 

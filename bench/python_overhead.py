@@ -1,0 +1,63 @@
+"""The cost of calling tpcomm from Python: a 4 KiB float32 all_reduce (1024 elements, in place)
+through tpcomm.Communicator on a torch tensor and a numpy array, through the extension module
+directly (no argument checks), and through torch.distributed's gloo backend on the same ranks.
+Run by bench/python_overhead.sh, which also times the same call from C++ (tpcomm bench).
+
+    PYTHONPATH=build/python build/bin/tpcomm run -n 2 -- /usr/bin/python3 bench/python_overhead.py PORT
+"""
+
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+import tpcomm
+
+BATCHES, CALLS, WARMUP = 15, 400, 300
+
+
+def per_call_us(fn, barrier):
+    for _ in range(WARMUP):
+        fn()
+    batches = []
+    for _ in range(BATCHES):
+        barrier()
+        start = time.perf_counter()
+        for _ in range(CALLS):
+            fn()
+        batches.append((time.perf_counter() - start) / CALLS * 1e6)
+    return min(batches), statistics.median(batches)
+
+
+def main():
+    comm = tpcomm.Communicator.from_env(timeout=60)
+    rank, size = comm.rank, comm.size
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{sys.argv[1]}", rank=rank,
+                            world_size=size)
+    t = torch.ones(1024)
+    a = np.ones(1024, np.float32)
+    native, ptr = comm._native, t.data_ptr()
+    rows = [
+        ("tpcomm, Python, torch tensor", lambda: comm.all_reduce(t)),
+        ("tpcomm, Python, numpy array", lambda: comm.all_reduce(a)),
+        ("tpcomm, extension module (no checks)",
+         lambda: native.all_reduce(ptr, ptr, 1024, "float32", "sum", None)),
+        ("torch.distributed gloo, torch tensor", lambda: dist.all_reduce(t)),
+    ]
+    results = [(name, *per_call_us(fn, comm.barrier)) for name, fn in rows]
+    if rank == 0:
+        print(f"# 4 KiB float32 all_reduce, {size} ranks, per call: min and median of {BATCHES} "
+              f"batches of {CALLS}")
+        print(f"{'path':40} {'min (us)':>10} {'median (us)':>12}")
+        for name, best, median in results:
+            print(f"{name:40} {best:10.2f} {median:12.2f}")
+    dist.destroy_process_group()
+    comm.close()
+
+
+if __name__ == "__main__":
+    main()
