@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tpcomm as an outside project uses it (docs/packaging.md), each step in a temporary directory:
-#   install   cmake --install of this build into a prefix;
+#   install   cmake --install of this build into a prefix; every installed header compiles alone
+#             as C++17 and includes no private dependency;
 #   cmake     a C++17 project with find_package(tpcomm) and tpcomm::tpcomm, built and run under
 #             the installed `tpcomm run -n 2`;
 #   pkgconfig the same program compiled with `pkg-config --cflags --libs tpcomm`, run likewise;
@@ -30,6 +31,14 @@ done
 if find "$prefix/include" -name '*.hpp' | xargs grep -l '#include <fmt\|#include <gloo\|#include <mpi\|#include <cuda' ; then
   echo "FAIL: an installed header includes a private dependency"; exit 1
 fi
+
+# Every installed header on its own, as C++17 with warnings as errors.
+for h in "$prefix"/include/tpcomm/*.hpp; do
+  echo "#include <tpcomm/$(basename "$h")>" |
+    g++ -std=c++17 -Wall -Wextra -Werror -fsyntax-only -I"$prefix/include" -x c++ - ||
+    { echo "FAIL: tpcomm/$(basename "$h") does not compile alone as C++17"; exit 1; }
+done
+echo "headers: each compiles alone as C++17"
 
 run_pair() {  # run_pair NAME PROGRAM: both ranks must print their "ok" line
   local out="$work/$1.out"

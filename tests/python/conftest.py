@@ -31,7 +31,8 @@ sys.path.insert(0, {pythonpath!r})
 import numpy as np
 import torch
 import tpcomm
-RANK = int(os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
+RANK = int(os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK",
+                           os.environ.get("SLURM_PROCID", "0"))))
 REPO = {repo!r}
 def ok(what="done"):
     print(f"OK rank {{RANK}}: {{what}}", flush=True)
@@ -79,8 +80,13 @@ def run_ranks(tmp_path, code, n=2, launcher="tpcomm", env=None, timeout=120, arg
     """Runs `code` (after PREAMBLE) as every rank of a group of n; returns a Run."""
     script = tmp_path / "rank.py"
     script.write_text(PREAMBLE.format(pythonpath=str(BUILD / "python"), repo=str(REPO)) + textwrap.dedent(code))
+    if launcher == "srun":  # the environment srun gives its tasks (no Slurm here)
+        return _run_as_srun(script, n, env, timeout)
     if launcher == "tpcomm":
         cmd = [str(TPCOMM), "run", "-n", str(n), *args, "--", PYTHON, str(script)]
+    elif launcher == "mpirun":
+        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", str(n), PYTHON,
+               str(script)]
     else:  # torchrun, with its default (static) rendezvous unless args say --standalone
         port = [] if "--standalone" in args else ["--master_port", str(free_port())]
         cmd = [*TORCHRUN, "--nproc_per_node", str(n), *port, *args, str(script)]
@@ -89,3 +95,28 @@ def run_ranks(tmp_path, code, n=2, launcher="tpcomm", env=None, timeout=120, arg
     proc = subprocess.run(cmd, env=env_for_ranks(env), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=timeout, cwd=tmp_path)
     return Run(proc)
+
+
+class _Finished:
+    def __init__(self, returncode, stdout):
+        self.returncode, self.stdout = returncode, stdout
+
+
+def _run_as_srun(script, n, env, timeout):
+    job = 900000 + os.getpid() % 50000  # the store port derives from the job id
+    procs = []
+    for r in range(n):
+        rank_env = env_for_ranks(env)
+        for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"):
+            rank_env.pop(name, None)
+        rank_env.update(SLURM_PROCID=str(r), SLURM_NTASKS=str(n), SLURM_LOCALID=str(r),
+                        SLURM_STEP_NODELIST="localhost", SLURM_STEP_NUM_NODES="1",
+                        SLURM_JOB_ID=str(job), SLURM_STEP_ID="0", RANK_FOR_TEST=str(r))
+        procs.append(subprocess.Popen([PYTHON, str(script)], env=rank_env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True, cwd=script.parent))
+    outputs, status = [], 0
+    for p in procs:
+        out, _ = p.communicate(timeout=timeout)
+        outputs.append(out)
+        status = status or p.returncode
+    return Run(_Finished(status, "".join(outputs)))

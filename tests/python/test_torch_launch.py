@@ -1,4 +1,5 @@
-"""tpcomm beside torch.distributed: from_torch (the ranks meet through torch's store), and
+"""The launchers: mpirun and srun (its environment) for from_env; and tpcomm beside
+torch.distributed: from_torch (the ranks meet through torch's store), and
 from_env under torchrun with its default static rendezvous and with --standalone, before and
 after init_process_group (torchrun's store holds MASTER_PORT; tpcomm's takes MASTER_PORT + 1)."""
 
@@ -96,3 +97,21 @@ def test_a_foreign_server_on_tpcomms_port_is_named_not_unreachable(tmp_path):
             ok()
     """, launcher="torchrun", env={"TPCOMM_STORE_PORT": "MASTER"})
     run.expect_ok(2)
+
+
+LAUNCHED = """
+    comm = tpcomm.Communicator.from_env(timeout=30)
+    assert comm.rank == RANK and comm.size == 2
+    t = torch.full((300,), float(comm.rank + 1))
+    comm.all_reduce(t)
+    assert torch.equal(t, torch.full((300,), 3.0))
+    ok()
+"""
+
+
+def test_mpirun_from_env(tmp_path):
+    run_ranks(tmp_path, LAUNCHED, launcher="mpirun").expect_ok(2)
+
+
+def test_srun_environment_from_env(tmp_path):
+    run_ranks(tmp_path, LAUNCHED, launcher="srun").expect_ok(2)
