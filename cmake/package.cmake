@@ -34,7 +34,9 @@ target_compile_features(tpcomm_library INTERFACE cxx_std_17)
 set(_tpcomm_private fmt::fmt Threads::Threads OpenSSL::Crypto gloo rt ${CMAKE_DL_LIBS})
 set(_tpcomm_pc_private "-lfmt -lgloo -lcrypto -lrt -ldl -pthread")
 if(TPCOMM_HAVE_MPI)
-  list(APPEND _tpcomm_private MPI::MPI_C)
+  # By path, not MPI::MPI_C: a static libtpcomm's consumers then need no find_package(MPI), which
+  # would require them to enable the C language.
+  list(APPEND _tpcomm_private ${MPI_C_LIBRARIES})
   string(APPEND _tpcomm_pc_private " -lmpi")
 endif()
 if(TPCOMM_CUDA_ENABLED)
