@@ -18,19 +18,21 @@ double busbw(const BenchArgs& a, int w, std::uint64_t bytes, double us) {
 }
 
 void print_comparison(const BenchArgs& a, int w, const std::vector<BenchRow>& rows) {
-  std::cout << "#\n# Same sweep, same data, out of place: time (us) and bus bandwidth (GB/s) per "
-               "engine\n";
-  std::cout << fmt::format("# {:>10}   {:>9} {:>7}   {:>9} {:>7} {:>8}   {:>9} {:>7} {:>8}\n",
-                           "size", "tpcomm", "busbw", "mpi", "busbw", "speed-up", "gloo", "busbw",
-                           "speed-up");
+  std::cout << "#\n# Same sweep, same data, out of place: time (us, best batch), bus bandwidth "
+               "(GB/s) and spread (median batch / best) per engine\n";
+  std::cout << fmt::format(
+      "# {:>10}   {:>9} {:>7} {:>6}   {:>9} {:>7} {:>6} {:>8}   {:>9} {:>7} {:>6} {:>8}\n", "size",
+      "tpcomm", "busbw", "spread", "mpi", "busbw", "spread", "speed-up", "gloo", "busbw", "spread",
+      "speed-up");
   for (const auto& r : rows) {
-    auto col = [&](const std::optional<double>& t) {
-      return t ? fmt::format("{:>9.2f} {:>7.2f} {:>7.2f}x", *t, busbw(a, w, r.bytes, *t),
-                             *t / r.time_oop)
-               : fmt::format("{:>9} {:>7} {:>8}", "-", "-", "-");
+    auto col = [&](const std::optional<Timing>& t) {
+      return t ? fmt::format("{:>9.2f} {:>7.2f} {:>6.2f} {:>7.2f}x", t->best,
+                             busbw(a, w, r.bytes, t->best), t->spread(), t->best / r.time_oop)
+               : fmt::format("{:>9} {:>7} {:>6} {:>8}", "-", "-", "-", "-");
     };
-    std::cout << fmt::format("  {:>10}   {:>9.2f} {:>7.2f}   {}   {}\n", r.bytes, r.time_oop,
-                             busbw(a, w, r.bytes, r.time_oop), col(r.mpi), col(r.gloo));
+    std::cout << fmt::format("  {:>10}   {:>9.2f} {:>7.2f} {:>6.2f}   {}   {}\n", r.bytes,
+                             r.time_oop, busbw(a, w, r.bytes, r.time_oop), r.spread_oop, col(r.mpi),
+                             col(r.gloo));
   }
 }
 
@@ -48,8 +50,8 @@ void plot(const BenchArgs& a, int w, const std::vector<BenchRow>& rows) {
       s.busbw.push_back(busbw(a, w, r.bytes, us));
     };
     add(series[0], r.time_oop);
-    if (with_mpi && r.mpi) add(series[1], *r.mpi);
-    if (with_gloo && r.gloo) add(series[with_mpi ? 2 : 1], *r.gloo);
+    if (with_mpi && r.mpi) add(series[1], r.mpi->best);
+    if (with_gloo && r.gloo) add(series[with_mpi ? 2 : 1], r.gloo->best);
   }
   write_plot(a.plot, fmt::format("{} {} on {} ranks", to_string(a.op), to_string(a.dtype), w),
              series);
@@ -67,12 +69,19 @@ void write_json(const BenchArgs& a, int w, const std::vector<BenchRow>& rows) {
                         {"count", r.count},
                         {"time_us", r.time_oop},
                         {"time_in_place_us", r.time_ip},
+                        {"spread", r.spread_oop},
                         {"algbw_gbs", static_cast<double>(r.bytes) / r.time_oop / 1e3},
                         {"busbw_gbs", busbw(a, w, r.bytes, r.time_oop)},
                         {"wrong", r.wrong_oop + r.wrong_ip},
                         {"backend_algorithm", r.path}};
-    if (r.mpi) o["mpi_time_us"] = *r.mpi;
-    if (r.gloo) o["gloo_time_us"] = *r.gloo;
+    if (r.mpi) {
+      o["mpi_time_us"] = r.mpi->best;
+      o["mpi_spread"] = r.mpi->spread();
+    }
+    if (r.gloo) {
+      o["gloo_time_us"] = r.gloo->best;
+      o["gloo_spread"] = r.gloo->spread();
+    }
     j.push_back(o);
   }
   std::ofstream(a.json) << j.dump(2) << "\n";

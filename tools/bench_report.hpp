@@ -8,16 +8,18 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "bench_timing.hpp"
 
 namespace tpcomm::cli {
 
 struct BenchRow {
   std::uint64_t bytes = 0;
   std::size_t count = 0;
-  double time_oop = 0, time_ip = 0;  // us per call, out of place and in place
+  double time_oop = 0, time_ip = 0;  // us per call, out of place and in place (best batch)
+  double spread_oop = 0;             // median batch / best batch, out of place
   std::uint64_t wrong_oop = 0, wrong_ip = 0;
   std::string path;  // backend/algorithm of the plan row
-  std::optional<double> mpi, gloo;
+  std::optional<Timing> mpi, gloo;
 };
 
 void print_table_header(const BenchArgs& a, int w, int nodes, const std::string& digest);

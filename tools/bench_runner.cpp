@@ -100,11 +100,13 @@ BenchRow measure(const BenchArgs& a, Engines& e, std::uint64_t bytes) {
   row.count = a.op == Op::kAllReduce ? b.n_in : std::max(b.n_in, b.n_out);
   const bool first_row = bytes == a.min_bytes;
   const int warmup = first_row ? std::max(a.warmup, kFirstRowWarmup) : a.warmup;
-  row.time_oop = time_calls(*e.bs, warmup, a.iters,
-                            [&] { call(a, *e.comm, b.in.data(), b.out.data(), b.per); });
+  const Timing oop = time_calls(*e.bs, warmup, a.iters,
+                                [&] { call(a, *e.comm, b.in.data(), b.out.data(), b.per); });
+  row.time_oop = oop.best;
+  row.spread_oop = oop.spread();
   row.time_ip = time_calls(*e.bs, a.warmup, a.iters, [&] {
-    call(a, *e.comm, b.ip.data() + b.ip_in, b.ip.data() + b.ip_out, b.per);
-  });
+                  call(a, *e.comm, b.ip.data() + b.ip_in, b.ip.data() + b.ip_out, b.per);
+                }).best;
   if (a.check) check(a, e, b, row);
   const auto& plan_row = e.comm->plan().ops.at(a.op).row_for(bytes);
   row.path = fmt::format("{}/{}", to_string(plan_row.backend), to_string(plan_row.algorithm));

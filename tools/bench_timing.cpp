@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <vector>
 
 namespace tpcomm::cli {
 namespace {
@@ -14,47 +15,51 @@ using Clock = std::chrono::steady_clock;
 // calls of a microsecond each measure the machine's noise (one preemption is tens of
 // microseconds), not the collective.
 constexpr double kAutoTimeUs = 25'000;
-constexpr int kAutoMinIters = 21;  // at least 7 per batch
+constexpr int kAutoMinIters = 35;  // at least 7 per batch
 constexpr int kAutoMaxIters = 100'000;
-constexpr int kBatches = 3;
+constexpr int kBatches = 5;
 
-double max_over_ranks(Bootstrap& bs, double mine_value, const char* what) {
-  Bytes mine(sizeof(double));
-  std::memcpy(mine.data(), &mine_value, sizeof(double));
-  double largest = 0;
-  for (const auto& b : bs.all_gather(mine, what, Deadline::from_env())) {
-    double v;
-    std::memcpy(&v, b.data(), sizeof(double));
-    largest = std::max(largest, v);
+// Each value's largest over the ranks.
+std::vector<double> max_over_ranks(Bootstrap& bs, std::vector<double> mine, const char* what) {
+  Bytes bytes(mine.size() * sizeof(double));
+  std::memcpy(bytes.data(), mine.data(), bytes.size());
+  for (const auto& b : bs.all_gather(bytes, what, Deadline::from_env())) {
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      double v;
+      std::memcpy(&v, b.data() + i * sizeof(double), sizeof(double));
+      mine[i] = std::max(mine[i], v);
+    }
   }
-  return largest;
+  return mine;
 }
 
 }  // namespace
 
-double time_calls(Bootstrap& bs, int warmup, int iters, const std::function<void()>& call) {
+Timing time_calls(Bootstrap& bs, int warmup, int iters, const std::function<void()>& call) {
   const auto w0 = Clock::now();
   for (int i = 0; i < warmup; ++i) call();
   if (iters == 0) {
     const double warm_us =
         warmup > 0 ? std::chrono::duration<double, std::micro>(Clock::now() - w0).count() / warmup
                    : kAutoTimeUs / kAutoMinIters;
-    const double slowest = max_over_ranks(bs, warm_us, "bench calibration");
+    const double slowest = max_over_ranks(bs, {warm_us}, "bench calibration")[0];
     iters = static_cast<int>(std::clamp(kAutoTimeUs / std::max(slowest, 1e-3),
                                         double{kAutoMinIters}, double{kAutoMaxIters}));
   }
-  // Three batches, each started together; the best batch mean counts, so one preemption by a
-  // neighbour on a shared machine does not decide a row (the same for every engine).
-  double us = 0;
+  // Five batches, each started together; the best batch mean counts, so one preemption by a
+  // neighbour on a shared machine does not decide a row (the same for every engine), and the
+  // median batch shows how much noise there was.
+  std::vector<double> means;
   for (int batch = 0; batch < kBatches; ++batch) {
     bs.barrier("bench", Deadline::from_env());
     const int n = std::max(1, iters / kBatches);
     const auto t0 = Clock::now();
     for (int i = 0; i < n; ++i) call();
-    const double mean = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / n;
-    us = batch == 0 ? mean : std::min(us, mean);
+    means.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / n);
   }
-  return max_over_ranks(bs, us, "bench times");
+  std::sort(means.begin(), means.end());
+  const auto slowest = max_over_ranks(bs, {means.front(), means[means.size() / 2]}, "bench times");
+  return {slowest[0], slowest[1]};
 }
 
 std::uint64_t sum_over_ranks(Bootstrap& bs, std::uint64_t mine_value) {

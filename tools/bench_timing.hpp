@@ -12,9 +12,18 @@ namespace tpcomm::cli {
 // still placing them): it gets at least this many warm-up calls, for every engine.
 inline constexpr int kFirstRowWarmup = 1000;
 
-// The slowest rank's best batch mean per call, in microseconds. The warm-up is timed too, and
-// with iters == 0 its slowest rank's mean sets the number of timed calls, the same on every rank.
-double time_calls(Bootstrap& bs, int warmup, int iters, const std::function<void()>& call);
+// Microseconds per call: the best batch mean (what the tables report) and the median batch mean,
+// each the slowest rank's. median / best is the row's spread: how much the machine's noise moved
+// the batches.
+struct Timing {
+  double best = 0;
+  double median = 0;
+  double spread() const { return best > 0 ? median / best : 0; }
+};
+
+// Times `call` in batches. The warm-up is timed too, and with iters == 0 its slowest rank's mean
+// sets the number of timed calls, the same on every rank.
+Timing time_calls(Bootstrap& bs, int warmup, int iters, const std::function<void()>& call);
 
 // The sum of every rank's value.
 std::uint64_t sum_over_ranks(Bootstrap& bs, std::uint64_t mine);

@@ -9,6 +9,7 @@
 #include "commands.hpp"
 #include "tpcomm/facts_json.hpp"
 #include "tpcomm/probe.hpp"
+#include "transport/shm/shm_reduce.hpp"
 
 namespace tpcomm::cli {
 namespace {
@@ -23,12 +24,25 @@ std::string yes_no(bool b) {
   return b ? "yes" : "no";
 }
 
+// The reduction variants this CPU can run, best first (each is tested and benchmarked by name).
+std::string runnable_kernel_variants() {
+  using transport::shm::KernelIsa;
+  std::string out;
+  for (KernelIsa isa : {KernelIsa::kAvx512, KernelIsa::kAvx2, KernelIsa::kBaseline}) {
+    if (!transport::shm::cpu_runs(isa)) continue;
+    out += (out.empty() ? "" : ", ") + std::string(transport::shm::to_string(isa));
+  }
+  return out;
+}
+
 void print_human(const LocalFacts& f) {
   std::cout << fmt::format("host    {} (boot id {})\n", f.host.hostname,
                            f.host.boot_id.empty() ? "unknown" : f.host.boot_id);
   std::cout << fmt::format(
       "cpu     numa node {}, isa: {}\n", f.numa ? fmt::format("{}", *f.numa) : "unknown",
       f.cpu_isa.empty() ? "none of interest" : fmt::format("{}", fmt::join(f.cpu_isa, " ")));
+  std::cout << fmt::format("kernels shm reductions: {} (this CPU runs {})\n",
+                           transport::shm::kernel_isa(), runnable_kernel_variants());
   std::cout << fmt::format("cuda    {}\n", f.cuda_status);
   std::cout << fmt::format("nvml    {}\n", f.nvml_status);
   if (f.gpus.empty()) return;

@@ -1,7 +1,9 @@
 // The tpcomm binary, run as a user would: exit statuses, the plan JSON contract on every shared
 // topology, errors for bad input, topo on this machine and on a fake GPU machine, env.
 #include <gtest/gtest.h>
+
 #include <sched.h>
+#include <fstream>
 
 #include <set>
 #include <sstream>
@@ -192,6 +194,28 @@ TEST(Cli, TopoWithoutGpuPrintsCpuFactsAndSaysWhy) {
   EXPECT_TRUE(contains(r.out, "cuda    the CUDA driver library libcuda.so.1 could not be loaded"))
       << r.out;
   EXPECT_TRUE(contains(r.err, "[tpcomm info probe] no CUDA device")) << r.err;
+  // The reduction variant in use, from /proc/cpuinfo's flags (not from tpcomm's own check).
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  std::set<std::string> flags;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    for (std::string w; words >> w;) flags.insert(w);
+    break;
+  }
+  auto has = [&](std::initializer_list<const char*> all) {
+    for (const char* f : all) {
+      if (!flags.count(f)) return false;
+    }
+    return true;
+  };
+  const char* best =
+      has({"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd", "avx2", "f16c"}) ? "avx512"
+      : has({"avx2", "f16c", "fma", "bmi2"})                                           ? "avx2"
+                                                                                       : "baseline";
+  EXPECT_TRUE(contains(r.out, std::string("kernels shm reductions: ") + best + " (this CPU runs"))
+      << r.out;
   auto quiet = tpcomm({"topo"});
   EXPECT_FALSE(contains(quiet.err, "[tpcomm info")) << "info must be off by default: " << quiet.err;
 }

@@ -1,6 +1,6 @@
 // The reduction kernels, compiled three times from one source: AVX-512 (x86-64-v4: F, BW, DQ,
-// VL, CD), AVX2 and the x86-64 baseline. The best this CPU runs serves every call; each variant
-// can also be called by name (tests, benchmarks).
+// VL, CD), AVX2 (x86-64-v3: AVX2, F16C, FMA) and the x86-64 baseline. The best this CPU runs serves
+// every call; each variant can also be called by name (tests, benchmarks).
 #include "shm_reduce.hpp"
 
 #include <immintrin.h>
@@ -17,7 +17,7 @@ namespace {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define TPCOMM_X86_VARIANTS 1
 #define TPCOMM_TARGET_AVX512 __attribute__((target("arch=x86-64-v4")))
-#define TPCOMM_TARGET_AVX2 __attribute__((target("avx2")))
+#define TPCOMM_TARGET_AVX2 __attribute__((target("arch=x86-64-v3")))
 #else
 #define TPCOMM_TARGET_AVX512
 #define TPCOMM_TARGET_AVX2
@@ -222,32 +222,31 @@ TPCOMM_KERNEL_VARIANT(avx2, TPCOMM_TARGET_AVX2)
 TPCOMM_KERNEL_VARIANT(baseline, )
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TPCOMM_HAVE_F16_AVX512 1
-// fp16 on AVX-512 (x86-64-v4, which includes F16C): converted 16 at a time in registers, where
-// GCC 12 would convert vectors of _Float16 one element at a time. The region's target applies to
-// everything defined in it, lambdas included; apply() is inlined from outside. The tail uses
-// the scalar F16C conversions, the same rounding, so results do not depend on position. 2.5x or
-// more faster than widening blocks through memory.
+#define TPCOMM_HAVE_F16_IN_REGISTERS 1
+// fp16 on AVX-512 and AVX2: converted in registers with the F16C instructions (x86-64-v4 and
+// x86-64-v3 both include them), where GCC 12 would convert vectors of _Float16 one element at a
+// time. One template serves both widths: `Wide` is the fp32 register, `load` and `store` convert
+// one register's worth. The region's target applies to everything defined in it, lambdas
+// included; apply() is inlined from outside. The tail uses the scalar F16C conversions, the same
+// rounding, so results do not depend on position. 2.5x or more faster than widening blocks
+// through memory.
 #pragma GCC push_options
-#pragma GCC target("arch=x86-64-v4")
+#pragma GCC target("arch=x86-64-v3")
 #pragma GCC diagnostic push
 // GCC 12's own AVX-512 headers start conversions from _mm512_undefined_*, which it then reports
 // as maybe uninitialised (GCC bug 105593).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-template <int Op, bool Avg>
-void reduce_f16_avx512(const void* const* srcs, int ranks, std::size_t n, void* out, float w) {
+template <int Op, bool Avg, typename Wide, std::size_t Lanes, typename Load, typename Store>
+TPCOMM_INLINE void reduce_f16_registers(const void* const* srcs, int ranks, std::size_t n,
+                                        void* out, float w, Load load, Store store) {
   auto src = [&](int r) { return static_cast<const std::uint16_t*>(srcs[r]); };
   auto* o = static_cast<std::uint16_t*>(out);
-  auto load = [&](int r, std::size_t i) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src(r) + i)));
-  };
   std::size_t i = 0;
-  for (; i + kVec <= n; i += kVec) {
-    __m512 acc = load(0, i);
-    for (int r = 1; r < ranks; ++r) acc = apply<Op>(acc, load(r, i));
+  for (; i + Lanes <= n; i += Lanes) {
+    Wide acc = load(src(0) + i);
+    for (int r = 1; r < ranks; ++r) acc = apply<Op>(acc, load(src(r) + i));
     if constexpr (Avg) acc = acc / w;
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + i),
-                        _mm512_cvtps_ph(acc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    store(o + i, acc);
   }
   for (; i < n; ++i) {
     float acc = _cvtsh_ss(src(0)[i]);
@@ -257,16 +256,51 @@ void reduce_f16_avx512(const void* const* srcs, int ranks, std::size_t n, void* 
   }
 }
 
-void reduce_f16_avx512(const void* const* srcs, int ranks, std::size_t n, void* out, int code,
-                       bool avg) {
-  const auto w = static_cast<float>(ranks);
-  if (avg) return reduce_f16_avx512<0, true>(srcs, ranks, n, out, w);
-  if (code == 1) return reduce_f16_avx512<1, false>(srcs, ranks, n, out, w);
-  if (code == 2) return reduce_f16_avx512<2, false>(srcs, ranks, n, out, w);
-  reduce_f16_avx512<0, false>(srcs, ranks, n, out, w);
+template <int Op, bool Avg>
+void reduce_f16_avx2(const void* const* srcs, int ranks, std::size_t n, void* out, float w) {
+  reduce_f16_registers<Op, Avg, __m256, 8>(
+      srcs, ranks, n, out, w,
+      [](const std::uint16_t* p) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+      },
+      [](std::uint16_t* p, __m256 v) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                         _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      });
 }
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("arch=x86-64-v4")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+template <int Op, bool Avg>
+void reduce_f16_avx512(const void* const* srcs, int ranks, std::size_t n, void* out, float w) {
+  reduce_f16_registers<Op, Avg, __m512, kVec>(
+      srcs, ranks, n, out, w,
+      [](const std::uint16_t* p) {
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+      },
+      [](std::uint16_t* p, __m512 v) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                            _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      });
+}
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+
+#define TPCOMM_F16_ENTRY(NAME, TARGET)                                                     \
+  TARGET void NAME(const void* const* srcs, int ranks, std::size_t n, void* out, int code, \
+                   bool avg) {                                                             \
+    const auto w = static_cast<float>(ranks);                                              \
+    if (avg) return NAME<0, true>(srcs, ranks, n, out, w);                                 \
+    if (code == 1) return NAME<1, false>(srcs, ranks, n, out, w);                          \
+    if (code == 2) return NAME<2, false>(srcs, ranks, n, out, w);                          \
+    NAME<0, false>(srcs, ranks, n, out, w);                                                \
+  }
+TPCOMM_F16_ENTRY(reduce_f16_avx2, TPCOMM_TARGET_AVX2)
+TPCOMM_F16_ENTRY(reduce_f16_avx512, TPCOMM_TARGET_AVX512)
+#undef TPCOMM_F16_ENTRY
 #endif
 
 int op_code(ReduceOp op) {
@@ -279,12 +313,13 @@ const Kernels& kernels_of(KernelIsa isa) {
                                    : kKernels_baseline;
 }
 
-// fp16: on AVX-512 converted in registers; elsewhere widened a block at a time with F16C where
-// present (convert.cpp), then the same order of operations.
+// fp16: on AVX-512 and AVX2 converted in registers; the baseline widens a block at a time (with
+// F16C where present, convert.cpp), then the same order of operations.
 void reduce_f16(KernelIsa isa, const void* const* srcs, int ranks, std::size_t count, void* out,
                 int code, bool avg) {
-#if defined(TPCOMM_HAVE_F16_AVX512)
+#if defined(TPCOMM_HAVE_F16_IN_REGISTERS)
   if (isa == KernelIsa::kAvx512) return reduce_f16_avx512(srcs, ranks, count, out, code, avg);
+  if (isa == KernelIsa::kAvx2) return reduce_f16_avx2(srcs, ranks, count, out, code, avg);
 #endif
   const Kernels& k = kernels_of(isa);
   float acc[kBlock];
@@ -310,7 +345,7 @@ bool cpu_runs(KernelIsa isa) {
 #if defined(TPCOMM_X86_VARIANTS)
   __builtin_cpu_init();
   if (isa == KernelIsa::kAvx512) return __builtin_cpu_supports("x86-64-v4");
-  if (isa == KernelIsa::kAvx2) return __builtin_cpu_supports("avx2");
+  if (isa == KernelIsa::kAvx2) return __builtin_cpu_supports("x86-64-v3");
   return true;
 #else
   return isa == KernelIsa::kBaseline;
