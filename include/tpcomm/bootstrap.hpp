@@ -49,7 +49,7 @@ std::shared_ptr<Bootstrap> make_mpi_bootstrap(const Deadline& deadline);
 
 // From the launch environment (tpcomm run, torchrun: RANK, WORLD_SIZE, MASTER_ADDR,
 // MASTER_PORT; Open MPI's OMPI_COMM_WORLD_RANK / _SIZE for rank and size; Slurm's srun). Rank 0
-// serves the store on MASTER_PORT (MASTER_PORT + 1 under torchrun, whose own store holds
+// serves the store on MASTER_PORT (MASTER_PORT + 2 under torchrun, whose own store holds
 // MASTER_PORT; TPCOMM_STORE_PORT overrides both) unless one already listens there (tpcomm run,
 // tpcomm store). Under mpirun without MASTER_ADDR, the MPI bootstrap.
 std::shared_ptr<Bootstrap> bootstrap_from_environment(const Deadline& deadline);

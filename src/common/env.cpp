@@ -121,7 +121,7 @@ const std::vector<EnvVar>& env_registry() {
       {"TPCOMM_STORE_PORT",
        EnvKind::kInteger,
        "",
-       "port of tpcomm's store on MASTER_ADDR; default MASTER_PORT, or MASTER_PORT + 1 under "
+       "port of tpcomm's store on MASTER_ADDR; default MASTER_PORT, or MASTER_PORT + 2 under "
        "torchrun, whose own store holds MASTER_PORT",
        {},
        1,

@@ -91,7 +91,7 @@ const std::vector<EnvVar>& launch_env_table() {
        EnvKind::kString,
        "",
        "torchrun's job id (\"none\" with its static rendezvous): names the group unless "
-       "TPCOMM_GROUP_ID is set; its presence moves tpcomm's store to MASTER_PORT + 1",
+       "TPCOMM_GROUP_ID is set; its presence moves tpcomm's store to MASTER_PORT + 2",
        {},
        0,
        INT64_MAX,

@@ -40,19 +40,21 @@ std::optional<std::string> store_bind_address(const std::string& master_addr, bo
 // Where tpcomm's store listens. Under torchrun, MASTER_PORT is taken by torchrun's own store (its
 // agent's with the default rendezvous, rank 0's once the program calls init_process_group), whose
 // protocol differs between PyTorch versions; tpcomm keeps a port of its own beside it, the same on
-// every rank without any exchange (docs/store.md, "Sharing a port with torchrun").
+// every rank without any exchange (docs/store.md, "Sharing a port with torchrun"). + 2, not + 1:
+// with --standalone MASTER_PORT is a port the kernel handed to a bind (odd, on Linux), and the
+// even port after it is where the kernel puts outgoing connections' local ports.
 std::uint16_t store_port() {
   if (env_raw("TPCOMM_STORE_PORT")) {
     return static_cast<std::uint16_t>(env_integer("TPCOMM_STORE_PORT"));
   }
   const auto master = env_integer("MASTER_PORT");
   if (!env_raw("TORCHELASTIC_RUN_ID")) return static_cast<std::uint16_t>(master);
-  if (master >= 65535) {
+  if (master >= 65534) {
     throw invalid_input(
-        "under torchrun tpcomm's store takes MASTER_PORT + 1, and MASTER_PORT is 65535: set "
+        "under torchrun tpcomm's store takes MASTER_PORT + 2, and MASTER_PORT is above 65533: set "
         "TPCOMM_STORE_PORT");
   }
-  return static_cast<std::uint16_t>(master + 1);
+  return static_cast<std::uint16_t>(master + 2);
 }
 
 // Rank, size and store of this launch: torchrun / tpcomm run (RANK, WORLD_SIZE, MASTER_ADDR,
@@ -88,9 +90,10 @@ std::optional<Launch> launch_from_environment() {
   return Launch{*rank, *size, *addr, store_port(), !local || *local >= *size};
 }
 
+// `why_not`: set to the reason when this rank could have served the store but could not bind.
 std::unique_ptr<TcpStoreServer> host_store(const std::string& master_addr, std::uint16_t port,
-                                           bool all_local,
-                                           const std::optional<std::string>& secret) {
+                                           bool all_local, const std::optional<std::string>& secret,
+                                           std::string& why_not) {
   auto bind = store_bind_address(master_addr, all_local);
   if (!bind) {
     TPCOMM_LOG(kDebug, "bootstrap", "not hosting the store: MASTER_ADDR {} is not this host",
@@ -116,6 +119,7 @@ std::unique_ptr<TcpStoreServer> host_store(const std::string& master_addr, std::
   } catch (const Error& e) {
     // Somebody (tpcomm run, tpcomm store) already serves this port: use theirs.
     TPCOMM_LOG(kDebug, "bootstrap", "not hosting the store: {}", e.what());
+    why_not = e.what();
     return nullptr;
   }
 }
@@ -140,8 +144,21 @@ std::shared_ptr<Bootstrap> bootstrap_from_environment(const Deadline& deadline) 
   }
   const auto secret = control::store_secret_from_environment();
   std::unique_ptr<TcpStoreServer> server;
-  if (launch->rank == 0) server = host_store(launch->addr, launch->port, launch->all_local, secret);
-  auto store = connect_tcp_store(launch->addr, launch->port, deadline, secret.value_or(""));
+  std::string why_not_hosted;
+  if (launch->rank == 0) {
+    server = host_store(launch->addr, launch->port, launch->all_local, secret, why_not_hosted);
+  }
+  std::shared_ptr<Store> store;
+  try {
+    store = connect_tcp_store(launch->addr, launch->port, deadline, secret.value_or(""));
+  } catch (const Error& e) {
+    // The port was taken, but not by a store: say so rather than only "cannot reach".
+    if (why_not_hosted.empty()) throw;
+    throw Error(e.code(), fmt::format("{}; rank 0 could not serve the store there itself: {} "
+                                      "(another program holds the port: choose another "
+                                      "MASTER_PORT or TPCOMM_STORE_PORT)",
+                                      e.what(), why_not_hosted));
+  }
   auto group = control::join_group(
       std::move(store), fmt::format("{}:{}", launch->addr, launch->port),
       control::group_id_from_environment(), static_cast<int>(launch->rank), deadline);

@@ -51,9 +51,19 @@ def time_limit():
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port P with P and P + 1 free (tpcomm's store takes MASTER_PORT + 1 under torchrun),
+    below the kernel's ephemeral range, so that no outgoing connection of a test running in
+    parallel takes P + 1 as its local port between now and the launch."""
+    import random
+    while True:
+        port = random.randrange(20000, 32000)
+        try:
+            for p in (port, port + 2):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", p))
+            return port
+        except OSError:
+            continue
 
 
 class Run:

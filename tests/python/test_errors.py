@@ -113,3 +113,25 @@ def test_log_sink_receives_the_librarys_lines(tmp_path):
             assert "loud" in str(e)
         ok()
     """).expect_ok(2)
+
+
+def test_a_store_port_held_by_a_socket_that_does_not_listen_is_named(tmp_path):
+    # A bound socket that never listens (an outgoing connection's local port looks the same):
+    # rank 0 cannot serve there and nobody answers; the error says why, not only "cannot reach".
+    import socket
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    port = holder.getsockname()[1]
+    try:
+        run = run_ranks(tmp_path, """
+            try:
+                tpcomm.Communicator.from_env(timeout=3)
+            except tpcomm.Error as e:
+                if RANK == 0:
+                    assert "rank 0 could not serve the store there itself" in str(e), str(e)
+                    assert "Address already in use" in str(e), str(e)
+                ok()
+        """, launcher="srun", env={"TPCOMM_STORE_PORT": str(port)})
+        run.expect_ok(2)
+    finally:
+        holder.close()

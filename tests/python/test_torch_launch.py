@@ -1,7 +1,7 @@
 """The launchers: mpirun and srun (its environment) for from_env; and tpcomm beside
 torch.distributed: from_torch (the ranks meet through torch's store), and
 from_env under torchrun with its default static rendezvous and with --standalone, before and
-after init_process_group (torchrun's store holds MASTER_PORT; tpcomm's takes MASTER_PORT + 1)."""
+after init_process_group (torchrun's store holds MASTER_PORT; tpcomm's takes MASTER_PORT + 2)."""
 
 from conftest import free_port, run_ranks
 
