@@ -59,7 +59,7 @@ std::optional<SlurmLaunch> slurm_launch_from_environment() {
   } else {
     const std::int64_t job = env_raw("SLURM_JOB_ID") ? env_integer("SLURM_JOB_ID") : 0;
     const std::int64_t step = env_raw("SLURM_STEP_ID") ? env_integer("SLURM_STEP_ID") : 0;
-    s.port = static_cast<std::uint16_t>(20000 + (job * 16 + step) % 20000);
+    s.port = static_cast<std::uint16_t>(20000 + (job * 16 + step) % 12000);
   }
   return s;
 }

@@ -14,8 +14,9 @@ struct SlurmLaunch {
   int size = 0;
   bool one_node = false;   // SLURM_STEP_NUM_NODES (or SLURM_NNODES) is 1
   std::string first_host;  // of SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST); rank 0 runs there
-  // MASTER_PORT when set, else 20000 + (job id x 16 + step id) mod 20000: the same on every task
-  // of the step, and different for the steps and jobs that may share a node.
+  // MASTER_PORT when set, else 20000 + (job id x 16 + step id) mod 12000: the same on every task
+  // of the step, and different for the steps and jobs that may share a node; below 32768, where
+  // Linux's ephemeral range (outgoing connections' local ports) starts.
   std::uint16_t port = 0;
 };
 

@@ -353,7 +353,7 @@ TEST(SlurmLaunch, TasksOfAnSrunStepFormAGroupFromSlurmsVariablesAlone) {
   int job = 1;
   for (; job < 20000; ++job) {  // a job id whose derived port is free now
     try {
-      TcpStoreServer probe("127.0.0.1", static_cast<std::uint16_t>(20000 + (job * 16) % 20000));
+      TcpStoreServer probe("127.0.0.1", static_cast<std::uint16_t>(20000 + (job * 16) % 12000));
       break;
     } catch (const Error&) {
     }

@@ -112,8 +112,20 @@ class _Finished:
         self.returncode, self.stdout = returncode, stdout
 
 
+def _bindable(port):
+    try:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+
+
 def _run_as_srun(script, n, env, timeout):
-    job = 900000 + os.getpid() % 50000  # the store port derives from the job id
+    # The store port derives from the job id (20000 + job x 16 mod 12000): one whose port is
+    # free now.
+    job = next(j for j in range(os.getpid() % 700, 100000)
+               if _bindable(20000 + (j * 16) % 12000))
     procs = []
     for r in range(n):
         rank_env = env_for_ranks(env)
