@@ -25,17 +25,37 @@ namespace {
 
 constexpr std::size_t kBlock = 1024;  // fp16 elements widened to fp32 at a time
 
-// One pass over the sources, 16 elements at a time in registers (GCC vector extensions compile
-// to one AVX-512 register, two AVX2 registers or four SSE registers per clone), so a W = 2
-// float32 sum reads each source once and writes the output once.
-// The helpers below pass 64-byte vectors by value; they are always inlined into one clone, so
-// the ABI note GCC gives for such signatures does not apply.
+// One pass over the sources, one register of elements at a time (GCC vector extensions of B
+// bytes: 64 for the AVX-512 clone, 32 for AVX2, 16 for the baseline's SSE2), so a W = 2 float32
+// sum reads each source once and writes the output once. Each clone gets the width of its own
+// registers: GCC lowers a vector wider than the target's registers through the stack, which made
+// the AVX2 clone with 64-byte vectors slower than the baseline (9 against 25 GB/s, float32 W = 2).
+// The helpers below pass vectors by value; they are always inlined into one clone, so the ABI
+// note GCC gives for such signatures does not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
 #define TPCOMM_INLINE inline __attribute__((always_inline))
-constexpr std::size_t kVec = 16;
-using VecF = float __attribute__((vector_size(64)));
-using VecU32 = std::uint32_t __attribute__((vector_size(64)));
-using VecU16 = std::uint16_t __attribute__((vector_size(32)));
+// The vector types of each width, spelled out per width: GCC drops vector_size from an alias
+// template whose size depends on its parameter.
+template <int B>
+struct Vectors;
+#define TPCOMM_VECTORS(BYTES)                                                              \
+  template <>                                                                              \
+  struct Vectors<BYTES> {                                                                  \
+    using F = float __attribute__((vector_size(BYTES)));                                   \
+    using U32 = std::uint32_t __attribute__((vector_size(BYTES)));                         \
+    using U16 = std::uint16_t __attribute__((vector_size(BYTES / 2))); /* as many lanes */ \
+  };
+TPCOMM_VECTORS(64)
+TPCOMM_VECTORS(32)
+TPCOMM_VECTORS(16)
+#undef TPCOMM_VECTORS
+template <int B>
+using VecF = typename Vectors<B>::F;
+template <int B>
+using VecU32 = typename Vectors<B>::U32;
+template <int B>
+using VecU16 = typename Vectors<B>::U16;
+constexpr std::size_t kVec = 16;  // fp32 lanes of an AVX-512 register
 
 template <int Op, typename T>
 TPCOMM_INLINE T apply(T acc, T x) {
@@ -48,72 +68,84 @@ TPCOMM_INLINE T apply(T acc, T x) {
   }
 }
 
-TPCOMM_INLINE VecF load_f32(const void* p) {
-  VecF v;
+template <int B>
+TPCOMM_INLINE VecF<B> load_f32(const void* p) {
+  VecF<B> v;
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
 
-TPCOMM_INLINE VecF load_bf16(const void* p) {
-  VecU16 h;
+template <int B>
+TPCOMM_INLINE VecF<B> bits_to_f32(VecU32<B> bits) {
+  VecF<B> v;
+  std::memcpy(&v, &bits, sizeof(v));
+  return v;
+}
+
+template <int B>
+TPCOMM_INLINE VecF<B> load_bf16(const void* p) {
+  VecU16<B> h;
   std::memcpy(&h, p, sizeof(h));
-  const VecU32 bits = __builtin_convertvector(h, VecU32) << 16;
-  VecF v;
-  std::memcpy(&v, &bits, sizeof(v));
-  return v;
+  return bits_to_f32<B>(__builtin_convertvector(h, VecU32<B>) << 16);
 }
 
-// Round to nearest even, quiet NaNs: float_to_bf16 in convert.hpp, 16 lanes at once.
-TPCOMM_INLINE void store_bf16(void* p, VecF v) {
-  VecU32 bits;
+// Round to nearest even, quiet NaNs: float_to_bf16 in convert.hpp, a register at once. The bf16
+// bits end up in the low half of each lane.
+template <int B>
+TPCOMM_INLINE VecU32<B> round_to_bf16(VecF<B> v) {
+  VecU32<B> bits;
   std::memcpy(&bits, &v, sizeof(bits));
-  const VecU32 rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-  const VecU32 nan = (bits >> 16) | 0x40u;
-  const VecU32 out = (bits & 0x7fffffffu) > 0x7f800000u ? nan : rounded;
-  const VecU16 h = __builtin_convertvector(out, VecU16);
-  std::memcpy(p, &h, sizeof(h));
-}
-
-// bf16 pairs, 32 elements per 64-byte vector: a 32-bit lane holds an even element in its low half
-// and the next odd one in its high half. Both widen to fp32 in place (a shift, a mask) and pack
-// back with a shift and an or, so bf16 needs no lane shuffles at all (with the AVX-512 clone
-// built for x86-64-v4, about 2x faster than widening 16 elements with a conversion).
-TPCOMM_INLINE VecU32 load_u32(const void* p) {
-  VecU32 v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-TPCOMM_INLINE VecF bits_to_f32(VecU32 bits) {
-  VecF v;
-  std::memcpy(&v, &bits, sizeof(v));
-  return v;
-}
-TPCOMM_INLINE VecF bf16_even(VecU32 pairs) {
-  return bits_to_f32(pairs << 16);
-}
-TPCOMM_INLINE VecF bf16_odd(VecU32 pairs) {
-  return bits_to_f32(pairs & 0xffff0000u);
-}
-// The bf16 bits of v in the low half of each lane: store_bf16's rounding.
-TPCOMM_INLINE VecU32 round_to_bf16(VecF v) {
-  VecU32 bits;
-  std::memcpy(&bits, &v, sizeof(bits));
-  const VecU32 rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-  const VecU32 nan = (bits >> 16) | 0x40u;
+  const VecU32<B> rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+  const VecU32<B> nan = (bits >> 16) | 0x40u;
   return (bits & 0x7fffffffu) > 0x7f800000u ? nan : rounded;
 }
 
+template <int B>
+TPCOMM_INLINE void store_bf16(void* p, VecF<B> v) {
+  const VecU16<B> h = __builtin_convertvector(round_to_bf16<B>(v), VecU16<B>);
+  std::memcpy(p, &h, sizeof(h));
+}
+
+// bf16 pairs, two elements per 32-bit lane: a lane holds an even element in its low half and the
+// next odd one in its high half. Both widen to fp32 in place (a shift, a mask) and pack back with
+// a shift and an or, so bf16 needs no lane shuffles at all (with the AVX-512 clone built for
+// x86-64-v4, about 2x faster than widening a register of elements with a conversion).
+template <int B>
+TPCOMM_INLINE VecU32<B> load_u32(const void* p) {
+  VecU32<B> v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+template <int B>
+TPCOMM_INLINE VecF<B> bf16_even(VecU32<B> pairs) {
+  return bits_to_f32<B>(pairs << 16);
+}
+template <int B>
+TPCOMM_INLINE VecF<B> bf16_odd(VecU32<B> pairs) {
+  return bits_to_f32<B>(pairs & 0xffff0000u);
+}
+
+template <bool Bf16, int B>
+TPCOMM_INLINE VecF<B> load_elements(const void* p) {
+  if constexpr (Bf16) {
+    return load_bf16<B>(p);
+  } else {
+    return load_f32<B>(p);
+  }
+}
+
 // Element-wise reduction in rank order; the vector body and the scalar tail do the same
-// operations in the same order, so every element's result is independent of its position.
-template <int Op, bool Avg, bool Bf16>
+// operations in the same order, so every element's result is independent of its position and of
+// the register width B.
+template <int Op, bool Avg, bool Bf16, int B>
 TPCOMM_INLINE void reduce_body(const void* const* srcs, int ranks, std::size_t n, void* out,
                                float w) {
   constexpr std::size_t es = Bf16 ? 2 : 4;
+  constexpr std::size_t lanes = B / 4;
   auto at = [](const void* p, std::size_t i) { return static_cast<const char*>(p) + i * es; };
-  auto load = [](const void* p) { return Bf16 ? load_bf16(p) : load_f32(p); };
   std::size_t i = 0;
   if constexpr (Bf16) {
-    for (; i + 2 * kVec <= n; i += 2 * kVec) {
+    for (; i + 2 * lanes <= n; i += 2 * lanes) {
       // Peers' lanes sit in other cores' caches, hundreds of ns per line away, and this loop
       // spends enough instructions per line that too few loads are in flight to cover that:
       // prefetching 2 KiB ahead made bf16 W = 2 all-reduces 25-35% faster at 8-64 KiB. (The
@@ -122,28 +154,28 @@ TPCOMM_INLINE void reduce_body(const void* const* srcs, int ranks, std::size_t n
       if (i + kAhead < n) {
         for (int r = 0; r < ranks; ++r) __builtin_prefetch(at(srcs[r], i + kAhead));
       }
-      VecU32 pairs = load_u32(at(srcs[0], i));
-      VecF even = bf16_even(pairs);
-      VecF odd = bf16_odd(pairs);
+      VecU32<B> pairs = load_u32<B>(at(srcs[0], i));
+      VecF<B> even = bf16_even<B>(pairs);
+      VecF<B> odd = bf16_odd<B>(pairs);
       for (int r = 1; r < ranks; ++r) {
-        pairs = load_u32(at(srcs[r], i));
-        even = apply<Op>(even, bf16_even(pairs));
-        odd = apply<Op>(odd, bf16_odd(pairs));
+        pairs = load_u32<B>(at(srcs[r], i));
+        even = apply<Op>(even, bf16_even<B>(pairs));
+        odd = apply<Op>(odd, bf16_odd<B>(pairs));
       }
       if constexpr (Avg) {
         even = even / w;
         odd = odd / w;
       }
-      const VecU32 packed = round_to_bf16(even) | (round_to_bf16(odd) << 16);
+      const VecU32<B> packed = round_to_bf16<B>(even) | (round_to_bf16<B>(odd) << 16);
       std::memcpy(static_cast<char*>(out) + i * es, &packed, sizeof(packed));
     }
   }
-  for (; i + kVec <= n; i += kVec) {
-    VecF acc = load(at(srcs[0], i));
-    for (int r = 1; r < ranks; ++r) acc = apply<Op>(acc, load(at(srcs[r], i)));
+  for (; i + lanes <= n; i += lanes) {
+    VecF<B> acc = load_elements<Bf16, B>(at(srcs[0], i));
+    for (int r = 1; r < ranks; ++r) acc = apply<Op>(acc, load_elements<Bf16, B>(at(srcs[r], i)));
     if constexpr (Avg) acc = acc / w;
     if constexpr (Bf16) {
-      store_bf16(static_cast<char*>(out) + i * es, acc);
+      store_bf16<B>(static_cast<char*>(out) + i * es, acc);
     } else {
       std::memcpy(static_cast<char*>(out) + i * es, &acc, sizeof(acc));
     }
@@ -164,14 +196,14 @@ TPCOMM_INLINE void reduce_body(const void* const* srcs, int ranks, std::size_t n
   }
 }
 
-template <bool Bf16>
+template <bool Bf16, int B>
 TPCOMM_INLINE void reduce_dispatch(const void* const* srcs, int ranks, std::size_t n, void* out,
                                    int code, bool avg) {
   const auto w = static_cast<float>(ranks);
-  if (avg) return reduce_body<0, true, Bf16>(srcs, ranks, n, out, w);
-  if (code == 1) return reduce_body<1, false, Bf16>(srcs, ranks, n, out, w);
-  if (code == 2) return reduce_body<2, false, Bf16>(srcs, ranks, n, out, w);
-  reduce_body<0, false, Bf16>(srcs, ranks, n, out, w);
+  if (avg) return reduce_body<0, true, Bf16, B>(srcs, ranks, n, out, w);
+  if (code == 1) return reduce_body<1, false, Bf16, B>(srcs, ranks, n, out, w);
+  if (code == 2) return reduce_body<2, false, Bf16, B>(srcs, ranks, n, out, w);
+  reduce_body<0, false, Bf16, B>(srcs, ranks, n, out, w);
 }
 
 TPCOMM_INLINE void combine_body(float* acc, const float* x, std::size_t n, int op) {
@@ -199,14 +231,14 @@ struct Kernels {
   void (*scale)(float*, std::size_t, float);
 };
 
-#define TPCOMM_KERNEL_VARIANT(SUFFIX, TARGET)                                                    \
+#define TPCOMM_KERNEL_VARIANT(SUFFIX, TARGET, BYTES)                                             \
   TARGET void reduce_f32_##SUFFIX(const void* const* srcs, int ranks, std::size_t n, void* out,  \
                                   int code, bool avg) {                                          \
-    reduce_dispatch<false>(srcs, ranks, n, out, code, avg);                                      \
+    reduce_dispatch<false, BYTES>(srcs, ranks, n, out, code, avg);                               \
   }                                                                                              \
   TARGET void reduce_bf16_##SUFFIX(const void* const* srcs, int ranks, std::size_t n, void* out, \
                                    int code, bool avg) {                                         \
-    reduce_dispatch<true>(srcs, ranks, n, out, code, avg);                                       \
+    reduce_dispatch<true, BYTES>(srcs, ranks, n, out, code, avg);                                \
   }                                                                                              \
   TARGET void combine_##SUFFIX(float* acc, const float* x, std::size_t n, int op) {              \
     combine_body(acc, x, n, op);                                                                 \
@@ -217,9 +249,9 @@ struct Kernels {
   constexpr Kernels kKernels_##SUFFIX = {reduce_f32_##SUFFIX, reduce_bf16_##SUFFIX,              \
                                          combine_##SUFFIX, scale_##SUFFIX};
 
-TPCOMM_KERNEL_VARIANT(avx512, TPCOMM_TARGET_AVX512)
-TPCOMM_KERNEL_VARIANT(avx2, TPCOMM_TARGET_AVX2)
-TPCOMM_KERNEL_VARIANT(baseline, )
+TPCOMM_KERNEL_VARIANT(avx512, TPCOMM_TARGET_AVX512, 64)
+TPCOMM_KERNEL_VARIANT(avx2, TPCOMM_TARGET_AVX2, 32)
+TPCOMM_KERNEL_VARIANT(baseline, , 16)
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define TPCOMM_HAVE_F16_IN_REGISTERS 1
