@@ -9,6 +9,7 @@
 
 #include "bench_data.hpp"
 #include "bench_plot.hpp"
+#include "transport/shm/shm_reduce.hpp"
 
 namespace tpcomm::cli {
 namespace {
@@ -90,9 +91,10 @@ void write_json(const BenchArgs& a, int w, const std::vector<BenchRow>& rows) {
 }  // namespace
 
 void print_table_header(const BenchArgs& a, int w, int nodes, const std::string& digest) {
-  std::cout << fmt::format("# tpcomm bench: {} {} {} on {} ranks ({} node{}), plan {}\n",
-                           to_string(a.op), to_string(a.dtype), to_string(a.redop), w, nodes,
-                           nodes == 1 ? "" : "s", digest);
+  std::cout << fmt::format(
+      "# tpcomm bench: {} {} {} on {} ranks ({} node{}), plan {}, shm reductions {}\n",
+      to_string(a.op), to_string(a.dtype), to_string(a.redop), w, nodes, nodes == 1 ? "" : "s",
+      digest, transport::shm::kernel_isa());
   std::cout << fmt::format(
       "# {:>10} {:>12} {:>9} {:>6} {:>5}   {:>9} {:>7} {:>7} {:>6}   {:>9} {:>7} {:>7} {:>6}  "
       "{}\n",

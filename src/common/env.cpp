@@ -118,6 +118,12 @@ const std::vector<EnvVar>& env_registry() {
        "it; default: TORCHELASTIC_RUN_ID or the MPI job, else a token rank 0 claims the store "
        "with)",
        {}},
+      {"TPCOMM_CPU_KERNELS",
+       EnvKind::kChoice,
+       "auto",
+       "the shm reduction variant: auto (the best this CPU runs), or avx512, avx2, baseline to "
+       "measure another (refused when this CPU cannot run it)",
+       {"auto", "avx512", "avx2", "baseline"}},
       {"TPCOMM_STORE_PORT",
        EnvKind::kInteger,
        "",

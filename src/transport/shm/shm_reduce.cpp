@@ -3,25 +3,24 @@
 // every call; each variant can also be called by name (tests, benchmarks).
 #include "shm_reduce.hpp"
 
+#include "shm_reduce_kernels.hpp"
+
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
+
+#include "tpcomm/env.hpp"
+#include "tpcomm/error.hpp"
 #include "transport/common/convert.hpp"
 
 namespace tpcomm::transport::shm {
 
 namespace {
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TPCOMM_X86_VARIANTS 1
-#define TPCOMM_TARGET_AVX512 __attribute__((target("arch=x86-64-v4")))
-#define TPCOMM_TARGET_AVX2 __attribute__((target("arch=x86-64-v3")))
-#else
-#define TPCOMM_TARGET_AVX512
-#define TPCOMM_TARGET_AVX2
-#endif
+using kernels::apply;
 
 constexpr std::size_t kBlock = 1024;  // fp16 elements widened to fp32 at a time
 
@@ -30,10 +29,7 @@ constexpr std::size_t kBlock = 1024;  // fp16 elements widened to fp32 at a time
 // sum reads each source once and writes the output once. Each clone gets the width of its own
 // registers: GCC lowers a vector wider than the target's registers through the stack, which made
 // the AVX2 clone with 64-byte vectors slower than the baseline (9 against 25 GB/s, float32 W = 2).
-// The helpers below pass vectors by value; they are always inlined into one clone, so the ABI
-// note GCC gives for such signatures does not apply.
-#pragma GCC diagnostic ignored "-Wpsabi"
-#define TPCOMM_INLINE inline __attribute__((always_inline))
+// The helpers below pass vectors by value (see shm_reduce_kernels.hpp).
 // The vector types of each width, spelled out per width: GCC drops vector_size from an alias
 // template whose size depends on its parameter.
 template <int B>
@@ -56,17 +52,6 @@ using VecU32 = typename Vectors<B>::U32;
 template <int B>
 using VecU16 = typename Vectors<B>::U16;
 constexpr std::size_t kVec = 16;  // fp32 lanes of an AVX-512 register
-
-template <int Op, typename T>
-TPCOMM_INLINE T apply(T acc, T x) {
-  if constexpr (Op == 1) {
-    return acc < x ? x : acc;
-  } else if constexpr (Op == 2) {
-    return x < acc ? x : acc;
-  } else {
-    return acc + x;
-  }
-}
 
 template <int B>
 TPCOMM_INLINE VecF<B> load_f32(const void* p) {
@@ -253,88 +238,6 @@ TPCOMM_KERNEL_VARIANT(avx512, TPCOMM_TARGET_AVX512, 64)
 TPCOMM_KERNEL_VARIANT(avx2, TPCOMM_TARGET_AVX2, 32)
 TPCOMM_KERNEL_VARIANT(baseline, , 16)
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TPCOMM_HAVE_F16_IN_REGISTERS 1
-// fp16 on AVX-512 and AVX2: converted in registers with the F16C instructions (x86-64-v4 and
-// x86-64-v3 both include them), where GCC 12 would convert vectors of _Float16 one element at a
-// time. One template serves both widths: `Wide` is the fp32 register, `load` and `store` convert
-// one register's worth. The region's target applies to everything defined in it, lambdas
-// included; apply() is inlined from outside. The tail uses the scalar F16C conversions, the same
-// rounding, so results do not depend on position. 2.5x or more faster than widening blocks
-// through memory.
-#pragma GCC push_options
-#pragma GCC target("arch=x86-64-v3")
-#pragma GCC diagnostic push
-// GCC 12's own AVX-512 headers start conversions from _mm512_undefined_*, which it then reports
-// as maybe uninitialised (GCC bug 105593).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-template <int Op, bool Avg, typename Wide, std::size_t Lanes, typename Load, typename Store>
-TPCOMM_INLINE void reduce_f16_registers(const void* const* srcs, int ranks, std::size_t n,
-                                        void* out, float w, Load load, Store store) {
-  auto src = [&](int r) { return static_cast<const std::uint16_t*>(srcs[r]); };
-  auto* o = static_cast<std::uint16_t*>(out);
-  std::size_t i = 0;
-  for (; i + Lanes <= n; i += Lanes) {
-    Wide acc = load(src(0) + i);
-    for (int r = 1; r < ranks; ++r) acc = apply<Op>(acc, load(src(r) + i));
-    if constexpr (Avg) acc = acc / w;
-    store(o + i, acc);
-  }
-  for (; i < n; ++i) {
-    float acc = _cvtsh_ss(src(0)[i]);
-    for (int r = 1; r < ranks; ++r) acc = apply<Op>(acc, _cvtsh_ss(src(r)[i]));
-    if constexpr (Avg) acc = acc / w;
-    o[i] = _cvtss_sh(acc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  }
-}
-
-template <int Op, bool Avg>
-void reduce_f16_avx2(const void* const* srcs, int ranks, std::size_t n, void* out, float w) {
-  reduce_f16_registers<Op, Avg, __m256, 8>(
-      srcs, ranks, n, out, w,
-      [](const std::uint16_t* p) {
-        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-      },
-      [](std::uint16_t* p, __m256 v) {
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
-                         _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-      });
-}
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#pragma GCC push_options
-#pragma GCC target("arch=x86-64-v4")
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-template <int Op, bool Avg>
-void reduce_f16_avx512(const void* const* srcs, int ranks, std::size_t n, void* out, float w) {
-  reduce_f16_registers<Op, Avg, __m512, kVec>(
-      srcs, ranks, n, out, w,
-      [](const std::uint16_t* p) {
-        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-      },
-      [](std::uint16_t* p, __m512 v) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
-                            _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-      });
-}
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-
-#define TPCOMM_F16_ENTRY(NAME, TARGET)                                                     \
-  TARGET void NAME(const void* const* srcs, int ranks, std::size_t n, void* out, int code, \
-                   bool avg) {                                                             \
-    const auto w = static_cast<float>(ranks);                                              \
-    if (avg) return NAME<0, true>(srcs, ranks, n, out, w);                                 \
-    if (code == 1) return NAME<1, false>(srcs, ranks, n, out, w);                          \
-    if (code == 2) return NAME<2, false>(srcs, ranks, n, out, w);                          \
-    NAME<0, false>(srcs, ranks, n, out, w);                                                \
-  }
-TPCOMM_F16_ENTRY(reduce_f16_avx2, TPCOMM_TARGET_AVX2)
-TPCOMM_F16_ENTRY(reduce_f16_avx512, TPCOMM_TARGET_AVX512)
-#undef TPCOMM_F16_ENTRY
-#endif
-
 int op_code(ReduceOp op) {
   return op == ReduceOp::kMax ? 1 : op == ReduceOp::kMin ? 2 : 0;
 }
@@ -350,8 +253,9 @@ const Kernels& kernels_of(KernelIsa isa) {
 void reduce_f16(KernelIsa isa, const void* const* srcs, int ranks, std::size_t count, void* out,
                 int code, bool avg) {
 #if defined(TPCOMM_HAVE_F16_IN_REGISTERS)
-  if (isa == KernelIsa::kAvx512) return reduce_f16_avx512(srcs, ranks, count, out, code, avg);
-  if (isa == KernelIsa::kAvx2) return reduce_f16_avx2(srcs, ranks, count, out, code, avg);
+  if (isa == KernelIsa::kAvx512)
+    return kernels::reduce_f16_avx512(srcs, ranks, count, out, code, avg);
+  if (isa == KernelIsa::kAvx2) return kernels::reduce_f16_avx2(srcs, ranks, count, out, code, avg);
 #endif
   const Kernels& k = kernels_of(isa);
   float acc[kBlock];
@@ -384,10 +288,32 @@ bool cpu_runs(KernelIsa isa) {
 #endif
 }
 
+namespace {
+
+// TPCOMM_CPU_KERNELS: another variant than the best, to measure what a machine without the best
+// one would run (an AVX2 machine's path on an AVX-512 one); one this CPU cannot run is refused.
+KernelIsa chosen_kernel_isa() {
+  const KernelIsa best = cpu_runs(KernelIsa::kAvx512) ? KernelIsa::kAvx512
+                         : cpu_runs(KernelIsa::kAvx2) ? KernelIsa::kAvx2
+                                                      : KernelIsa::kBaseline;
+  const std::string wanted = env_string("TPCOMM_CPU_KERNELS");
+  for (KernelIsa isa : {KernelIsa::kAvx512, KernelIsa::kAvx2, KernelIsa::kBaseline}) {
+    if (wanted != to_string(isa)) continue;
+    if (!cpu_runs(isa)) {
+      throw Error(ErrorCode::kUnavailable,
+                  fmt::format("TPCOMM_CPU_KERNELS={}: this CPU cannot run that variant (it runs "
+                              "{})",
+                              wanted, to_string(best)));
+    }
+    return isa;
+  }
+  return best;
+}
+
+}  // namespace
+
 KernelIsa best_kernel_isa() {
-  static const KernelIsa isa = cpu_runs(KernelIsa::kAvx512) ? KernelIsa::kAvx512
-                               : cpu_runs(KernelIsa::kAvx2) ? KernelIsa::kAvx2
-                                                            : KernelIsa::kBaseline;
+  static const KernelIsa isa = chosen_kernel_isa();
   return isa;
 }
 

@@ -1,0 +1,48 @@
+// What the shm reduction kernels' sources share (shm_reduce.cpp, shm_reduce_f16.cpp): the
+// targets of the ISA clones, the element-wise operations, and the fp16 kernels that convert in
+// registers.
+#pragma once
+
+#include <cstddef>
+
+namespace tpcomm::transport::shm::kernels {
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TPCOMM_X86_VARIANTS 1
+#define TPCOMM_HAVE_F16_IN_REGISTERS 1
+#define TPCOMM_TARGET_AVX512 __attribute__((target("arch=x86-64-v4")))
+#define TPCOMM_TARGET_AVX2 __attribute__((target("arch=x86-64-v3")))
+#else
+#define TPCOMM_TARGET_AVX512
+#define TPCOMM_TARGET_AVX2
+#endif
+
+#define TPCOMM_INLINE inline __attribute__((always_inline))
+
+// The kernels' helpers take and return vectors by value; they are always inlined into one clone,
+// so the ABI note GCC gives for such signatures does not apply (for the files that include this
+// header, which are the kernels' own).
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+// One element-wise step of a reduction: 0 sum, 1 max, 2 min (avg is a sum, divided at the end).
+template <int Op, typename T>
+TPCOMM_INLINE T apply(T acc, T x) {
+  if constexpr (Op == 1) {
+    return acc < x ? x : acc;
+  } else if constexpr (Op == 2) {
+    return x < acc ? x : acc;
+  } else {
+    return acc + x;
+  }
+}
+
+#if defined(TPCOMM_HAVE_F16_IN_REGISTERS)
+// out = op over the ranks of fp16 `srcs`, accumulated in fp32 and rounded once
+// (shm_reduce_f16.cpp); `code` as apply's Op, `avg` divides the sum by `ranks`.
+void reduce_f16_avx2(const void* const* srcs, int ranks, std::size_t n, void* out, int code,
+                     bool avg);
+void reduce_f16_avx512(const void* const* srcs, int ranks, std::size_t n, void* out, int code,
+                       bool avg);
+#endif
+
+}  // namespace tpcomm::transport::shm::kernels
