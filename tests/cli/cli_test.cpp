@@ -216,6 +216,10 @@ TEST(Cli, TopoWithoutGpuPrintsCpuFactsAndSaysWhy) {
                                                                                        : "baseline";
   EXPECT_TRUE(contains(r.out, std::string("kernels shm reductions: ") + best + " (this CPU runs"))
       << r.out;
+  // TPCOMM_CPU_KERNELS picks another variant (every x86-64 CPU runs the baseline).
+  auto baseline = tpcomm({"topo"}, {{"TPCOMM_CPU_KERNELS", "baseline"}});
+  EXPECT_TRUE(contains(baseline.out, "kernels shm reductions: baseline (this CPU runs"))
+      << baseline.out;
   auto quiet = tpcomm({"topo"});
   EXPECT_FALSE(contains(quiet.err, "[tpcomm info")) << "info must be off by default: " << quiet.err;
 }
