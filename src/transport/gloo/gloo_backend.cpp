@@ -21,6 +21,7 @@
 #include "transport/common/call_identity.hpp"
 #include "transport/common/convert.hpp"
 #include "transport/common/sigpipe_guard.hpp"
+#include "transport/common/unpinned_threads.hpp"
 
 namespace tpcomm::transport {
 namespace {
@@ -196,6 +197,7 @@ class GlooBackend final : public CollectiveBackend {
                                   ctx_.socket_address, *why));
         }
         gloo::transport::tcp::attr attr(ctx_.socket_address.c_str());
+        UnpinnedThreadScope unpinned;  // Gloo's event loop starts here (unpinned_threads.hpp)
         device_ = gloo::transport::tcp::CreateDevice(attr);
         return;
       }

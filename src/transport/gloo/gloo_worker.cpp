@@ -1,6 +1,8 @@
 // The Gloo backend's worker thread (gloo_worker.hpp).
 #include "gloo_worker.hpp"
 
+#include "transport/common/unpinned_threads.hpp"
+
 #include <pthread.h>
 #include <signal.h>
 
@@ -57,6 +59,7 @@ void work(const std::shared_ptr<GlooWorker::Shared>& s) {
 }  // namespace
 
 GlooWorker::GlooWorker() : shared_(std::make_shared<Shared>()) {
+  UnpinnedThreadScope unpinned;  // not on the bound rank's one core (unpinned_threads.hpp)
   thread_ = std::thread(work, shared_);
 }
 
