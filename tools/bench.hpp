@@ -28,6 +28,7 @@ struct BenchArgs {
   std::string json;                // write every row here
   std::string plot;                // draw latency and bus bandwidth per engine into this PNG
   std::string bind_to = "core";    // "core": one CPU per rank when there are enough; "none"
+  std::string tuning;              // a tuning file for every rank (TPCOMM_TUNING)
 };
 
 // Inside a group (tpcomm run, mpirun, torchrun): run the sweep; rank 0 prints the table.

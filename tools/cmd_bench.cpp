@@ -38,6 +38,8 @@ int run_bench(const BenchArgs& a) {
   if (a.min_bytes == 0 || a.max_bytes < a.min_bytes || a.factor < 2) {
     throw invalid_input("-b, -e, -f: expected 0 < MIN <= MAX and FACTOR >= 2");
   }
+  // The ranks read it when they create their communicators (the launchers pass the environment).
+  if (!a.tuning.empty()) setenv("TPCOMM_TUNING", a.tuning.c_str(), 1);
   if (in_group()) return run_bench_in_group(a);
   auto argv = bench_argv(a, self_path());
   if (a.compare.find("mpi") != std::string::npos) {
@@ -117,6 +119,8 @@ void add_bench_command(CLI::App& app, int& exit_status) {
           },
           "ENGINES"));
   cmd->add_option("--json", a->json, "write every row to this file");
+  cmd->add_option("--tuning", a->tuning,
+                  "tuning file for the plan (as TPCOMM_TUNING), e.g. one tpcomm tune wrote");
   cmd->add_option("--plot", a->plot,
                   "draw latency and bus bandwidth per engine into this PNG (gnuplot)");
   cmd->add_option("--bind-to", a->bind_to,

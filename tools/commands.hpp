@@ -12,5 +12,6 @@ void add_env_command(CLI::App& app, int& exit_status);
 void add_run_command(CLI::App& app, int& exit_status);
 void add_store_command(CLI::App& app);
 void add_bench_command(CLI::App& app, int& exit_status);
+void add_tune_command(CLI::App& app);
 
 }  // namespace tpcomm::cli

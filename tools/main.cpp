@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   tpcomm::cli::add_run_command(app, exit_status);
   tpcomm::cli::add_store_command(app);
   tpcomm::cli::add_bench_command(app, exit_status);
+  tpcomm::cli::add_tune_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <sched.h>
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 #include <set>
@@ -362,6 +364,81 @@ TEST_F(FakeGpu, DriverWithoutDevicesAndMissingNvml) {
   EXPECT_TRUE(contains(*facts.comment, "libnvidia-ml.so.1 could not be loaded")) << *facts.comment;
   auto no_p2p = topo({{"FAKE_GPU_COUNT", "2"}, {"FAKE_GPU_P2P", "0"}}, {"--json", "--ranks", "2"});
   EXPECT_FALSE(decode_facts(no_p2p.out).ranks[0].device.p2p);
+}
+
+}  // namespace
+}  // namespace tpcomm
+
+namespace tpcomm {
+namespace {
+
+// The rows of one op's table in tpcomm tune's output: size -> (times per candidate, chosen).
+struct TuneTable {
+  std::vector<std::string> candidates;
+  std::map<std::uint64_t, std::pair<std::vector<double>, std::string>> rows;
+};
+
+TuneTable parse_tune_table(const std::string& out, const std::string& op) {
+  TuneTable t;
+  std::istringstream in(out.substr(out.find("\n" + op + " float32 on 2 ranks")));
+  std::string line;
+  std::getline(in, line);  // blank
+  std::getline(in, line);  // title
+  std::getline(in, line);  // header: size, candidates..., chosen, gain vs built-in
+  std::istringstream header(line);
+  for (std::string w; header >> w;) {
+    if (w.find('/') != std::string::npos) t.candidates.push_back(w);
+  }
+  while (std::getline(in, line) && line.rfind("switch points:", 0) != 0) {
+    std::istringstream row(line);
+    std::uint64_t size = 0;
+    row >> size;
+    std::vector<double> times(t.candidates.size());
+    for (auto& v : times) row >> v;
+    std::string chosen;
+    row >> chosen;
+    t.rows[size] = {times, chosen};
+  }
+  return t;
+}
+
+TEST(Cli, TuneTimesEveryCandidateChoosesTheFastestAndWritesAFilePlanUses) {
+  char dir[] = "/tmp/tpcomm_tune_test_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string file = std::string(dir) + "/tuned.json";
+  auto r = tpcomm({"tune", "-n", "2", "--ops", "all_reduce,all_gather", "-b", "4096", "-e",
+                   "262144", "-f", "4", "-o", file});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const char* op : {"all_reduce", "all_gather"}) {
+    const TuneTable t = parse_tune_table(r.out, op);
+    EXPECT_TRUE(std::find(t.candidates.begin(), t.candidates.end(), "shm/one_shot") !=
+                t.candidates.end())
+        << r.out;
+    ASSERT_EQ(t.rows.size(), 4u) << op << "\n" << r.out;  // 4, 16, 64, 256 KiB
+    for (const auto& [size, row] : t.rows) {
+      const auto& [times, chosen] = row;
+      const auto fastest = std::min_element(times.begin(), times.end()) - times.begin();
+      const auto at = std::find(t.candidates.begin(), t.candidates.end(), chosen);
+      ASSERT_NE(at, t.candidates.end()) << chosen;
+      // The fastest, or a built-in choice within 5% of it (noise must not move switch points).
+      EXPECT_LE(times[static_cast<std::size_t>(at - t.candidates.begin())] * 0.95,
+                times[static_cast<std::size_t>(fastest)])
+          << op << " " << size << ": chose " << chosen << "\n"
+          << r.out;
+    }
+  }
+  // The file is a tuning file that plan reads, and its rows are what the plan uses.
+  auto topo = tpcomm({"topo", "--json", "--ranks", "2", "--device", "cpu"});
+  const std::string facts = std::string(dir) + "/facts.json";
+  std::ofstream(facts) << topo.out;
+  auto plan = tpcomm({"plan", "--tuning", file, "--json", facts});
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  const auto tuned = json::parse(test::read_file(file));
+  const auto planned = json::parse(plan.out);
+  EXPECT_EQ(planned["ops"]["all_gather"]["table"].size(),
+            tuned["entries"][0]["ops"]["all_gather"].size())
+      << plan.out;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

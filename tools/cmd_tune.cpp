@@ -1,0 +1,258 @@
+// tpcomm tune: times every eligible backend and algorithm of each operation on this machine, for
+// a group of N ranks, and writes the tuning file (docs/tuning.md) that picks the fastest at each
+// size. Each candidate is timed by `tpcomm bench` forced to it through a one-row tuning file, so
+// the timing is the benchmark's own (batches, slowest rank, binding).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.hpp"
+#include "commands.hpp"
+#include "common/text_file.hpp"
+#include "tpcomm/error.hpp"
+#include "tpcomm/plan.hpp"
+#include "tpcomm/probe.hpp"
+#include "tpcomm/tuning.hpp"
+
+namespace tpcomm::cli {
+namespace {
+
+struct TuneArgs {
+  int ranks = 2;
+  std::vector<Op> ops = {Op::kAllReduce, Op::kAllGather, Op::kReduceScatter};
+  DataType dtype = DataType::kFloat32;
+  std::uint64_t min_bytes = 4096;
+  std::uint64_t max_bytes = 16u << 20;
+  std::uint64_t factor = 4;
+  std::string output;
+  std::string bind_to = "core";
+};
+
+std::string name_of(const Candidate& c) {
+  return fmt::format("{}/{}", to_string(c.backend), to_string(c.algorithm));
+}
+
+// Every backend and algorithm the plan admits for `op` in a group of `ranks` on this machine.
+std::vector<Candidate> candidates(Op op, int ranks) {
+  const FactsTable facts = local_facts_table(probe_local(), ranks, DeviceType::kCpu);
+  const Plan plan = make_plan(facts, PlanOptions{}, Tuning{});
+  std::vector<Candidate> out;
+  for (Backend b : plan.ops.at(op).eligible) {
+    for (Algorithm a : algorithms_of(b, op)) out.push_back(Candidate{b, a, std::nullopt});
+  }
+  return out;
+}
+
+// Runs `tpcomm bench` for one op with every call forced to `c`; its time per size (us).
+std::map<std::uint64_t, double> measure(const TuneArgs& a, Op op, const Candidate& c,
+                                        const std::string& self, const std::string& dir) {
+  Tuning forced;
+  TuningEntry entry;
+  entry.key.device = DeviceType::kCpu;
+  entry.key.world_size = a.ranks;
+  entry.ops[op] = {TuningRow{std::nullopt, {c}}};
+  forced.entries.push_back(entry);
+  const std::string tuning = dir + "/forced.json";
+  const std::string rows = dir + "/rows.json";
+  std::ofstream(tuning) << encode_tuning(forced);
+  std::vector<std::string> argv = {self,        "bench",
+                                   "-n",        std::to_string(a.ranks),
+                                   "--op",      std::string(to_string(op)),
+                                   "--dtype",   std::string(to_string(a.dtype)),
+                                   "-b",        std::to_string(a.min_bytes),
+                                   "-e",        std::to_string(a.max_bytes),
+                                   "-f",        std::to_string(a.factor),
+                                   "--bind-to", a.bind_to,
+                                   "--json",    rows};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setenv("TPCOMM_TUNING", tuning.c_str(), 1);
+    if (std::FILE* quiet = std::freopen("/dev/null", "w", stdout)) (void)quiet;
+    std::vector<char*> args;
+    for (auto& s : argv) args.push_back(s.data());
+    args.push_back(nullptr);
+    execv(self.c_str(), args.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw Error(ErrorCode::kInternal,
+                fmt::format("tune: tpcomm bench for {} via {} failed", to_string(op), name_of(c)));
+  }
+  std::map<std::uint64_t, double> times;
+  for (const auto& row : nlohmann::json::parse(detail::read_text_file(rows, "bench rows"))) {
+    // A candidate the plan refused would run another path: it is not this candidate's time.
+    if (row.at("backend_algorithm").get<std::string>() != name_of(c)) continue;
+    times[row.at("bytes").get<std::uint64_t>()] = row.at("time_us").get<double>();
+  }
+  return times;
+}
+
+struct Measured {
+  std::vector<Candidate> candidates;
+  std::vector<std::map<std::uint64_t, double>> times;  // per candidate
+  std::vector<std::uint64_t> sizes;
+};
+
+// The fastest candidate measured at `size`, or -1.
+int fastest(const Measured& m, std::uint64_t size) {
+  int best = -1;
+  for (std::size_t i = 0; i < m.candidates.size(); ++i) {
+    auto t = m.times[i].find(size);
+    if (t == m.times[i].end()) continue;
+    if (best < 0 || t->second < m.times[static_cast<std::size_t>(best)].at(size)) {
+      best = static_cast<int>(i);
+    }
+  }
+  return best;
+}
+
+// A measured candidate counts as faster than the built-in choice only below this fraction of its
+// time.
+constexpr double kKeepBuiltinWithin = 0.95;
+
+int index_of(const Measured& m, Backend backend, Algorithm algorithm, std::uint64_t size) {
+  for (std::size_t i = 0; i < m.candidates.size(); ++i) {
+    if (m.candidates[i].backend == backend && m.candidates[i].algorithm == algorithm &&
+        m.times[i].count(size)) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+// The table of one op: every candidate's time per size, the choice, and its gain over what the
+// built-in table runs at that size (when that was measured too).
+std::vector<TuningRow> report_and_choose(const TuneArgs& a, Op op, const Measured& m) {
+  const FactsTable facts = local_facts_table(probe_local(), a.ranks, DeviceType::kCpu);
+  const Plan builtin = make_plan(facts, PlanOptions{}, Tuning{});
+  std::cout << fmt::format("\n{} {} on {} ranks: time per call (us)\n", to_string(op),
+                           to_string(a.dtype), a.ranks);
+  std::cout << fmt::format("{:>10}", "size");
+  for (const auto& c : m.candidates) std::cout << fmt::format(" {:>14}", name_of(c));
+  std::cout << fmt::format("  {:<14} {:>16}\n", "chosen", "gain vs built-in");
+  std::vector<TuningRow> rows;
+  for (std::uint64_t size : m.sizes) {
+    int best = fastest(m, size);
+    if (best < 0) continue;
+    const TableRow& was = builtin.ops.at(op).row_for(size);
+    const int builtin_index = index_of(m, was.backend, was.algorithm, size);
+    // One run's noise must not move a switch point: the built-in choice stays unless another is
+    // clearly faster.
+    if (builtin_index >= 0 &&
+        m.times[static_cast<std::size_t>(builtin_index)].at(size) * kKeepBuiltinWithin <=
+            m.times[static_cast<std::size_t>(best)].at(size)) {
+      best = builtin_index;
+    }
+    const Candidate& chosen = m.candidates[static_cast<std::size_t>(best)];
+    std::cout << fmt::format("{:>10}", size);
+    for (const auto& t : m.times) {
+      auto it = t.find(size);
+      std::cout << (it == t.end() ? fmt::format(" {:>14}", "-")
+                                  : fmt::format(" {:>14.2f}", it->second));
+    }
+    const std::string gain =
+        builtin_index < 0
+            ? std::string("-")
+            : fmt::format("{:.2f}x", m.times[static_cast<std::size_t>(builtin_index)].at(size) /
+                                         m.times[static_cast<std::size_t>(best)].at(size));
+    std::cout << fmt::format("  {:<14} {:>16}\n", name_of(chosen), gain);
+    if (!rows.empty() && rows.back().use.front() == chosen) {
+      rows.back().max_bytes = size;
+    } else {
+      rows.push_back(TuningRow{size, {chosen}});
+    }
+  }
+  if (!rows.empty()) rows.back().max_bytes = std::nullopt;
+  std::cout << "switch points:";
+  for (const auto& r : rows) {
+    std::cout << fmt::format(" {} up to {};", name_of(r.use.front()),
+                             r.max_bytes ? format_bytes(*r.max_bytes) : std::string("any size"));
+  }
+  std::cout << "\n";
+  return rows;
+}
+
+std::string self_exe() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("tpcomm");
+}
+
+void run_tune(const TuneArgs& a) {
+  if (a.min_bytes == 0 || a.max_bytes < a.min_bytes || a.factor < 2) {
+    throw invalid_input("-b, -e, -f: expected 0 < MIN <= MAX and FACTOR >= 2");
+  }
+  char dir_template[] = "/tmp/tpcomm-tune-XXXXXX";
+  const char* dir = mkdtemp(dir_template);
+  if (dir == nullptr) throw Error(ErrorCode::kUnavailable, "tune: cannot make a temporary folder");
+  const std::unique_ptr<const char, void (*)(const char*)> cleanup(dir, [](const char* d) {
+    std::remove((std::string(d) + "/forced.json").c_str());
+    std::remove((std::string(d) + "/rows.json").c_str());
+    rmdir(d);
+  });
+  TuningEntry entry;
+  entry.key.device = DeviceType::kCpu;
+  entry.key.world_size = a.ranks;
+  for (Op op : a.ops) {
+    Measured m;
+    m.candidates = candidates(op, a.ranks);
+    for (std::uint64_t s = a.min_bytes; s <= a.max_bytes; s *= a.factor) m.sizes.push_back(s);
+    for (const auto& c : m.candidates) {
+      std::cerr << fmt::format("tune: {} via {} ...\n", to_string(op), name_of(c));
+      m.times.push_back(measure(a, op, c, self_exe(), dir));
+    }
+    entry.ops[op] = report_and_choose(a, op, m);
+  }
+  Tuning out;
+  out.entries.push_back(entry);
+  out.source = fmt::format("measured by tpcomm tune: {} ranks, {}, {} to {} bytes", a.ranks,
+                           to_string(a.dtype), a.min_bytes, a.max_bytes);
+  std::ofstream file(a.output);
+  file << encode_tuning(out);
+  if (!file) throw invalid_input(fmt::format("tune: cannot write {}", a.output));
+  std::cout << fmt::format("\nwrote {}: use it with TPCOMM_TUNING={} or tpcomm plan --tuning {}\n",
+                           a.output, a.output, a.output);
+}
+
+}  // namespace
+
+void add_tune_command(CLI::App& app) {
+  auto a = std::make_shared<TuneArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "tune",
+      "Time every eligible backend and algorithm of each operation on this machine and write the "
+      "tuning file that picks the fastest at each size (docs/tuning.md)");
+  cmd->add_option("-o,--output", a->output, "the tuning file to write")->required();
+  cmd->add_option("-n,--ranks", a->ranks, "ranks of the group to tune for")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 64));
+  cmd->add_option_function<std::vector<std::string>>(
+         "--ops",
+         [a](const std::vector<std::string>& names) {
+           a->ops.clear();
+           for (const auto& n : names) a->ops.push_back(*from_string<Op>(n));
+         },
+         "operations to tune (default: all_reduce all_gather reduce_scatter)")
+      ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter"}))
+      ->delimiter(',');
+  add_enum_option(cmd, "--dtype", a->dtype, "the element type timed");
+  cmd->add_option("-b,--minbytes", a->min_bytes, "smallest size")->capture_default_str();
+  cmd->add_option("-e,--maxbytes", a->max_bytes, "largest size")->capture_default_str();
+  cmd->add_option("-f,--stepfactor", a->factor, "size multiplier")->capture_default_str();
+  cmd->add_option("--bind-to", a->bind_to, "as tpcomm bench --bind-to")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"core", "none"}));
+  cmd->callback([a] { run_tune(*a); });
+}
+
+}  // namespace tpcomm::cli
