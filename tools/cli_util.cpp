@@ -1,9 +1,17 @@
 // Helpers shared by the tpcomm subcommands.
 #include "cli_util.hpp"
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 namespace tpcomm::cli {
+
+std::string self_executable() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("tpcomm");
+}
 
 std::string format_bytes(std::uint64_t bytes) {
   constexpr std::uint64_t KiB = 1024;

@@ -16,6 +16,9 @@ namespace tpcomm::cli {
 // 262144 -> "256 KiB", 8388608 -> "8 MiB", 1000 -> "1000 B".
 std::string format_bytes(std::uint64_t bytes);
 
+// This program's own path (/proc/self/exe), for re-running it as ranks or sub-steps.
+std::string self_executable();
+
 // Left-aligns text in a column of `width` characters.
 std::string pad(std::string_view text, std::size_t width);
 

@@ -18,12 +18,6 @@
 namespace tpcomm::cli {
 namespace {
 
-std::string self_path() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("tpcomm");
-}
-
 int usable_cpus() {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
@@ -41,7 +35,7 @@ int run_bench(const BenchArgs& a) {
   // The ranks read it when they create their communicators (the launchers pass the environment).
   if (!a.tuning.empty()) setenv("TPCOMM_TUNING", a.tuning.c_str(), 1);
   if (in_group()) return run_bench_in_group(a);
-  auto argv = bench_argv(a, self_path());
+  auto argv = bench_argv(a, self_executable());
   if (a.compare.find("mpi") != std::string::npos) {
     if (a.nodes > 1)
       throw invalid_input("--compare mpi runs under mpirun, which cannot make simulated nodes");

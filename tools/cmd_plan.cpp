@@ -2,17 +2,11 @@
 #include <iostream>
 #include <memory>
 
-#include <fmt/format.h>
-
 #include "cli_util.hpp"
 #include "commands.hpp"
-#include "common/text_file.hpp"
+#include "plan_of_file.hpp"
 #include "plan_report.hpp"
-#include "tpcomm/env.hpp"
-#include "tpcomm/error.hpp"
-#include "tpcomm/facts_json.hpp"
 #include "tpcomm/plan.hpp"
-#include "tpcomm/tuning_file.hpp"
 
 namespace tpcomm::cli {
 namespace {
@@ -25,31 +19,9 @@ struct PlanArgs {
   std::string disable;
 };
 
-// Prefixes a decode error with the file it came from, keeping the error's code.
-template <typename Fn>
-auto with_file_context(const std::string& path, std::string_view hint, Fn&& fn) {
-  try {
-    return fn();
-  } catch (const Error& e) {
-    throw Error(e.code(), fmt::format("{}: {} ({})", path, e.what(), hint));
-  }
-}
-
 void run_plan(const PlanArgs& args) {
-  const std::string text = detail::read_text_file(args.file, "facts file");
-  FactsTable facts = with_file_context(args.file, "the facts format is described in docs/facts.md",
-                                       [&] { return decode_facts(text); });
-  PlanOptions options;
-  options.mode = args.mode;
-  for (Backend b : parse_disabled_backends(env_string("TPCOMM_DISABLE"), "TPCOMM_DISABLE")) {
-    options.disabled[b] = "TPCOMM_DISABLE";
-  }
-  for (Backend b : parse_disabled_backends(args.disable, "--disable")) {
-    options.disabled[b] = "--disable";
-  }
-  const Tuning overrides = args.tuning.empty() ? tuning_from_env() : read_tuning_file(args.tuning);
-  Plan plan = make_plan(facts, options, overrides);
-  std::cout << (args.json ? plan_to_json(plan) : format_plan_report(facts, plan));
+  const FilePlan p = plan_of_facts_file(args.file, args.mode, args.tuning, args.disable);
+  std::cout << (args.json ? plan_to_json(p.plan) : format_plan_report(p.facts, p.plan));
 }
 
 }  // namespace

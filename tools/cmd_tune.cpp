@@ -40,10 +40,14 @@ std::string name_of(const Candidate& c) {
   return fmt::format("{}/{}", to_string(c.backend), to_string(c.algorithm));
 }
 
-// Every backend and algorithm the plan admits for `op` in a group of `ranks` on this machine.
-std::vector<Candidate> candidates(Op op, int ranks) {
-  const FactsTable facts = local_facts_table(probe_local(), ranks, DeviceType::kCpu);
-  const Plan plan = make_plan(facts, PlanOptions{}, Tuning{});
+// The built-in plan of a group of `ranks` on this machine: what it admits, and what it runs.
+Plan builtin_plan(int ranks) {
+  return make_plan(local_facts_table(probe_local(), ranks, DeviceType::kCpu), PlanOptions{},
+                   Tuning{});
+}
+
+// Every backend and algorithm the plan admits for `op`.
+std::vector<Candidate> candidates(Op op, const Plan& plan) {
   std::vector<Candidate> out;
   for (Backend b : plan.ops.at(op).eligible) {
     for (Algorithm a : algorithms_of(b, op)) out.push_back(Candidate{b, a, std::nullopt});
@@ -132,9 +136,8 @@ int index_of(const Measured& m, Backend backend, Algorithm algorithm, std::uint6
 
 // The table of one op: every candidate's time per size, the choice, and its gain over what the
 // built-in table runs at that size (when that was measured too).
-std::vector<TuningRow> report_and_choose(const TuneArgs& a, Op op, const Measured& m) {
-  const FactsTable facts = local_facts_table(probe_local(), a.ranks, DeviceType::kCpu);
-  const Plan builtin = make_plan(facts, PlanOptions{}, Tuning{});
+std::vector<TuningRow> report_and_choose(const TuneArgs& a, Op op, const Measured& m,
+                                         const Plan& builtin) {
   std::cout << fmt::format("\n{} {} on {} ranks: time per call (us)\n", to_string(op),
                            to_string(a.dtype), a.ranks);
   std::cout << fmt::format("{:>10}", "size");
@@ -182,12 +185,6 @@ std::vector<TuningRow> report_and_choose(const TuneArgs& a, Op op, const Measure
   return rows;
 }
 
-std::string self_exe() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("tpcomm");
-}
-
 void run_tune(const TuneArgs& a) {
   if (a.min_bytes == 0 || a.max_bytes < a.min_bytes || a.factor < 2) {
     throw invalid_input("-b, -e, -f: expected 0 < MIN <= MAX and FACTOR >= 2");
@@ -200,18 +197,20 @@ void run_tune(const TuneArgs& a) {
     std::remove((std::string(d) + "/rows.json").c_str());
     rmdir(d);
   });
+  const Plan builtin = builtin_plan(a.ranks);
+  const std::string self = self_executable();
   TuningEntry entry;
   entry.key.device = DeviceType::kCpu;
   entry.key.world_size = a.ranks;
   for (Op op : a.ops) {
     Measured m;
-    m.candidates = candidates(op, a.ranks);
+    m.candidates = candidates(op, builtin);
     for (std::uint64_t s = a.min_bytes; s <= a.max_bytes; s *= a.factor) m.sizes.push_back(s);
     for (const auto& c : m.candidates) {
       std::cerr << fmt::format("tune: {} via {} ...\n", to_string(op), name_of(c));
-      m.times.push_back(measure(a, op, c, self_exe(), dir));
+      m.times.push_back(measure(a, op, c, self, dir));
     }
-    entry.ops[op] = report_and_choose(a, op, m);
+    entry.ops[op] = report_and_choose(a, op, m, builtin);
   }
   Tuning out;
   out.entries.push_back(entry);

@@ -3,13 +3,10 @@
 #include <pybind11/pybind11.h>
 
 #include "bindings.hpp"
-#include "common/text_file.hpp"
-#include "tpcomm/env.hpp"
+#include "plan_of_file.hpp"
 #include "tpcomm/error.hpp"
-#include "tpcomm/facts_json.hpp"
 #include "tpcomm/log.hpp"
 #include "tpcomm/plan.hpp"
-#include "tpcomm/tuning_file.hpp"
 #include "tpcomm/version.hpp"
 
 namespace py = pybind11;
@@ -19,17 +16,10 @@ namespace {
 
 // The plan of the group a facts file describes (what `tpcomm plan --json FILE` prints).
 std::string plan_file(const std::string& path, const std::string& mode, const std::string& tuning) {
-  py::gil_scoped_release release;
-  FactsTable facts = decode_facts(detail::read_text_file(path, "facts file"));
-  PlanOptions options;
   auto m = from_string<Mode>(mode);
   if (!m) throw invalid_input("mode '" + mode + "' is not eager or graph");
-  options.mode = *m;
-  for (Backend b : parse_disabled_backends(env_string("TPCOMM_DISABLE"), "TPCOMM_DISABLE")) {
-    options.disabled[b] = "TPCOMM_DISABLE";
-  }
-  const Tuning overrides = tuning.empty() ? tuning_from_env() : read_tuning_file(tuning);
-  return plan_to_json(make_plan(facts, options, overrides));
+  py::gil_scoped_release release;
+  return plan_to_json(cli::plan_of_facts_file(path, *m, tuning).plan);
 }
 
 void bind_logging(py::module_& m) {

@@ -43,10 +43,7 @@ std::optional<std::string> store_bind_address(const std::string& master_addr, bo
 // every rank without any exchange (docs/store.md, "Sharing a port with torchrun"). + 2, not + 1:
 // with --standalone MASTER_PORT is a port the kernel handed to a bind (odd, on Linux), and the
 // even port after it is where the kernel puts outgoing connections' local ports.
-std::uint16_t store_port() {
-  if (env_raw("TPCOMM_STORE_PORT")) {
-    return static_cast<std::uint16_t>(env_integer("TPCOMM_STORE_PORT"));
-  }
+std::uint16_t master_store_port() {
   const auto master = env_integer("MASTER_PORT");
   if (!env_raw("TORCHELASTIC_RUN_ID")) return static_cast<std::uint16_t>(master);
   if (master >= 65534) {
@@ -67,16 +64,20 @@ struct Launch {
   bool all_local = true;  // unknown counts as local: a loopback MASTER_ADDR says so anyway
 };
 
+// TPCOMM_STORE_PORT, when set, wins over the port a launcher implies.
+std::uint16_t store_port_or(std::uint16_t implied) {
+  return env_raw("TPCOMM_STORE_PORT") ? static_cast<std::uint16_t>(env_integer("TPCOMM_STORE_PORT"))
+                                      : implied;
+}
+
 std::optional<Launch> launch_from_environment() {
   auto rank = first_of("RANK", "OMPI_COMM_WORLD_RANK");
   auto size = first_of("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE");
   if (!rank || !size) {
     auto slurm = control::slurm_launch_from_environment();
     if (!slurm) return std::nullopt;
-    const auto port = env_raw("TPCOMM_STORE_PORT")
-                          ? static_cast<std::uint16_t>(env_integer("TPCOMM_STORE_PORT"))
-                          : slurm->port;
-    return Launch{slurm->rank, slurm->size, slurm->first_host, port, slurm->one_node};
+    return Launch{slurm->rank, slurm->size, slurm->first_host, store_port_or(slurm->port),
+                  slurm->one_node};
   }
   auto addr = env_raw("MASTER_ADDR");
   auto port = env_raw("MASTER_PORT");
@@ -87,7 +88,9 @@ std::optional<Launch> launch_from_environment() {
         *rank, *size));
   }
   auto local = first_of("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE");
-  return Launch{*rank, *size, *addr, store_port(), !local || *local >= *size};
+  // Only consulted without an override: MASTER_PORT may then be anything, even 65535.
+  const std::uint16_t implied = env_raw("TPCOMM_STORE_PORT") ? 0 : master_store_port();
+  return Launch{*rank, *size, *addr, store_port_or(implied), !local || *local >= *size};
 }
 
 // `why_not`: set to the reason when this rank could have served the store but could not bind.

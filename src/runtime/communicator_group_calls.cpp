@@ -70,23 +70,44 @@ void CommunicatorState::check_root(int root, const char* call) const {
   }
 }
 
+namespace {
+
+// Elements of one all_gather of a broadcast.
+std::size_t broadcast_chunk(DataType type) {
+  return std::max<std::size_t>(1, kBroadcastChunkBytes / size_of(type));
+}
+
+// The loop both overloads share: each chunk is all-gathered into `staging` (`gather`), and every
+// rank but the root takes the root's part from it (`copy(dst, src, bytes)`).
+template <typename Gather, typename Copy>
+void broadcast_in_chunks(void* buffer, std::size_t count, DataType type, int rank, int root,
+                         std::byte* staging, Gather gather, Copy copy) {
+  const std::size_t elem = size_of(type);
+  const std::size_t chunk = broadcast_chunk(type);
+  auto* bytes = static_cast<std::byte*>(buffer);
+  for (std::size_t done = 0; done < count; done += chunk) {
+    const std::size_t part = std::min(chunk, count - done);
+    gather(bytes + done * elem, staging, part);
+    if (rank != root) {
+      copy(bytes + done * elem, staging + static_cast<std::size_t>(root) * part * elem,
+           part * elem);
+    }
+  }
+}
+
+}  // namespace
+
 void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int root) {
   impl_->throw_if_aborted();
   impl_->check_root(root, "broadcast");
   impl_->check_broadcast(count, type, root);
-  const std::size_t elem = size_of(type);
-  const std::size_t chunk = std::max<std::size_t>(1, kBroadcastChunkBytes / elem);
-  const auto n = static_cast<std::size_t>(size());
-  std::vector<std::byte> staging(std::min(count, chunk) * elem * n);
-  auto* bytes = static_cast<std::byte*>(buffer);
-  for (std::size_t done = 0; done < count; done += chunk) {
-    const std::size_t part = std::min(chunk, count - done);
-    all_gather(bytes + done * elem, staging.data(), part, type);
-    if (rank() != root) {
-      std::memcpy(bytes + done * elem,
-                  staging.data() + static_cast<std::size_t>(root) * part * elem, part * elem);
-    }
-  }
+  const std::size_t need =
+      std::min(count, broadcast_chunk(type)) * size_of(type) * static_cast<std::size_t>(size());
+  if (impl_->host_scratch.size() < need) impl_->host_scratch.resize(need);
+  broadcast_in_chunks(
+      buffer, count, type, rank(), root, impl_->host_scratch.data(),
+      [&](const void* in, void* out, std::size_t n) { all_gather(in, out, n, type); },
+      [](void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); });
 }
 
 void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int root,
@@ -94,25 +115,18 @@ void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int
   impl_->throw_if_aborted();
   impl_->check_root(root, "broadcast");
   impl_->check_broadcast(count, type, root);
-  const std::size_t elem = size_of(type);
-  const std::size_t chunk = std::max<std::size_t>(1, kBroadcastChunkBytes / elem);
-  const auto n = static_cast<std::size_t>(size());
-  const std::size_t need = std::min(count, chunk) * elem * n;
+  const std::size_t need =
+      std::min(count, broadcast_chunk(type)) * size_of(type) * static_cast<std::size_t>(size());
   if (need > impl_->device_scratch_bytes) {
     impl_->device_scratch = detail::device_alloc(need);
     impl_->device_scratch_bytes = need;
   }
-  auto* staging = static_cast<std::byte*>(impl_->device_scratch.get());
-  auto* bytes = static_cast<std::byte*>(buffer);
-  for (std::size_t done = 0; done < count; done += chunk) {
-    const std::size_t part = std::min(chunk, count - done);
-    all_gather(bytes + done * elem, staging, part, type, stream);
-    if (rank() != root) {
-      detail::device_copy_async(bytes + done * elem,
-                                staging + static_cast<std::size_t>(root) * part * elem, part * elem,
-                                stream);
-    }
-  }
+  broadcast_in_chunks(
+      buffer, count, type, rank(), root, static_cast<std::byte*>(impl_->device_scratch.get()),
+      [&](const void* in, void* out, std::size_t n) { all_gather(in, out, n, type, stream); },
+      [&](void* dst, const void* src, std::size_t bytes) {
+        detail::device_copy_async(dst, src, bytes, stream);
+      });
 }
 
 void Communicator::barrier() {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "fault_injection.hpp"
 #include "tpcomm/communicator.hpp"
@@ -54,6 +55,7 @@ struct detail::CommunicatorState {
   CommunicatorOptions options;
   std::shared_ptr<const detail::Platform> platform;
   std::uint64_t splits = 0;              // split() calls so far (the same on every rank)
+  std::vector<std::byte> host_scratch;   // broadcast's staging in host memory, kept between calls
   std::shared_ptr<void> device_scratch;  // broadcast's staging on the GPU, made on first use
   std::size_t device_scratch_bytes = 0;
 
