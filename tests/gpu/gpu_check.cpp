@@ -64,6 +64,20 @@ void check_cuda(cudaError_t e, const char* what) {
   }
 }
 
+// Copies and fills on the rank's own stream, finished before returning. The ranks' streams are
+// non-blocking, so a plain cudaMemcpy or cudaMemset (legacy default stream) is not ordered before
+// their kernels, and a pageable upload can still be in flight when cudaMemcpy returns: on the
+// H200 that raced a graph replay that reused its input in place.
+void copy_on(cudaStream_t stream, void* dst, const void* src, std::size_t bytes, const char* what) {
+  check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream), what);
+  check_cuda(cudaStreamSynchronize(stream), what);
+}
+
+void fill_on(cudaStream_t stream, void* dst, int byte, std::size_t bytes) {
+  check_cuda(cudaMemsetAsync(dst, byte, bytes, stream), "cudaMemsetAsync");
+  check_cuda(cudaStreamSynchronize(stream), "cudaMemsetAsync");
+}
+
 std::size_t elem_size(DataType t) {
   return t == DataType::kFloat32 ? 4 : 2;
 }
@@ -218,11 +232,14 @@ const ReduceOp kReductions[] = {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin, 
 
 // Sizes in bytes of the all-reduce buffer (odd element counts among them); the all-gather
 // output and the reduce-scatter input have the same total, split over the ranks.
-std::vector<std::size_t> element_counts(DataType t) {
+// From W = 8 up the 64 MiB size is left out: every rank regenerates all W inputs for its
+// reference, W x W x 64 MiB of host work.
+std::vector<std::size_t> element_counts(DataType t, int world) {
   const std::size_t es = elem_size(t);
   std::vector<std::size_t> out;
   for (std::size_t bytes : {std::size_t{1} << 10, std::size_t{4} << 10, std::size_t{64} << 10,
                             std::size_t{1} << 20, std::size_t{9} << 20, std::size_t{64} << 20}) {
+    if (world >= 8 && bytes > (std::size_t{9} << 20)) continue;
     out.push_back(bytes / es);
     if (bytes <= (std::size_t{9} << 20)) out.push_back(bytes / es + 3);  // odd, not a vector
   }
@@ -255,7 +272,7 @@ int correctness(int world, int blocks) {
     std::uint64_t sequence = 0;
     for (DataType t : kTypes) {
       const std::size_t es = elem_size(t);
-      for (std::size_t total : element_counts(t)) {
+      for (std::size_t total : element_counts(t, world)) {
         if (rank == 0) {  // progress, so that a part that runs out of time shows where
           std::printf("  W=%d %s %zu elements\n", world, to_string(t).data(), total);
           std::fflush(stdout);
@@ -298,17 +315,15 @@ int correctness(int world, int blocks) {
                 auto* base = static_cast<std::uint8_t*>(a);
                 c.input = in_place && k.op == Op::kAllGather ? base + rank * s.count * es : a;
                 if (in_place && k.op == Op::kReduceScatter) c.output = base + rank * s.count * es;
-                check_cuda(cudaMemcpy(const_cast<void*>(c.input), inputs[rank].data(),
-                                      s.in_elems * es, cudaMemcpyHostToDevice),
-                           "copy in");
-                if (!in_place) check_cuda(cudaMemset(c.output, 0xff, s.out_elems * es), "memset");
+                copy_on(stream, const_cast<void*>(c.input), inputs[rank].data(), s.in_elems * es,
+                        "copy in");
+                if (!in_place) fill_on(stream, c.output, 0xff, s.out_elems * es);
                 bs->barrier("case start", Deadline::after(kTimeout));
                 // Checks the output bitwise against the reference (hence across ranks).
                 auto verify = [&](const char* how) {
                   check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
                   std::vector<std::uint8_t> got(s.out_elems * es);
-                  check_cuda(cudaMemcpy(got.data(), c.output, got.size(), cudaMemcpyDeviceToHost),
-                             "copy out");
+                  copy_on(stream, got.data(), c.output, got.size(), "copy out");
                   ++checked;
                   if (got == expect) return;
                   ++wrong;
@@ -347,11 +362,10 @@ int correctness(int world, int blocks) {
                       }
                     }
                     if (in_place) {  // the last replay reduced the input away: restore it
-                      check_cuda(cudaMemcpy(const_cast<void*>(c.input), inputs[rank].data(),
-                                            s.in_elems * es, cudaMemcpyHostToDevice),
-                                 "copy in");
+                      copy_on(stream, const_cast<void*>(c.input), inputs[rank].data(),
+                              s.in_elems * es, "copy in");
                     } else {
-                      check_cuda(cudaMemset(c.output, 0xff, s.out_elems * es), "memset");
+                      fill_on(stream, c.output, 0xff, s.out_elems * es);
                     }
                     bs->barrier("replay", Deadline::after(kTimeout));
                     check_cuda(cudaGraphLaunch(exec, stream), "graph launch");
@@ -398,6 +412,7 @@ int stress(int world, int blocks) {
       void* in = nullptr;
       void* out = nullptr;
       bool graph = false;
+      cudaGraphExec_t exec = nullptr;
     };
     std::vector<Planned> plan(kCalls);
     for (int i = 0; i < kCalls; ++i) {  // the same choices on every rank: seeded by i only
@@ -417,9 +432,8 @@ int stress(int world, int blocks) {
       const std::size_t es = elem_size(t);
       check_cuda(cudaMalloc(&p.in, p.shape.in_elems * es), "cudaMalloc");
       check_cuda(cudaMalloc(&p.out, p.shape.out_elems * es), "cudaMalloc");
-      check_cuda(cudaMemcpy(p.in, inputs[static_cast<std::size_t>(rank)].data(),
-                            p.shape.in_elems * es, cudaMemcpyHostToDevice),
-                 "copy in");
+      copy_on(stream, p.in, inputs[static_cast<std::size_t>(rank)].data(), p.shape.in_elems * es,
+              "copy in");
       Call& c = p.call;
       c.op = k.op;
       c.type = t;
@@ -431,40 +445,45 @@ int stress(int world, int blocks) {
       c.stream = stream;
       c.input = p.in;
       c.output = p.out;
+      // Captured and instantiated now, before any rank launches: instantiating can wait for the
+      // whole device, where a peer's kernel would be waiting for this rank's next launch.
+      if (p.graph) {
+        cudaGraph_t g;
+        check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
+        c.captured = true;
+        backend->run(c);
+        check_cuda(cudaStreamEndCapture(stream, &g), "end capture");
+        check_cuda(cudaGraphInstantiate(&p.exec, g, 0), "instantiate");
+        cudaGraphDestroy(g);
+      }
     }
     bs->barrier("stress start", Deadline::after(kTimeout));
-    std::vector<cudaGraphExec_t> graphs;
     for (Planned& p : plan) {  // no host synchronisation until every call is queued
-      if (!p.graph) {
+      if (p.graph) {
+        check_cuda(cudaGraphLaunch(p.exec, stream), "graph launch");
+      } else {
         backend->run(p.call);
-        continue;
       }
-      cudaGraph_t g;
-      cudaGraphExec_t exec;
-      check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
-      p.call.captured = true;
-      backend->run(p.call);
-      check_cuda(cudaStreamEndCapture(stream, &g), "end capture");
-      check_cuda(cudaGraphInstantiate(&exec, g, 0), "instantiate");
-      check_cuda(cudaGraphLaunch(exec, stream), "graph launch");
-      cudaGraphDestroy(g);
-      graphs.push_back(exec);
     }
     check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    bs->barrier("stress done", Deadline::after(kTimeout));
     for (std::size_t i = 0; i < plan.size(); ++i) {
       const Planned& p = plan[i];
       std::vector<std::uint8_t> got(p.expect.size());
-      check_cuda(cudaMemcpy(got.data(), p.out, got.size(), cudaMemcpyDeviceToHost), "copy out");
+      copy_on(stream, got.data(), p.out, got.size(), "copy out");
       if (got != p.expect) {
         ++wrong;
         std::printf("WRONG stress W=%d rank %d call %zu: %s %s %s count %zu%s\n", world, rank, i,
                     to_string(p.call.op).data(), to_string(p.call.type).data(),
                     to_string(p.call.reduce).data(), p.call.count, p.graph ? " (graph)" : "");
       }
+    }
+    bs->barrier("stress checked", Deadline::after(kTimeout));  // every rank's kernels are done
+    for (Planned& p : plan) {
       cudaFree(p.in);
       cudaFree(p.out);
+      if (p.exec != nullptr) cudaGraphExecDestroy(p.exec);
     }
-    for (auto exec : graphs) cudaGraphExecDestroy(exec);
     if (auto f = backend->take_async_failure()) throw Error(ErrorCode::kTimeout, *f);
     cudaStreamDestroy(stream);
   });
@@ -521,7 +540,9 @@ int stall() {
   return text.find("rank 1 did not signal") != std::string::npos ? 0 : 1;
 }
 
-int timing(int world) {
+// bf16, 2 KiB to 1 MiB (the decode sizes) and 16 MiB, each algorithm next to a device-to-device
+// copy of the same bytes. The ranks share one GPU, so W x blocks must be resident at once.
+int timing(int world, int blocks) {
   std::vector<std::string> rows;
   on_threads(world, [&](int rank, std::shared_ptr<Bootstrap> bs) {
     auto backend = set_up(bs, 0x7133 + static_cast<std::uint64_t>(world), nullptr);
@@ -531,29 +552,57 @@ int timing(int world) {
     cudaEventCreate(&start);
     cudaEventCreate(&stop);
     const DataType t = DataType::kBFloat16;
-    for (std::size_t bytes : {std::size_t{64} << 10, std::size_t{1} << 20, std::size_t{16} << 20}) {
+    for (std::size_t bytes :
+         {std::size_t{2} << 10, std::size_t{8} << 10, std::size_t{32} << 10, std::size_t{128} << 10,
+          std::size_t{512} << 10, std::size_t{1} << 20, std::size_t{16} << 20}) {
       void* a = nullptr;
       void* b = nullptr;
       check_cuda(cudaMalloc(&a, bytes), "cudaMalloc");
       check_cuda(cudaMalloc(&b, bytes), "cudaMalloc");
-      cudaMemset(a, 0, bytes);
-      auto time_us = [&](const std::function<void()>& call) {
+      fill_on(stream, a, 0, bytes);
+      // Eager: calls launched one after another (host launch included). Graph: the same calls
+      // captured into one graph and replayed (the GPU's time per call).
+      auto time_us = [&](const std::function<void()>& call) -> std::pair<double, double> {
+        constexpr int kIters = 50;
+        auto elapsed_us = [&](const std::function<void()>& launch) {
+          check_cuda(cudaEventRecord(start, stream), "event");
+          launch();
+          check_cuda(cudaEventRecord(stop, stream), "event");
+          check_cuda(cudaEventSynchronize(stop), "sync");
+          float ms = 0;
+          cudaEventElapsedTime(&ms, start, stop);
+          return 1000.0 * ms / kIters;
+        };
         // Nobody launches while a peer thread may still be in cudaFree / cudaMalloc, which wait
         // for the whole device: a kernel waiting on that thread's next launch would never end.
         bs->barrier("timing start", Deadline::after(kTimeout));
         for (int i = 0; i < 5; ++i) call();
         check_cuda(cudaStreamSynchronize(stream), "sync");
         bs->barrier("timing", Deadline::after(kTimeout));
-        const int iters = 50;
-        cudaEventRecord(start, stream);
-        for (int i = 0; i < iters; ++i) call();
-        cudaEventRecord(stop, stream);
-        check_cuda(cudaEventSynchronize(stop), "sync");
-        float ms = 0;
-        cudaEventElapsedTime(&ms, start, stop);
-        return 1000.0 * ms / iters;
+        const double eager = elapsed_us([&] {
+          for (int i = 0; i < kIters; ++i) call();
+        });
+        // Instantiating can wait for the whole device too: every rank idle first.
+        check_cuda(cudaStreamSynchronize(stream), "sync");
+        bs->barrier("timing capture", Deadline::after(kTimeout));
+        cudaGraph_t g;
+        cudaGraphExec_t exec;
+        check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
+        for (int i = 0; i < kIters; ++i) call();
+        check_cuda(cudaStreamEndCapture(stream, &g), "end capture");
+        check_cuda(cudaGraphInstantiate(&exec, g, 0), "instantiate");
+        check_cuda(cudaGraphUpload(exec, stream), "upload");
+        check_cuda(cudaStreamSynchronize(stream), "sync");
+        bs->barrier("timing replay", Deadline::after(kTimeout));
+        check_cuda(cudaGraphLaunch(exec, stream), "graph launch");  // warm-up
+        const double replay =
+            elapsed_us([&] { check_cuda(cudaGraphLaunch(exec, stream), "graph launch"); });
+        bs->barrier("timing replayed", Deadline::after(kTimeout));
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(g);
+        return {eager, replay};
       };
-      const double copy = time_us([&] {
+      const auto copy = time_us([&] {
         check_cuda(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream), "copy");
       });
       for (const Case& k : kCases) {
@@ -563,13 +612,17 @@ int timing(int world) {
         c.type = t;
         c.count = s.count;
         c.algorithm = k.algorithm;
+        c.blocks = blocks;
         c.stream = stream;
         c.input = a;
         c.output = b;
-        const double us = time_us([&] { backend->run(c); });
+        // Not flagged captured: no zero-copy slot is claimed, the graph copies as eager calls do.
+        const auto us = time_us([&] { backend->run(c); });
         if (rank == 0) {
-          rows.push_back(fmt::format("| {} | {} | {} KiB | {:.2f} | {:.2f} | {:.2f}x |", world,
-                                     k.name, bytes >> 10, us, copy, us / copy));
+          rows.push_back(
+              fmt::format("| {} | {} | {} | {} KiB | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f}x |",
+                          world, blocks, k.name, bytes >> 10, us.first, us.second, copy.first,
+                          copy.second, us.second / copy.second));
         }
       }
       cudaFree(a);
@@ -578,7 +631,8 @@ int timing(int world) {
     cudaStreamDestroy(stream);
   });
   std::printf(
-      "| W | algorithm | bytes | us per call | D2D copy us | ratio |\n|---|---|---|---|---|---|\n");
+      "| W | blocks | algorithm | bytes | eager us | graph us | D2D copy eager us | D2D copy "
+      "graph us | graph / copy |\n|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& r : rows) std::printf("%s\n", r.c_str());
   return 0;
 }
@@ -725,6 +779,29 @@ int multimem(int devices) {
     std::printf("multimem: FAIL: a %d driver has the multicast entry points\n", driver);
     return 1;
   }
+  if (why.empty()) {
+    // The device says it supports multicast: the driver steps of multimem's set-up must then
+    // work, here on a group of this one device (create, add, bind a VMM workspace, map).
+    try {
+      const std::size_t want = std::size_t{2} << 20;
+      const std::size_t g =  // both are powers of two
+          std::max(transport::cuda::MulticastObject::granularity(1, want, false),
+                   transport::cuda::VmmWorkspace::granularity(0));
+      const std::size_t bytes = (want + g - 1) / g * g;
+      transport::cuda::VmmWorkspace memory;
+      memory.create(0, bytes);
+      transport::cuda::MulticastObject object;
+      object.create(1, bytes, false);
+      object.add_device(0);
+      void* mc = object.bind_and_map(memory.handle());
+      std::printf("multimem: one-device multicast object set up (%zu bytes mapped at %p)\n", bytes,
+                  mc);
+    } catch (const std::exception& e) {
+      std::printf("multimem: FAIL: device 0 reports multicast support but set-up failed: %s\n",
+                  e.what());
+      return 1;
+    }
+  }
   if (devices < 2) {
     std::printf(
         "multimem: kernels NOT CHECKED: a multicast group needs at least two GPUs (%d "
@@ -750,12 +827,12 @@ int main_checked(int argc, char** argv) {
   if (mode == "correctness") return correctness(world, blocks);
   if (mode == "stress") return stress(world, blocks);
   if (mode == "stall") return stall();
-  if (mode == "timing") return timing(world);
+  if (mode == "timing") return timing(world, blocks);
   if (mode == "process") return process();
   if (mode == "multimem") return multimem(devices);
   std::fprintf(stderr,
                "usage: tpcomm_gpu_check correctness W [BLOCKS] | stress W [BLOCKS] | stall | "
-               "timing W | process | multimem\n");
+               "timing W [BLOCKS] | process | multimem\n");
   return 2;
 }
 
