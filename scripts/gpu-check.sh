@@ -18,6 +18,8 @@
 #
 # TPCOMM_GPU_CHECK_BUDGET (seconds, default 480): the whole run's limit; a part gets what is left
 # of it at most, and parts that no time is left for are reported NOT RUN.
+# TPCOMM_GPU_CHECK_ONLY (an extended regular expression): run only the parts whose names match
+# it, and no build from source (for a rerun of what failed).
 # Exit status: 0 when every part passed; 1 otherwise.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -61,6 +63,9 @@ failures=()
 part() {  # part NAME SECONDS COMMAND...: one part, within its limit and what is left of the budget
   local name=$1 limit=$2
   shift 2
+  if [ -n "${TPCOMM_GPU_CHECK_ONLY:-}" ] && ! grep -Eq -- "$TPCOMM_GPU_CHECK_ONLY" <<< "$name"; then
+    return
+  fi
   local left=$((budget - $(elapsed)))
   if [ "$left" -lt 10 ]; then
     rows+=("| $name | NOT RUN (budget of $budget s spent) | 0 |"); failures+=("$name"); return
@@ -134,7 +139,10 @@ if [ -x "$check" ]; then  # an unknown mode exits 2 once the program has started
   [ $? -eq 2 ] && prebuilt_runs=true
 fi
 build_pid=
-if $prebuilt_runs; then
+if $prebuilt_runs && [ -n "${TPCOMM_GPU_CHECK_ONLY:-}" ]; then
+  echo "gpu-check: running the programs of .gpu-prebuilt/, only the parts matching" \
+       "'$TPCOMM_GPU_CHECK_ONLY'"
+elif $prebuilt_runs; then
   echo "gpu-check: running the programs built on the development machine (.gpu-prebuilt/)"
   (renice -n 19 -p "$BASHPID" > /dev/null; build_from_source) > build-gpu-here.log 2>&1 &
   build_pid=$!
@@ -167,6 +175,8 @@ done
 part "stalled rank becomes the watchdog's error" 30 "$check" stall
 part "two processes: workspace fds exported and imported" 60 "$tpcomm" run -n 2 -- "$check" process
 part "multimem: entry points and multicast set-up" 30 "$check" multimem
+part "communicator as a user creates it, one rank, NCCL carrying the calls" 60 \
+  env TPCOMM_DISABLE=local "$tpcomm" run -n 1 -- "$check" communicator
 
 if [ -n "$build_pid" ]; then
   section "the build from source on this machine"

@@ -14,6 +14,9 @@
 //                                    through a CUDA IPC handle
 //   tpcomm_gpu_check multimem        what device 0 offers for multicast (the kernels need two
 //                                    GPUs or more on an NVSwitch)
+//   tpcomm_gpu_check communicator    under `TPCOMM_DISABLE=local tpcomm run -n 1`: a CUDA
+//                                    communicator as a user creates it, NCCL carrying the calls
+//                                    (communicator_check.cpp)
 //
 // Without a usable GPU it says why and exits 77 (ctest shows the test as skipped).
 #include <cuda_runtime_api.h>
@@ -33,6 +36,7 @@
 
 #include <fmt/format.h>
 
+#include "communicator_check.hpp"
 #include "tpcomm/bootstrap.hpp"
 #include "tpcomm/error.hpp"
 #include "transport/common/convert.hpp"
@@ -830,9 +834,10 @@ int main_checked(int argc, char** argv) {
   if (mode == "timing") return timing(world, blocks);
   if (mode == "process") return process();
   if (mode == "multimem") return multimem(devices);
+  if (mode == "communicator") return gpu_check::communicator_check();
   std::fprintf(stderr,
                "usage: tpcomm_gpu_check correctness W [BLOCKS] | stress W [BLOCKS] | stall | "
-               "timing W [BLOCKS] | process | multimem\n");
+               "timing W [BLOCKS] | process | multimem | communicator\n");
   return 2;
 }
 

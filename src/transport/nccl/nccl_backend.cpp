@@ -12,38 +12,13 @@
 #include <fmt/format.h>
 
 #include "nccl_library.hpp"
+#include "nccl_ops.hpp"
 #include "nccl_watchdog.hpp"
 #include "tpcomm/error.hpp"
 #include "transport/common/call_identity.hpp"
 
 namespace tpcomm::transport {
 namespace {
-
-ncclDataType_t nccl_type(DataType t) {
-  switch (t) {
-    case DataType::kFloat16:
-      return ncclFloat16;
-    case DataType::kBFloat16:
-      return ncclBfloat16;
-    case DataType::kFloat32:
-      break;
-  }
-  return ncclFloat32;
-}
-
-ncclRedOp_t nccl_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kMax:
-      return ncclMax;
-    case ReduceOp::kMin:
-      return ncclMin;
-    case ReduceOp::kAvg:
-      return ncclAvg;
-    case ReduceOp::kSum:
-      break;
-  }
-  return ncclSum;
-}
 
 class NcclBackend final : public CollectiveBackend {
  public:
@@ -100,15 +75,15 @@ class NcclBackend final : public CollectiveBackend {
     ncclResult_t r = ncclSuccess;
     switch (c.op) {
       case Op::kAllReduce:
-        r = lib_->all_reduce(c.input, c.output, c.count, nccl_type(c.type), nccl_op(c.reduce),
-                             comm_, stream);
+        r = lib_->all_reduce(c.input, c.output, c.count, nccl_type(c.type),
+                             nccl_op(c.reduce, ctx_.size), comm_, stream);
         break;
       case Op::kAllGather:
         r = lib_->all_gather(c.input, c.output, c.count, nccl_type(c.type), comm_, stream);
         break;
       case Op::kReduceScatter:
-        r = lib_->reduce_scatter(c.input, c.output, c.count, nccl_type(c.type), nccl_op(c.reduce),
-                                 comm_, stream);
+        r = lib_->reduce_scatter(c.input, c.output, c.count, nccl_type(c.type),
+                                 nccl_op(c.reduce, ctx_.size), comm_, stream);
         break;
     }
     if (r == ncclInProgress) {
