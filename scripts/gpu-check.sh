@@ -19,7 +19,8 @@
 # TPCOMM_GPU_CHECK_BUDGET (seconds, default 480): the whole run's limit; a part gets what is left
 # of it at most, and parts that no time is left for are reported NOT RUN.
 # TPCOMM_GPU_CHECK_ONLY (an extended regular expression): run only the parts whose names match
-# it, and no build from source (for a rerun of what failed).
+# it (for a rerun of what failed); no build from source unless it matches "python package" or
+# "build".
 # Exit status: 0 when every part passed; 1 otherwise.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -126,8 +127,12 @@ build_from_source() {
   fi
   local t0
   t0=$(date +%s)
-  cmake -S . -B build-gpu-here "${generator[@]}" "${configure_args[@]}" "${extra[@]}" &&
+  # The Python module too, for the machine's own interpreter (the `python` part needs it).
+  cmake -S . -B build-gpu-here "${generator[@]}" "${configure_args[@]}" "${extra[@]}" \
+        -DTPCOMM_PYTHON=AUTO -DTPCOMM_PYTHON_EXECUTABLE="$(command -v python3)" &&
     cmake --build build-gpu-here -j "$(nproc)" --target tpcomm tpcomm_gpu_check || return 1
+  cmake --build build-gpu-here -j "$(nproc)" --target tpcomm_python_package ||
+    echo "gpu-check: the Python module was not built (see 'Python module' above)"
   echo "built in $(($(date +%s) - t0)) s"
 }
 
@@ -139,9 +144,9 @@ if [ -x "$check" ]; then  # an unknown mode exits 2 once the program has started
   [ $? -eq 2 ] && prebuilt_runs=true
 fi
 build_pid=
-if $prebuilt_runs && [ -n "${TPCOMM_GPU_CHECK_ONLY:-}" ]; then
-  echo "gpu-check: running the programs of .gpu-prebuilt/, only the parts matching" \
-       "'$TPCOMM_GPU_CHECK_ONLY'"
+only=${TPCOMM_GPU_CHECK_ONLY:-}
+if $prebuilt_runs && [ -n "$only" ] && ! grep -Eq -- "$only" <<< "python package, build"; then
+  echo "gpu-check: running the programs of .gpu-prebuilt/, only the parts matching '$only'"
 elif $prebuilt_runs; then
   echo "gpu-check: running the programs built on the development machine (.gpu-prebuilt/)"
   (renice -n 19 -p "$BASHPID" > /dev/null; build_from_source) > build-gpu-here.log 2>&1 &
@@ -189,6 +194,20 @@ if [ -n "$build_pid" ]; then
   tail -5 build-gpu-here.log
   rows+=("| build from source, sm_90, in the background | $result | - |")
   [ "${result%% *}" = PASS ] || failures+=("build from source")
+fi
+
+# The Python package with CUDA tensors: needs the module the build from source made for this
+# machine's interpreter.
+module=$(ls build-gpu-here/python/tpcomm/_tpcomm*.so 2> /dev/null | head -1)
+if [ -n "$module" ] && [ -x build-gpu-here/bin/tpcomm ]; then
+  part "python package, CUDA tensors, one rank, NCCL carrying the calls" 60 \
+    env TPCOMM_DISABLE=local PYTHONPATH=build-gpu-here/python build-gpu-here/bin/tpcomm run -n 1 -- \
+    python3 tests/gpu/python_cuda_check.py
+elif [ -z "$only" ] || grep -Eq -- "$only" <<< "python package"; then
+  echo "gpu-check: python part NOT RUN: no Python module from the build on this machine"
+  grep -h "Python module" build-gpu-here.log 2> /dev/null
+  rows+=("| python package, CUDA tensors | NOT RUN (no module built here) | 0 |")
+  failures+=("python package")
 fi
 
 section "summary"

@@ -1,0 +1,80 @@
+"""The GPU check's `python` part: the Python package with CUDA tensors, on the GPU machine.
+
+Run as scripts/gpu-check.sh does, under `TPCOMM_DISABLE=local tpcomm run -n 1` with the
+package built there for that machine's interpreter: the one-rank group's calls go to NCCL
+(the only group of ranks one GPU allows), so every result must equal its input bit for bit.
+Checks every call x dtype (x op) on torch CUDA tensors, a call enqueued on a side stream, a
+call captured in a torch CUDA graph and replayed, and that a CPU tensor is refused. Exit 0
+when everything was right.
+"""
+import sys
+
+import torch
+
+import tpcomm
+
+BITS = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
+
+
+def main():
+    if not torch.cuda.is_available():
+        print("SKIPPED (no GPU check possible here): torch sees no CUDA device "
+              f"(torch {torch.__version__})")
+        return 77
+    comm = tpcomm.Communicator.from_env(device="cuda", cuda_device=0)
+    wrong = []
+
+    def expect(what, got, want):
+        ok = got.shape == want.shape and torch.equal(
+            got.view(BITS[got.dtype]), want.view(BITS[want.dtype]))
+        print(f"python: {what:40s} {'ok' if ok else 'WRONG'}", flush=True)
+        if not ok:
+            wrong.append(what)
+
+    n = (1 << 20) + 3  # not a multiple of any block or vector count
+    gen = torch.Generator(device="cuda").manual_seed(13)
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        x = torch.randn(n, device="cuda", generator=gen).to(dtype)
+        name = str(dtype).removeprefix("torch.")
+        for op in ("sum", "max", "min", "avg"):
+            t = x.clone()
+            comm.all_reduce(t, op=op)
+            torch.cuda.synchronize()
+            expect(f"all_reduce {name} {op}", t, x)
+        expect(f"all_gather {name}", comm.all_gather(x), x)
+        expect(f"reduce_scatter {name}", comm.reduce_scatter(x), x)
+        b = x.clone()
+        comm.broadcast(b, src=0)
+        torch.cuda.synchronize()
+        expect(f"broadcast {name}", b, x)
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            out = torch.empty_like(x)
+            comm.all_reduce(x, op="sum", out=out)
+        side.synchronize()
+        expect(f"all_reduce {name} on a side stream", out, x)
+
+        static = x.clone()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            comm.all_reduce(static, op="sum")
+        static.copy_(x)
+        graph.replay()
+        torch.cuda.synchronize()
+        expect(f"all_reduce {name} captured, replayed", static, x)
+
+    try:
+        comm.all_reduce(torch.ones(4))
+        print("python: a CPU tensor on a CUDA communicator was accepted: WRONG")
+        wrong.append("cpu tensor")
+    except ValueError as e:
+        print(f"python: a CPU tensor on a CUDA communicator is refused: {e}")
+    comm.close()
+    print(f"python: {len(wrong)} wrong")
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
