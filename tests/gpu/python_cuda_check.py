@@ -7,11 +7,19 @@ Checks every call x dtype (x op) on torch CUDA tensors, a call enqueued on a sid
 call captured in a torch CUDA graph and replayed, and that a CPU tensor is refused. Exit 0
 when everything was right.
 """
+import faulthandler
 import sys
 
-import torch
+# A crash prints the Python stack: the first H200 run of this part died of SIGSEGV before its
+# first result line, with nothing to say where.
+faulthandler.enable()
 
-import tpcomm
+import torch  # noqa: E402
+
+print(f"python: torch {torch.__version__} imported", flush=True)
+import tpcomm  # noqa: E402
+
+print("python: tpcomm imported", flush=True)
 
 BITS = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
 
@@ -22,6 +30,7 @@ def main():
               f"(torch {torch.__version__})")
         return 77
     comm = tpcomm.Communicator.from_env(device="cuda", cuda_device=0)
+    print(f"python: CUDA communicator of {comm.size} rank created", flush=True)
     wrong = []
 
     def expect(what, got, want):
