@@ -111,6 +111,19 @@ class Communicator {
   // copying (the log says why).
   std::size_t register_graph_buffers();
 
+  // Registered host memory (docs/registered.md). Collective: every rank calls allocate with the
+  // same `bytes`, in the same order. Returns this rank's buffer (page-aligned), a POSIX
+  // shared-memory segment every rank of the node maps, so a call whose input lies in it (at any
+  // offset) is read in place by its peers instead of being copied through shm's lanes. Calls on
+  // any other memory work as before. On a group without the shm backend (several nodes) the
+  // buffer is private and calls copy as usual. CPU communicators only. Throws on every rank if
+  // any rank fails (kUnavailable: /dev/shm too small, naming the rank).
+  void* allocate(std::size_t bytes);
+  // Collective, in the same order on every rank: unmaps what allocate returned. An error (and
+  // nothing freed) while another thread runs a call of this communicator, or for a pointer
+  // allocate did not return. Whatever is left is freed with the communicator.
+  void free(void* buffer);
+
   // Aborts: peers waiting on this rank fail promptly, later calls throw kAborted.
   void abort(const std::string& reason);
   bool aborted() const;

@@ -16,6 +16,7 @@
 #include "tpcomm/probe.hpp"
 #include "transport/common/backend.hpp"
 #include "transport/common/backend_context.hpp"
+#include "transport/shm/registered_heap.hpp"
 
 namespace tpcomm {
 
@@ -58,6 +59,8 @@ struct detail::CommunicatorState {
   std::vector<std::byte> host_scratch;   // broadcast's staging in host memory, kept between calls
   std::shared_ptr<void> device_scratch;  // broadcast's staging on the GPU, made on first use
   std::size_t device_scratch_bytes = 0;
+  // Communicator::allocate's buffers (read in place by shm; communicator_registered.cpp).
+  std::shared_ptr<transport::shm::RegisteredHeap> heap;
 
   ~CommunicatorState();
 

@@ -267,6 +267,7 @@ BackendContext backend_context(CommunicatorState& c,
   context.graph_slots = static_cast<std::size_t>(env_integer("TPCOMM_GRAPH_SLOTS"));
   context.cuda_device = c.cuda_device;
   context.zero_copy = c.graph_plan.ops.at(Op::kAllReduce).zero_copy;
+  context.registered = c.heap;
   CommunicatorState* impl = &c;
   context.on_async_failure = [impl](const std::string& why) {
     impl->abort_with(
@@ -325,8 +326,12 @@ std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> boo
   if (auto host = c->bootstrap->store()->get(control::kStoreServedByKey); host && !host->empty()) {
     c->store_served_by = std::stoi(std::string(host->begin(), host->end()));
   }
+  c->heap = std::make_shared<transport::shm::RegisteredHeap>(c->bootstrap->rank(),
+                                                             c->bootstrap->size(), c->comm_id);
   const BackendContext context = backend_context(*c, records, node_of);
   set_up_backends(*c, platform.factories, context);
+  // The same on every rank: set-up was voted.
+  c->heap->share_with_peers(c->backends.count(Backend::kShm) > 0);
   phase("backend set-up");
   TPCOMM_LOG(kInfo, "comm", "rank {} of {}: ready, plan {}", context.rank, context.size,
              c->plan.digest);

@@ -15,6 +15,10 @@
 
 namespace tpcomm::transport {
 
+namespace shm {
+class RegisteredHeap;
+}  // namespace shm
+
 struct BackendContext {
   int rank = 0;
   int size = 1;
@@ -27,6 +31,8 @@ struct BackendContext {
   std::size_t graph_slots = 16384;  // captured calls that may be registered (TPCOMM_GRAPH_SLOTS)
   int cuda_device = 0;              // this rank's CUDA device (GPU backends)
   bool zero_copy = false;           // the graph plan lets user buffers be read in place (custom)
+  // The communicator's registered host buffers (Communicator::allocate), read in place by shm.
+  std::shared_ptr<shm::RegisteredHeap> registered;
   // Aborts the communicator from another thread (a GPU backend's watchdog).
   std::function<void(const std::string&)> on_async_failure;
 

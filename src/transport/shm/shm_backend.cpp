@@ -12,7 +12,9 @@
 
 #include <fmt/format.h>
 
+#include "common/log_format.hpp"
 #include "common/segment_names.hpp"
+#include "registered_heap.hpp"
 #include "shm_layout.hpp"
 #include "shm_reduce.hpp"
 #include "shm_segment.hpp"
@@ -24,6 +26,9 @@ namespace tpcomm::transport {
 namespace {
 
 using shm::RankControl;
+
+// Inputs below this are copied into the lane even when registered (see register_input).
+constexpr std::size_t kRegisteredMinBytes = 16 << 10;
 using shm::SegmentHeader;
 
 std::string describe(const CallIdentity& id, std::uint32_t algorithm) {
@@ -45,7 +50,8 @@ class ShmBackend final : public CollectiveBackend {
   explicit ShmBackend(BackendContext context)
       : ctx_(std::move(context)),
         lane_bytes_(shm::lane_bytes(ctx_.shm_workspace_bytes)),
-        sources_(static_cast<std::size_t>(ctx_.size)) {}
+        sources_(static_cast<std::size_t>(ctx_.size)),
+        peer_in_(static_cast<std::size_t>(ctx_.size)) {}
 
   Backend kind() const override { return Backend::kShm; }
   int setup_steps() const override { return 2; }
@@ -109,6 +115,8 @@ class ShmBackend final : public CollectiveBackend {
     // A call in progress is the one an abort now stops; between calls, the next one.
     current_call_.store(c.sequence, std::memory_order_release);
     throw_if_a_peer_aborted(c, false);
+    const shm::RegisteredHeap::CallScope scope(ctx_.registered.get());
+    register_input(c);
     switch (c.op) {
       case Op::kAllReduce:
         if (c.algorithm == Algorithm::kTwoShot) {
@@ -152,6 +160,28 @@ class ShmBackend final : public CollectiveBackend {
            (seq % shm::kLanes) * lane_bytes_;
   }
 
+  // Bytes of a call's input on every rank.
+  std::size_t input_bytes(const Call& c) const {
+    const std::size_t w = c.op == Op::kReduceScatter ? static_cast<std::size_t>(ctx_.size) : 1;
+    return c.count * w * size_of(c.type);
+  }
+
+  // Whether this rank's input is read in place by its peers in this call: it lies in a
+  // registered buffer and is at least kRegisteredMinBytes (below that the copy into the lane
+  // costs less than the barrier a rank then owes its peers before returning). Not for one-shot
+  // in place: a rank would write its output while peers still read it as their input.
+  void register_input(const Call& c) {
+    const bool in_place_one_shot =
+        c.op == Op::kAllReduce && c.algorithm != Algorithm::kTwoShot && c.input == c.output;
+    mine_at_ = {};
+    if (ctx_.registered && !in_place_one_shot && input_bytes(c) >= kRegisteredMinBytes) {
+      mine_at_ = ctx_.registered->find(c.input, input_bytes(c));
+    }
+  }
+
+  // Rank r's input of this call, where it lies; null when it is in r's lane.
+  const std::uint8_t* peer_input(int r) const { return peer_in_[static_cast<std::size_t>(r)]; }
+
   // Waits until every peer's `field` reached `seq`.
   void wait(shm::Flag which, std::uint64_t seq, const Describe& what) {
     shm::wait_for_peers(header(), control(0), ctx_.size, ctx_.rank, which, seq, ctx_.timeout, what,
@@ -169,9 +199,20 @@ class ShmBackend final : public CollectiveBackend {
     RankControl& me = *control(ctx_.rank);
     shm::CallHeader& mine = me.lane[seq % shm::kLanes].call;
     mine = shm::CallHeader{seq, identity_of(c), static_cast<std::uint32_t>(algorithm)};
+    me.lane[seq % shm::kLanes].source = mine_at_.packed();
     publish(shm::Flag::kArrived, seq);
     wait(shm::Flag::kArrived, seq, what);
+    any_registered_ = false;
     for (int p = 0; p < ctx_.size; ++p) {
+      const auto at = shm::RegisteredAt::unpack(control(p)->lane[seq % shm::kLanes].source);
+      peer_in_[static_cast<std::size_t>(p)] =
+          at.id == 0 ? nullptr : ctx_.registered->peer(p, at, input_bytes(c));
+      any_registered_ = any_registered_ || at.id != 0;
+      if (at.id != 0 && !logged_registered_) {  // once: what a test or an operator can look for
+        logged_registered_ = true;
+        TPCOMM_LOG(kDebug, "shm", "rank {}: call #{} reads rank {}'s registered input in place",
+                   ctx_.rank, c.sequence, p);
+      }
       const shm::CallHeader& h = control(p)->lane[seq % shm::kLanes].call;
       if (h.sequence != mine.sequence || !(h.call == mine.call) || h.algorithm != mine.algorithm) {
         throw Error(ErrorCode::kMismatch, fmt::format("rank {} called {} but rank {} called {}", p,
@@ -186,8 +227,12 @@ class ShmBackend final : public CollectiveBackend {
   // lane just filled matters: those stores are still leaving the core (their lines were shared
   // with the peers that read the lane two steps ago), and loads from them would wait for that;
   // measured, one-shot W = 2 is 25-35% faster at 4-64 KiB. Same values, same order, same result.
-  const void* const* sources(std::uint64_t seq, std::size_t byte_offset, const void* own) {
-    for (int r = 0; r < ctx_.size; ++r) sources_[r] = lane(r, seq) + byte_offset;
+  // A peer whose input is registered is read at `input_offset` of its input instead.
+  const void* const* sources(std::uint64_t seq, std::size_t byte_offset, const void* own,
+                             std::size_t input_offset) {
+    for (int r = 0; r < ctx_.size; ++r) {
+      sources_[r] = peer_input(r) ? peer_input(r) + input_offset : lane(r, seq) + byte_offset;
+    }
     sources_[static_cast<std::size_t>(ctx_.rank)] = own;
     return sources_.data();
   }
@@ -199,14 +244,23 @@ class ShmBackend final : public CollectiveBackend {
   template <typename Fill, typename Consume>
   void chunked(const Call& c, std::size_t per_chunk, Algorithm algorithm, const Describe& what,
                Fill fill, Consume consume) {
+    std::uint64_t seq = 0;
     for (std::size_t base = 0; base < c.count || (c.count == 0 && base == 0); base += per_chunk) {
       const std::size_t n = std::min(per_chunk, c.count - base);
-      const std::uint64_t seq = ++seq_;
-      if (n > 0) fill(base, n, seq);  // a zero-element call may pass null buffers
+      seq = ++seq_;
+      if (n > 0 && !mine_at_.id) fill(base, n, seq);  // a zero-element call may pass null buffers
       exchange(seq, c, algorithm, what);
       if (n > 0) consume(base, n, seq);
       shm::flush_wake(header(), wake_pending_);
       if (c.count == 0) break;
+    }
+    // A rank whose input its peers read in place may return (and its caller change the input)
+    // only once they all finished reading: one barrier per call. Two-shot's reduce barrier
+    // already proves it.
+    if (any_registered_ && algorithm != Algorithm::kTwoShot) {
+      publish(shm::Flag::kReduced, seq);
+      wait(shm::Flag::kReduced, seq, what);
+      shm::flush_wake(header(), wake_pending_);
     }
   }
 
@@ -225,8 +279,8 @@ class ShmBackend final : public CollectiveBackend {
     const auto* in = static_cast<const std::uint8_t*>(c.input);
     chunked(c, lane_bytes_ / es, Algorithm::kOneShot, describer(c, Algorithm::kOneShot), copy_in(c),
             [&](std::size_t base, std::size_t n, std::uint64_t seq) {
-              shm::reduce_slots(sources(seq, 0, in + base * es), ctx_.size, n, c.type, c.reduce,
-                                static_cast<std::uint8_t*>(c.output) + base * es);
+              shm::reduce_slots(sources(seq, 0, in + base * es, base * es), ctx_.size, n, c.type,
+                                c.reduce, static_cast<std::uint8_t*>(c.output) + base * es);
             });
   }
 
@@ -243,8 +297,8 @@ class ShmBackend final : public CollectiveBackend {
                 return std::make_pair(lo, n * (r + 1) / w - lo);
               };
               const auto [lo, len] = slice(static_cast<std::size_t>(ctx_.rank));
-              shm::reduce_slots(sources(seq, lo * es, in + (base + lo) * es), ctx_.size, len,
-                                c.type, c.reduce, lane(ctx_.rank, seq) + lo * es);
+              shm::reduce_slots(sources(seq, lo * es, in + (base + lo) * es, (base + lo) * es),
+                                ctx_.size, len, c.type, c.reduce, lane(ctx_.rank, seq) + lo * es);
               publish(shm::Flag::kReduced, seq);
               wait(shm::Flag::kReduced, seq, what);
               for (std::size_t r = 0; r < w; ++r) {
@@ -261,8 +315,9 @@ class ShmBackend final : public CollectiveBackend {
     chunked(c, lane_bytes_ / es, Algorithm::kOneShot, describer(c, Algorithm::kOneShot), copy_in(c),
             [&](std::size_t base, std::size_t n, std::uint64_t seq) {
               for (int r = 0; r < ctx_.size; ++r) {
-                std::memcpy(out + (static_cast<std::size_t>(r) * c.count + base) * es, lane(r, seq),
-                            n * es);
+                const std::uint8_t* from = peer_input(r) ? peer_input(r) + base * es : lane(r, seq);
+                std::uint8_t* to = out + (static_cast<std::size_t>(r) * c.count + base) * es;
+                if (from != to) std::memcpy(to, from, n * es);  // equal: own block, in place
               }
             });
   }
@@ -281,16 +336,21 @@ class ShmBackend final : public CollectiveBackend {
           }
         },
         [&](std::size_t base, std::size_t n, std::uint64_t seq) {
-          shm::reduce_slots(
-              sources(seq, static_cast<std::size_t>(ctx_.rank) * n * es,
-                      in + (static_cast<std::size_t>(ctx_.rank) * c.count + base) * es),
-              ctx_.size, n, c.type, c.reduce, static_cast<std::uint8_t*>(c.output) + base * es);
+          const std::size_t block = static_cast<std::size_t>(ctx_.rank) * c.count + base;
+          shm::reduce_slots(sources(seq, static_cast<std::size_t>(ctx_.rank) * n * es,
+                                    in + block * es, block * es),
+                            ctx_.size, n, c.type, c.reduce,
+                            static_cast<std::uint8_t*>(c.output) + base * es);
         });
   }
 
   BackendContext ctx_;
   std::size_t lane_bytes_;
-  std::vector<const void*> sources_;  // scratch for lanes_at, so a call allocates nothing
+  std::vector<const void*> sources_;          // scratch for lanes_at, so a call allocates nothing
+  std::vector<const std::uint8_t*> peer_in_;  // each rank's registered input this step, or null
+  shm::RegisteredAt mine_at_;                 // this rank's, posted in its lane header
+  bool any_registered_ = false;               // some rank's input this step is read in place
+  bool logged_registered_ = false;
   shm::Segment segment_;
   std::uint64_t seq_ = 0;
   std::atomic<std::uint64_t> current_call_{1};  // read by abort() on another thread

@@ -50,6 +50,9 @@ struct CallHeader {
 struct alignas(kLine) LaneControl {
   std::atomic<std::uint64_t> arrived;  // the last step whose input is in this lane
   CallHeader call;                     // that step's call
+  // Where that step's input is when it is not in the lane: RegisteredAt::packed() of the
+  // rank's whole input in its registered buffer (registered_heap.hpp), 0 when in the lane.
+  std::uint64_t source;
 };
 static_assert(sizeof(LaneControl) == kLine);
 
