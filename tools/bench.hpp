@@ -29,6 +29,7 @@ struct BenchArgs {
   std::string plot;                // draw latency and bus bandwidth per engine into this PNG
   std::string bind_to = "core";    // "core": one CPU per rank when there are enough; "none"
   std::string tuning;              // a tuning file for every rank (TPCOMM_TUNING)
+  bool registered = false;         // also time inputs in registered buffers (allocate)
 };
 
 // Inside a group (tpcomm run, mpirun, torchrun): run the sweep; rank 0 prints the table.

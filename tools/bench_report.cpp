@@ -20,20 +20,26 @@ double busbw(const BenchArgs& a, int w, std::uint64_t bytes, double us) {
 
 void print_comparison(const BenchArgs& a, int w, const std::vector<BenchRow>& rows) {
   std::cout << "#\n# Same sweep, same data, out of place: time (us, best batch), bus bandwidth "
-               "(GB/s) and spread (median batch / best) per engine\n";
+               "(GB/s) and spread (median batch / best) per engine; speed-up: the engine's time "
+               "over tpcomm's\n";
   std::cout << fmt::format(
-      "# {:>10}   {:>9} {:>7} {:>6}   {:>9} {:>7} {:>6} {:>8}   {:>9} {:>7} {:>6} {:>8}\n", "size",
-      "tpcomm", "busbw", "spread", "mpi", "busbw", "spread", "speed-up", "gloo", "busbw", "spread",
-      "speed-up");
+      "# {:>10}   {:>9} {:>7} {:>6}   {:>10} {:>7} {:>6}   {:>9} {:>7} {:>6} {:>8}   {:>9} {:>7} "
+      "{:>6} {:>8}\n",
+      "size", "tpcomm", "busbw", "spread", "registered", "busbw", "spread", "mpi", "busbw",
+      "spread", "speed-up", "gloo", "busbw", "spread", "speed-up");
   for (const auto& r : rows) {
     auto col = [&](const std::optional<Timing>& t) {
       return t ? fmt::format("{:>9.2f} {:>7.2f} {:>6.2f} {:>7.2f}x", t->best,
                              busbw(a, w, r.bytes, t->best), t->spread(), t->best / r.time_oop)
                : fmt::format("{:>9} {:>7} {:>6} {:>8}", "-", "-", "-", "-");
     };
-    std::cout << fmt::format("  {:>10}   {:>9.2f} {:>7.2f} {:>6.2f}   {}   {}\n", r.bytes,
-                             r.time_oop, busbw(a, w, r.bytes, r.time_oop), r.spread_oop, col(r.mpi),
-                             col(r.gloo));
+    const std::string reg =
+        r.registered ? fmt::format("{:>10.2f} {:>7.2f} {:>6.2f}", r.registered->best,
+                                   busbw(a, w, r.bytes, r.registered->best), r.registered->spread())
+                     : fmt::format("{:>10} {:>7} {:>6}", "-", "-", "-");
+    std::cout << fmt::format("  {:>10}   {:>9.2f} {:>7.2f} {:>6.2f}   {}   {}   {}\n", r.bytes,
+                             r.time_oop, busbw(a, w, r.bytes, r.time_oop), r.spread_oop, reg,
+                             col(r.mpi), col(r.gloo));
   }
 }
 
@@ -78,6 +84,10 @@ void write_json(const BenchArgs& a, int w, const std::vector<BenchRow>& rows) {
     if (r.mpi) {
       o["mpi_time_us"] = r.mpi->best;
       o["mpi_spread"] = r.mpi->spread();
+    }
+    if (r.registered) {
+      o["registered_time_us"] = r.registered->best;
+      o["registered_spread"] = r.registered->spread();
     }
     if (r.gloo) {
       o["gloo_time_us"] = r.gloo->best;
@@ -127,7 +137,7 @@ void finish_report(const BenchArgs& a, int w, const std::vector<BenchRow>& rows,
   std::cout << fmt::format("# Out of bounds values : {} {}\n", total_wrong,
                            total_wrong == 0 ? "OK" : "FAILED");
   std::cout << fmt::format("# Avg bus bandwidth    : {:.3f}\n", busbw_sum / static_cast<double>(n));
-  if (!a.compare.empty()) print_comparison(a, w, rows);
+  if (!a.compare.empty() || a.registered) print_comparison(a, w, rows);
   if (!a.plot.empty()) plot(a, w, rows);
   if (!a.json.empty()) write_json(a, w, rows);
 }

@@ -20,6 +20,7 @@ struct BenchRow {
   std::uint64_t wrong_oop = 0, wrong_ip = 0;
   std::string path;  // backend/algorithm of the plan row
   std::optional<Timing> mpi, gloo;
+  std::optional<Timing> registered;  // out of place, the input in a registered buffer
 };
 
 void print_table_header(const BenchArgs& a, int w, int nodes, const std::string& digest);

@@ -110,6 +110,20 @@ BenchRow measure(const BenchArgs& a, Engines& e, std::uint64_t bytes) {
   if (a.check) check(a, e, b, row);
   const auto& plan_row = e.comm->plan().ops.at(a.op).row_for(bytes);
   row.path = fmt::format("{}/{}", to_string(plan_row.backend), to_string(plan_row.algorithm));
+  if (a.registered) {  // the same input, copied into a registered buffer
+    void* reg = e.comm->allocate(std::max<std::size_t>(b.in.size(), 1));
+    std::memcpy(reg, b.in.data(), b.in.size());
+    row.registered =
+        time_calls(*e.bs, warmup, a.iters, [&] { call(a, *e.comm, reg, b.out.data(), b.per); });
+    if (a.check) {
+      std::fill(b.out.begin(), b.out.end(), 0);
+      call(a, *e.comm, reg, b.out.data(), b.per);
+      row.wrong_oop +=
+          sum_over_ranks(*e.bs, count_wrong(a.op, a.redop, a.dtype, b.out.data(), b.n_out,
+                                            e.bs->rank(), e.bs->size(), b.n_in));
+    }
+    e.comm->free(reg);
+  }
   if (e.gloo) {
     row.gloo = time_calls(*e.bs, a.warmup, a.iters,
                           [&] { call(a, *e.gloo, b.in.data(), b.out.data(), b.per); });
@@ -134,6 +148,7 @@ std::vector<std::string> bench_argv(const BenchArgs& a, const std::string& self)
                                 "--iters",  std::to_string(a.iters),
                                 "--warmup", std::to_string(a.warmup)};
   if (a.check) v.push_back("--check");
+  if (a.registered) v.push_back("--registered");
   if (a.backend) v.insert(v.end(), {"--backend", std::string(to_string(*a.backend))});
   if (!a.compare.empty()) v.insert(v.end(), {"--compare", a.compare});
   if (!a.json.empty()) v.insert(v.end(), {"--json", a.json});

@@ -113,6 +113,10 @@ void add_bench_command(CLI::App& app, int& exit_status) {
           },
           "ENGINES"));
   cmd->add_option("--json", a->json, "write every row to this file");
+  cmd->add_flag(
+      "--registered", a->registered,
+      "also time each size with the input in a registered buffer (Communicator::allocate; "
+      "a column of its own in the comparison table)");
   cmd->add_option("--tuning", a->tuning,
                   "tuning file for the plan (as TPCOMM_TUNING), e.g. one tpcomm tune wrote");
   cmd->add_option("--plot", a->plot,

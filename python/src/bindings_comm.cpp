@@ -151,6 +151,15 @@ void bind_calls(py::class_<Comm>& c) {
   c.def(
       "barrier", [](Comm& self) { self.get().barrier(); }, rel);
   c.def(
+      "allocate",
+      [](Comm& self, std::size_t bytes) {
+        return reinterpret_cast<std::uintptr_t>(self.get().allocate(bytes));
+      },
+      rel);
+  c.def(
+      "free", [](Comm& self, std::uintptr_t p) { self.get().free(reinterpret_cast<void*>(p)); },
+      rel);
+  c.def(
       "split",
       [](Comm& self, int color, int key) -> std::optional<Comm> {
         auto sub = self.get().split(color, key);

@@ -61,6 +61,29 @@ def view(obj, what, writable=False):
     raise TypeError(f"{what}: expected a torch.Tensor or numpy.ndarray, got {type(obj).__name__}")
 
 
+def registered_empty(native, shape, dtype):
+    """A tensor or array of `shape` over memory native.allocate returns (see Communicator.empty)."""
+    import ctypes
+    import math
+
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    name = dtype_name(dtype)
+    numel = math.prod(shape)
+    nbytes = max(numel * (4 if name == "float32" else 2), 1)
+    ptr = native.allocate(nbytes)
+    raw = (ctypes.c_byte * nbytes).from_address(ptr)
+    torch = sys.modules.get("torch")
+    # A torch dtype, or a name while torch is imported: a tensor; a numpy dtype: an array.
+    if torch is not None and isinstance(dtype, (str, torch.dtype)):
+        return torch.frombuffer(raw, dtype=getattr(torch, name), count=numel).view(shape)
+    np = sys.modules.get("numpy")
+    if np is None or name == "bfloat16":
+        native.free(ptr)
+        raise ValueError(f"empty: a {name} buffer needs torch imported"
+                         + ("" if np is None else " (numpy has no bfloat16)"))
+    return np.frombuffer(raw, dtype=name, count=numel).reshape(shape)
+
+
 def empty_like(v, shape):
     """A new buffer of `shape` with v's dtype, on v's device."""
     if v.kind == "torch":

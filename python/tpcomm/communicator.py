@@ -139,6 +139,22 @@ class Communicator:
         """Returns once every rank has called it."""
         self._native.barrier()
 
+    # --- registered buffers (docs/registered.md) -------------------------------------------------
+
+    def empty(self, shape, dtype="float32"):
+        """A new uninitialised buffer of `shape` in registered host memory: a torch tensor for a
+        torch dtype (or a dtype name when torch is imported), else a numpy array. Collective: every
+        rank calls it with the same shape and dtype, in the same order. Calls whose input is in
+        it are read in place by the other ranks of the node. Release with free()."""
+        if self.device != "cpu":
+            raise ValueError("empty: registered buffers are host memory, for a CPU communicator")
+        return _buffers.registered_empty(self._native, shape, dtype)
+
+    def free(self, buffer):
+        """Collective, in the same order on every rank: releases what empty() returned. The
+        buffer must not be used afterwards (its memory is unmapped)."""
+        self._native.free(_buffers.view(buffer, "free").ptr)
+
     def split(self, color, key=0):
         """Every rank calls it; ranks with the same color form a new Communicator (ranked by key,
         then by rank here). A negative color takes part and gets None."""

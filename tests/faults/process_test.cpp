@@ -275,6 +275,26 @@ TEST(Faults, KillNineInsideAOneShotCall) {
   EXPECT_EQ(segments_of(pid_in(killed[0])), 0) << "no /dev/shm segment left by the killed rank";
 }
 
+TEST(Faults, KillNineWhilePeersReadItsRegisteredInputIsNamedAndLeavesNothing) {
+  // 64 KiB inputs in registered buffers: the survivors read rank 2's memory in place when it
+  // dies. Its mapping stays valid for them (no SIGBUS); they name it within the deadline.
+  const std::string mark = marker();
+  auto r = run_group({"-n", "3", "--keep-going"}, {"loop", "100000", "16384"},
+                     {{"TPCOMM_TIMEOUT_MS", "10000"},
+                      {"TEST_KILL_RANK", "2"},
+                      {"TEST_AFTER", "50"},
+                      {"TEST_REGISTERED", "1"}},
+                     mark);
+  auto killed = lines_with(r.out, "killing itself (pid ");
+  ASSERT_EQ(killed.size(), 1u) << r.out;
+  auto errors = lines_with(r.out, "cannot complete");
+  ASSERT_EQ(errors.size(), 2u) << r.out << r.err;
+  for (const auto& e : errors) EXPECT_NE(e.find("rank 2 ("), std::string::npos) << e;
+  EXPECT_EQ(lines_with(r.out + r.err, "signal 7").size(), 0u) << "no SIGBUS: " << r.out << r.err;
+  EXPECT_EQ(processes_with(mark), 0);
+  EXPECT_EQ(segments_of(pid_in(killed[0])), 0) << "no /dev/shm segment left by the killed rank";
+}
+
 TEST(Faults, AThousandRandomSmallCallsStayCorrect) {
   auto r = run_group({"-n", "3"}, {"random", "1000"}, {}, marker());
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;

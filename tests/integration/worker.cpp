@@ -207,6 +207,15 @@ int run_loop(tpcomm::Communicator& comm, int iterations, std::size_t count) {
   const int victim_stop = env_int("TEST_STOP_RANK", -1);
   const int after = env_int("TEST_AFTER", 20);
   std::vector<float> data(count, 1.0f);
+  // TEST_REGISTERED=1: the input in a registered buffer (read in place by the peers), out of
+  // place, since in-place one-shot copies anyway.
+  float* in = data.data();
+  std::vector<float> out(count);
+  if (env_int("TEST_REGISTERED", 0) == 1) {
+    in = static_cast<float*>(comm.allocate(count * sizeof(float)));
+    std::fill(in, in + count, 1.0f);
+  }
+  float* result = in == data.data() ? data.data() : out.data();
   std::printf("rank %d: looping\n", rank);  // what a test waits for before it signals
   std::fflush(stdout);
   for (int i = 0; i < iterations; ++i) {
@@ -217,7 +226,7 @@ int run_loop(tpcomm::Communicator& comm, int iterations, std::size_t count) {
       std::fflush(stdout);
       raise(rank == victim_kill ? SIGKILL : SIGSTOP);
     }
-    comm.all_reduce(data.data(), data.data(), count, DataType::kFloat32, ReduceOp::kAvg);
+    comm.all_reduce(in, result, count, DataType::kFloat32, ReduceOp::kAvg);
   }
   std::printf("rank %d: loop of %d done\n", rank, iterations);
   return 0;

@@ -136,3 +136,42 @@ def test_plan_route_plan_text_and_plan_file(tmp_path):
             assert e.code == "invalid_input" and isinstance(e, ValueError), e
         ok()
     """, n=2).expect_ok(2)
+
+
+def test_registered_buffers_from_empty_are_read_in_place_and_give_the_same_results(tmp_path):
+    run_ranks(tmp_path, """
+        import numpy as np
+        comm = tpcomm.Communicator.from_env(timeout=30)
+        n, r = comm.size, comm.rank
+        lines = []
+        tpcomm.set_log_level("debug")
+        tpcomm.set_log_sink(lambda level, sub, msg: lines.append(msg) if sub == "shm" else None)
+        count = 50_000  # 200 kB of float32: above the size from which peers read in place
+        base = torch.arange(count, dtype=torch.float32) % 113
+        for dt in (torch.float32, torch.bfloat16):
+            t = comm.empty((count,), dt)
+            assert t.shape == (count,) and t.dtype == dt
+            t.copy_((base + r).to(dt))
+            out = torch.empty_like(t)
+            comm.all_reduce(t, out=out)
+            assert torch.equal(out, sum(base + q for q in range(n)).to(dt)), dt
+            assert torch.equal(t, (base + r).to(dt)), "the registered input is unchanged"
+            g = comm.all_gather(t)
+            assert torch.equal(g, torch.cat([(base + q).to(dt) for q in range(n)])), dt
+            comm.free(t)
+        a = comm.empty((count,), np.float16)
+        assert isinstance(a, np.ndarray) and a.dtype == np.float16
+        a[:] = (np.arange(count) % 113 + r).astype(np.float16)
+        s = np.empty_like(a)
+        comm.all_reduce(a, out=s)
+        assert np.array_equal(s, sum((np.arange(count) % 113 + q) for q in range(n)).astype(np.float16))
+        comm.free(a)
+        tpcomm.set_log_sink(None)
+        assert any("registered input in place" in m for m in lines), lines
+        try:
+            comm.empty((0x10000000000,), "float32")  # 4 TiB
+            raise AssertionError("4 TiB allocated")
+        except tpcomm.UnavailableError as e:
+            assert "/dev/shm" in str(e), e
+        ok()
+    """, n=2).expect_ok(2)
