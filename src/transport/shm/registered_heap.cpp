@@ -62,6 +62,12 @@ void* RegisteredHeap::allocate(std::size_t bytes, Bootstrap& bs, const Deadline&
       code = ErrorCode::kInvalidInput;
       throw invalid_input(fmt::format("allocate({} bytes): expected 1 byte to 256 TiB", bytes));
     }
+    if (id > RegisteredAt::kMaxId) {  // the lane header has 16 bits for it
+      throw Error(ErrorCode::kUnavailable,
+                  fmt::format("allocate: at most {} allocations per communicator (freed ones "
+                              "count too)",
+                              RegisteredAt::kMaxId));
+    }
     std::random_device rd;
     own->create(detail::segment_name("buf", fmt::format("{:016x}{:04x}{:08x}", comm_id_, id, rd())),
                 rounded, "the bytes asked of allocate");
