@@ -74,6 +74,12 @@ const std::vector<EnvVar>& env_registry() {
       {"TPCOMM_DISABLE", EnvKind::kList, "",
        "backends never to use (comma list); nccl and gloo, the fallbacks, cannot be disabled",
        disableable_backend_names()},
+      {"TPCOMM_SHM_SINGLE_COPY",
+       EnvKind::kFlag,
+       "1",
+       "0: shm's all-gather always copies through the lanes; 1: it reads peers' inputs directly "
+       "(process_vm_readv) where a set-up probe shows the kernel allows it",
+       {}},
       {"TPCOMM_SHM_WORKSPACE",
        EnvKind::kInteger,
        "524288",

@@ -265,6 +265,7 @@ BackendContext backend_context(CommunicatorState& c,
   context.node_of_rank = node_of;
   context.shm_workspace_bytes = static_cast<std::size_t>(env_integer("TPCOMM_SHM_WORKSPACE"));
   context.graph_slots = static_cast<std::size_t>(env_integer("TPCOMM_GRAPH_SLOTS"));
+  context.shm_single_copy = env_flag("TPCOMM_SHM_SINGLE_COPY");
   context.cuda_device = c.cuda_device;
   context.zero_copy = c.graph_plan.ops.at(Op::kAllReduce).zero_copy;
   context.registered = c.heap;

@@ -163,6 +163,24 @@ TEST(CorrectnessPaths, GlooWhenShmIsDisabledAndShmWithATinyWorkspace) {
   EXPECT_EQ(results(chunked.out), results(plain.out)) << "chunking must not change a bit";
 }
 
+TEST(CorrectnessPaths, AllGatherReadsPeersDirectlyOrThroughTheLanesWithTheSameBits) {
+  // Processes: the single-copy path is process_vm_readv here (threads would use memcpy).
+  auto direct = run_group({"-n", "3"}, {"correctness"},
+                          {{"TPCOMM_LOG", "debug"}, {"TPCOMM_LOG_SUBSYS", "shm"}}, marker());
+  EXPECT_EQ(direct.exit_code, 0) << direct.out << direct.err;
+  EXPECT_EQ(lines_with(direct.out + direct.err, "single-copy reads on").size(), 3u)
+      << direct.out << direct.err;
+  auto lanes = run_group({"-n", "3"}, {"correctness"}, {{"TPCOMM_SHM_SINGLE_COPY", "0"}}, marker());
+  EXPECT_EQ(lanes.exit_code, 0) << lanes.out << lanes.err;
+  EXPECT_EQ(lines_with(lanes.out, "324 checks, 0 failed").size(), 3u) << lanes.out;
+  auto results = [](const std::string& out) {
+    std::set<std::string> found;
+    for (const auto& l : lines_with(out, "results=")) found.insert(l.substr(l.find("results=")));
+    return found;
+  };
+  EXPECT_EQ(results(direct.out), results(lanes.out)) << "the path must not change a bit";
+}
+
 TEST(Faults, MismatchedCountThroughShmIsAnErrorNotGarbage) {
   auto r = run_group({"-n", "2", "--keep-going"}, {"mismatch", "count"}, {}, marker());
   EXPECT_EQ(r.exit_code, 3) << r.out << r.err;

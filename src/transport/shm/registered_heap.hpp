@@ -29,7 +29,7 @@ struct RegisteredAt {
   std::uint64_t packed() const { return id == 0 ? 0 : (std::uint64_t{id} << 48) | offset; }
   static RegisteredAt unpack(std::uint64_t v) { return {std::uint32_t(v >> 48), v & kOffsetMask}; }
   static constexpr std::uint64_t kOffsetMask = (std::uint64_t{1} << 48) - 1;
-  static constexpr std::uint32_t kMaxId = 0xffff;
+  static constexpr std::uint32_t kMaxId = 0x7fff;  // bit 63 of the packed form is not ours
 };
 
 class RegisteredHeap {

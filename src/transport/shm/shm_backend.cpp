@@ -19,6 +19,7 @@
 #include "shm_reduce.hpp"
 #include "shm_segment.hpp"
 #include "shm_wait.hpp"
+#include "single_copy.hpp"
 #include "tpcomm/error.hpp"
 #include "transport/common/call_text.hpp"
 
@@ -27,8 +28,9 @@ namespace {
 
 using shm::RankControl;
 
-// Inputs below this are copied into the lane even when registered (see register_input).
-constexpr std::size_t kRegisteredMinBytes = 16 << 10;
+using shm::kRegisteredMinBytes;
+using shm::kSingleCopyFlag;
+using shm::kSingleCopyMinBytes;
 using shm::SegmentHeader;
 
 std::string describe(const CallIdentity& id, std::uint32_t algorithm) {
@@ -51,7 +53,8 @@ class ShmBackend final : public CollectiveBackend {
       : ctx_(std::move(context)),
         lane_bytes_(shm::lane_bytes(ctx_.shm_workspace_bytes)),
         sources_(static_cast<std::size_t>(ctx_.size)),
-        peer_in_(static_cast<std::size_t>(ctx_.size)) {}
+        peer_in_(static_cast<std::size_t>(ctx_.size)),
+        peer_address_(static_cast<std::size_t>(ctx_.size)) {}
 
   Backend kind() const override { return Backend::kShm; }
   int setup_steps() const override { return 2; }
@@ -93,8 +96,13 @@ class ShmBackend final : public CollectiveBackend {
     control(ctx_.rank)->mapped.store(1, std::memory_order_release);
   }
 
-  // Every rank has mapped it (the vote said so): the name can go, so no crash can leak it.
-  void setup_complete() override { segment_.unlink(); }
+  // Every rank has mapped it (the vote said so): the name can go, so no crash can leak it. Then
+  // every rank (all reach this together) agrees on single-copy reads.
+  void setup_complete() override {
+    segment_.unlink();
+    single_copy_ = shm::agree_on_single_copy(*ctx_.bootstrap, ctx_.shm_single_copy,
+                                             Deadline::after(ctx_.timeout));
+  }
 
   void abort() override {
     if (segment_.base() == nullptr) return;
@@ -119,11 +127,7 @@ class ShmBackend final : public CollectiveBackend {
     register_input(c);
     switch (c.op) {
       case Op::kAllReduce:
-        if (c.algorithm == Algorithm::kTwoShot) {
-          two_shot(c);
-        } else {
-          one_shot(c);
-        }
+        c.algorithm == Algorithm::kTwoShot ? two_shot(c) : one_shot(c);
         break;
       case Op::kAllGather:
         all_gather(c);
@@ -174,6 +178,7 @@ class ShmBackend final : public CollectiveBackend {
     const bool in_place_one_shot =
         c.op == Op::kAllReduce && c.algorithm != Algorithm::kTwoShot && c.input == c.output;
     mine_at_ = {};
+    mine_single_copy_ = 0;
     if (ctx_.registered && !in_place_one_shot && input_bytes(c) >= kRegisteredMinBytes) {
       mine_at_ = ctx_.registered->find(c.input, input_bytes(c));
     }
@@ -199,15 +204,18 @@ class ShmBackend final : public CollectiveBackend {
     RankControl& me = *control(ctx_.rank);
     shm::CallHeader& mine = me.lane[seq % shm::kLanes].call;
     mine = shm::CallHeader{seq, identity_of(c), static_cast<std::uint32_t>(algorithm)};
-    me.lane[seq % shm::kLanes].source = mine_at_.packed();
+    me.lane[seq % shm::kLanes].source = mine_at_.id != 0 ? mine_at_.packed() : mine_single_copy_;
     publish(shm::Flag::kArrived, seq);
     wait(shm::Flag::kArrived, seq, what);
-    any_registered_ = false;
+    any_in_place_ = false;
     for (int p = 0; p < ctx_.size; ++p) {
-      const auto at = shm::RegisteredAt::unpack(control(p)->lane[seq % shm::kLanes].source);
+      const std::uint64_t source = control(p)->lane[seq % shm::kLanes].source;
+      const bool direct = (source & kSingleCopyFlag) != 0;
+      peer_address_[static_cast<std::size_t>(p)] = direct ? source & ~kSingleCopyFlag : 0;
+      const auto at = shm::RegisteredAt::unpack(direct ? 0 : source);
       peer_in_[static_cast<std::size_t>(p)] =
           at.id == 0 ? nullptr : ctx_.registered->peer(p, at, input_bytes(c));
-      any_registered_ = any_registered_ || at.id != 0;
+      any_in_place_ = any_in_place_ || source != 0;
       if (at.id != 0 && !logged_registered_) {  // once: what a test or an operator can look for
         logged_registered_ = true;
         TPCOMM_LOG(kDebug, "shm", "rank {}: call #{} reads rank {}'s registered input in place",
@@ -248,7 +256,8 @@ class ShmBackend final : public CollectiveBackend {
     for (std::size_t base = 0; base < c.count || (c.count == 0 && base == 0); base += per_chunk) {
       const std::size_t n = std::min(per_chunk, c.count - base);
       seq = ++seq_;
-      if (n > 0 && !mine_at_.id) fill(base, n, seq);  // a zero-element call may pass null buffers
+      if (n > 0 && !mine_at_.id && !mine_single_copy_)
+        fill(base, n, seq);  // a zero-element call may pass null buffers
       exchange(seq, c, algorithm, what);
       if (n > 0) consume(base, n, seq);
       shm::flush_wake(header(), wake_pending_);
@@ -257,7 +266,7 @@ class ShmBackend final : public CollectiveBackend {
     // A rank whose input its peers read in place may return (and its caller change the input)
     // only once they all finished reading: one barrier per call. Two-shot's reduce barrier
     // already proves it.
-    if (any_registered_ && algorithm != Algorithm::kTwoShot) {
+    if (any_in_place_ && algorithm != Algorithm::kTwoShot) {
       publish(shm::Flag::kReduced, seq);
       wait(shm::Flag::kReduced, seq, what);
       shm::flush_wake(header(), wake_pending_);
@@ -309,14 +318,29 @@ class ShmBackend final : public CollectiveBackend {
             });
   }
 
+  // Large inputs in one step with single-copy reads (every rank: the same sizes, the same
+  // set-up vote), each peer's input read where it lies; else chunk by chunk through the lanes.
   void all_gather(const Call& c) {
     const std::size_t es = size_of(c.type);
     auto* out = static_cast<std::uint8_t*>(c.output);
-    chunked(c, lane_bytes_ / es, Algorithm::kOneShot, describer(c, Algorithm::kOneShot), copy_in(c),
+    const auto* in = static_cast<const std::uint8_t*>(c.input);
+    const bool direct = single_copy_ && c.count * es >= kSingleCopyMinBytes;
+    if (direct && !mine_at_.id)
+      mine_single_copy_ = reinterpret_cast<std::uint64_t>(in) | kSingleCopyFlag;
+    chunked(c, direct ? c.count : lane_bytes_ / es, Algorithm::kOneShot,
+            describer(c, Algorithm::kOneShot), copy_in(c),
             [&](std::size_t base, std::size_t n, std::uint64_t seq) {
               for (int r = 0; r < ctx_.size; ++r) {
-                const std::uint8_t* from = peer_input(r) ? peer_input(r) + base * es : lane(r, seq);
-                std::uint8_t* to = out + (static_cast<std::size_t>(r) * c.count + base) * es;
+                const auto ur = static_cast<std::size_t>(r);
+                std::uint8_t* to = out + (ur * c.count + base) * es;
+                if (peer_address_[ur] != 0 && r != ctx_.rank) {
+                  shm::read_peer_memory(r, control(r)->pid.load(std::memory_order_acquire),
+                                        peer_address_[ur] + base * es, to, n * es);
+                  continue;
+                }
+                const std::uint8_t* from = r == ctx_.rank && peer_address_[ur] != 0 ? in + base * es
+                                           : peer_input(r) ? peer_input(r) + base * es
+                                                           : lane(r, seq);
                 if (from != to) std::memcpy(to, from, n * es);  // equal: own block, in place
               }
             });
@@ -349,7 +373,10 @@ class ShmBackend final : public CollectiveBackend {
   std::vector<const void*> sources_;          // scratch for lanes_at, so a call allocates nothing
   std::vector<const std::uint8_t*> peer_in_;  // each rank's registered input this step, or null
   shm::RegisteredAt mine_at_;                 // this rank's, posted in its lane header
-  bool any_registered_ = false;               // some rank's input this step is read in place
+  std::vector<std::uint64_t> peer_address_;   // each rank's input for a single-copy read, or 0
+  std::uint64_t mine_single_copy_ = 0;        // this rank's, with kSingleCopyFlag, or 0
+  bool single_copy_ = false;                  // every rank can read every peer (set-up vote)
+  bool any_in_place_ = false;                 // some rank's input this step is read in place
   bool logged_registered_ = false;
   shm::Segment segment_;
   std::uint64_t seq_ = 0;

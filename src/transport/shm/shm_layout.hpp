@@ -47,11 +47,21 @@ struct CallHeader {
 
 // One lane's flag and the header of the step in it share one cache line, so a waiting peer gets
 // both with a single transfer.
+// Inputs below this are copied into the lane even when registered (ShmBackend::register_input).
+constexpr std::size_t kRegisteredMinBytes = 16 << 10;
+// All-gather inputs from which peers read them straight from the rank's memory (single_copy.hpp)
+// in one step, instead of chunk by chunk through the lanes: below it the system call and the
+// closing barrier cost more than the second copy.
+constexpr std::size_t kSingleCopyMinBytes = 32 << 10;
+// A lane header's `source` with this bit: the rest is the input's address in the rank's process.
+constexpr std::uint64_t kSingleCopyFlag = std::uint64_t{1} << 63;
+
 struct alignas(kLine) LaneControl {
   std::atomic<std::uint64_t> arrived;  // the last step whose input is in this lane
   CallHeader call;                     // that step's call
   // Where that step's input is when it is not in the lane: RegisteredAt::packed() of the
-  // rank's whole input in its registered buffer (registered_heap.hpp), 0 when in the lane.
+  // rank's whole input in its registered buffer (registered_heap.hpp), or kSingleCopyFlag | its
+  // address for a single-copy read; 0 when in the lane.
   std::uint64_t source;
 };
 static_assert(sizeof(LaneControl) == kLine);
