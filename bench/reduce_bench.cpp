@@ -49,6 +49,11 @@ BENCHMARK_CAPTURE(BM_ReduceSlots, float32_baseline, tpcomm::DataType::kFloat32,
     ->Args({2, 1 << 16})
     ->Args({4, 1 << 16})
     ->Args({2, 1 << 20});
+BENCHMARK_CAPTURE(BM_ReduceSlots, bfloat16_avx512bf16, tpcomm::DataType::kBFloat16,
+                  KernelIsa::kAvx512Bf16)
+    ->Args({2, 1 << 16})
+    ->Args({4, 1 << 16})
+    ->Args({2, 1 << 20});
 BENCHMARK_CAPTURE(BM_ReduceSlots, bfloat16_avx512, tpcomm::DataType::kBFloat16, KernelIsa::kAvx512)
     ->Args({2, 1 << 16})
     ->Args({4, 1 << 16})

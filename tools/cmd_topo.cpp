@@ -26,9 +26,8 @@ std::string yes_no(bool b) {
 
 // The reduction variants this CPU can run, best first (each is tested and benchmarked by name).
 std::string runnable_kernel_variants() {
-  using transport::shm::KernelIsa;
   std::string out;
-  for (KernelIsa isa : {KernelIsa::kAvx512, KernelIsa::kAvx2, KernelIsa::kBaseline}) {
+  for (transport::shm::KernelIsa isa : transport::shm::kAllKernelIsas) {
     if (!transport::shm::cpu_runs(isa)) continue;
     out += (out.empty() ? "" : ", ") + std::string(transport::shm::to_string(isa));
   }

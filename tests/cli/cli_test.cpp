@@ -212,10 +212,12 @@ TEST(Cli, TopoWithoutGpuPrintsCpuFactsAndSaysWhy) {
     }
     return true;
   };
-  const char* best =
-      has({"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd", "avx2", "f16c"}) ? "avx512"
-      : has({"avx2", "f16c", "fma", "bmi2"})                                           ? "avx2"
-                                                                                       : "baseline";
+  const bool avx512 =
+      has({"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd", "avx2", "f16c"});
+  const char* best = avx512 && has({"avx512_bf16"})         ? "avx512bf16"
+                     : avx512                               ? "avx512"
+                     : has({"avx2", "f16c", "fma", "bmi2"}) ? "avx2"
+                                                            : "baseline";
   EXPECT_TRUE(contains(r.out, std::string("kernels shm reductions: ") + best + " (this CPU runs"))
       << r.out;
   // TPCOMM_CPU_KERNELS picks another variant (every x86-64 CPU runs the baseline).

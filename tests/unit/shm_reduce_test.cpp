@@ -203,7 +203,7 @@ TEST_P(ShmReduce, EveryTypeOpRankCountAndOffsetMatchesTheScalarReferenceBitForBi
 
 INSTANTIATE_TEST_SUITE_P(Variants, ShmReduce,
                          ::testing::Values(KernelIsa::kBaseline, KernelIsa::kAvx2,
-                                           KernelIsa::kAvx512),
+                                           KernelIsa::kAvx512, KernelIsa::kAvx512Bf16),
                          [](const ::testing::TestParamInfo<KernelIsa>& p) {
                            return std::string(transport::shm::to_string(p.param));
                          });

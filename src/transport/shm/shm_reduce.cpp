@@ -242,10 +242,19 @@ int op_code(ReduceOp op) {
   return op == ReduceOp::kMax ? 1 : op == ReduceOp::kMin ? 2 : 0;
 }
 
+#if defined(TPCOMM_HAVE_BF16_NATIVE)
+// The AVX-512 kernels with bf16 rounded by the AVX512-BF16 instruction.
+constexpr Kernels kKernels_avx512bf16 = {reduce_f32_avx512, kernels::reduce_bf16_avx512bf16,
+                                         combine_avx512, scale_avx512};
+#else
+constexpr Kernels kKernels_avx512bf16 = kKernels_avx512;
+#endif
+
 const Kernels& kernels_of(KernelIsa isa) {
-  return isa == KernelIsa::kAvx512 ? kKernels_avx512
-         : isa == KernelIsa::kAvx2 ? kKernels_avx2
-                                   : kKernels_baseline;
+  return isa == KernelIsa::kAvx512Bf16 ? kKernels_avx512bf16
+         : isa == KernelIsa::kAvx512   ? kKernels_avx512
+         : isa == KernelIsa::kAvx2     ? kKernels_avx2
+                                       : kKernels_baseline;
 }
 
 // fp16: on AVX-512 and AVX2 converted in registers; the baseline widens a block at a time (with
@@ -253,7 +262,7 @@ const Kernels& kernels_of(KernelIsa isa) {
 void reduce_f16(KernelIsa isa, const void* const* srcs, int ranks, std::size_t count, void* out,
                 int code, bool avg) {
 #if defined(TPCOMM_HAVE_F16_IN_REGISTERS)
-  if (isa == KernelIsa::kAvx512)
+  if (isa == KernelIsa::kAvx512 || isa == KernelIsa::kAvx512Bf16)
     return kernels::reduce_f16_avx512(srcs, ranks, count, out, code, avg);
   if (isa == KernelIsa::kAvx2) return kernels::reduce_f16_avx2(srcs, ranks, count, out, code, avg);
 #endif
@@ -280,6 +289,8 @@ void reduce_f16(KernelIsa isa, const void* const* srcs, int ranks, std::size_t c
 bool cpu_runs(KernelIsa isa) {
 #if defined(TPCOMM_X86_VARIANTS)
   __builtin_cpu_init();
+  if (isa == KernelIsa::kAvx512Bf16)
+    return __builtin_cpu_supports("x86-64-v4") && __builtin_cpu_supports("avx512bf16");
   if (isa == KernelIsa::kAvx512) return __builtin_cpu_supports("x86-64-v4");
   if (isa == KernelIsa::kAvx2) return __builtin_cpu_supports("x86-64-v3");
   return true;
@@ -293,11 +304,12 @@ namespace {
 // TPCOMM_CPU_KERNELS: another variant than the best, to measure what a machine without the best
 // one would run (an AVX2 machine's path on an AVX-512 one); one this CPU cannot run is refused.
 KernelIsa chosen_kernel_isa() {
-  const KernelIsa best = cpu_runs(KernelIsa::kAvx512) ? KernelIsa::kAvx512
-                         : cpu_runs(KernelIsa::kAvx2) ? KernelIsa::kAvx2
-                                                      : KernelIsa::kBaseline;
+  const KernelIsa best = cpu_runs(KernelIsa::kAvx512Bf16) ? KernelIsa::kAvx512Bf16
+                         : cpu_runs(KernelIsa::kAvx512)   ? KernelIsa::kAvx512
+                         : cpu_runs(KernelIsa::kAvx2)     ? KernelIsa::kAvx2
+                                                          : KernelIsa::kBaseline;
   const std::string wanted = env_string("TPCOMM_CPU_KERNELS");
-  for (KernelIsa isa : {KernelIsa::kAvx512, KernelIsa::kAvx2, KernelIsa::kBaseline}) {
+  for (KernelIsa isa : kAllKernelIsas) {
     if (wanted != to_string(isa)) continue;
     if (!cpu_runs(isa)) {
       throw Error(ErrorCode::kUnavailable,
@@ -318,7 +330,10 @@ KernelIsa best_kernel_isa() {
 }
 
 const char* to_string(KernelIsa isa) {
-  return isa == KernelIsa::kAvx512 ? "avx512" : isa == KernelIsa::kAvx2 ? "avx2" : "baseline";
+  return isa == KernelIsa::kAvx512Bf16 ? "avx512bf16"
+         : isa == KernelIsa::kAvx512   ? "avx512"
+         : isa == KernelIsa::kAvx2     ? "avx2"
+                                       : "baseline";
 }
 
 const char* kernel_isa() {

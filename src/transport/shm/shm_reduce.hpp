@@ -12,7 +12,8 @@
 
 namespace tpcomm::transport::shm {
 
-enum class KernelIsa { kBaseline, kAvx2, kAvx512 };  // kAvx512: x86-64-v4
+// kAvx512: x86-64-v4; kAvx512Bf16: that and AVX512-BF16 (only bf16 differs: native rounding).
+enum class KernelIsa { kBaseline, kAvx2, kAvx512, kAvx512Bf16 };
 
 // out[i] = op over r of srcs[r][i], for i in [0, count). `srcs` has `ranks` pointers. out may
 // alias one of the sources. Runs the best variant for this CPU.
@@ -22,10 +23,13 @@ void reduce_slots(const void* const* srcs, int ranks, std::size_t count, DataTyp
 void reduce_slots_with(KernelIsa isa, const void* const* srcs, int ranks, std::size_t count,
                        DataType type, ReduceOp op, void* out);
 
+// Best first.
+inline constexpr KernelIsa kAllKernelIsas[] = {KernelIsa::kAvx512Bf16, KernelIsa::kAvx512,
+                                               KernelIsa::kAvx2, KernelIsa::kBaseline};
 bool cpu_runs(KernelIsa isa);
 KernelIsa best_kernel_isa();
 const char* to_string(KernelIsa isa);
-// The variant reduce_slots runs on this CPU ("avx512", "avx2" or "baseline").
+// The variant reduce_slots runs on this CPU ("avx512bf16", "avx512", "avx2" or "baseline").
 const char* kernel_isa();
 
 }  // namespace tpcomm::transport::shm

@@ -1,6 +1,6 @@
-// What the shm reduction kernels' sources share (shm_reduce.cpp, shm_reduce_f16.cpp): the
-// targets of the ISA clones, the element-wise operations, and the fp16 kernels that convert in
-// registers.
+// What the shm reduction kernels' sources share (shm_reduce.cpp, shm_reduce_f16.cpp,
+// shm_reduce_bf16.cpp): the targets of the ISA clones, the element-wise operations, and the
+// kernels that convert in registers (fp16; bf16 with AVX512-BF16).
 #pragma once
 
 #include <cstddef>
@@ -12,9 +12,12 @@ namespace tpcomm::transport::shm::kernels {
 #define TPCOMM_HAVE_F16_IN_REGISTERS 1
 #define TPCOMM_TARGET_AVX512 __attribute__((target("arch=x86-64-v4")))
 #define TPCOMM_TARGET_AVX2 __attribute__((target("arch=x86-64-v3")))
+#define TPCOMM_HAVE_BF16_NATIVE 1
+#define TPCOMM_TARGET_AVX512BF16 __attribute__((target("arch=x86-64-v4,avx512bf16")))
 #else
 #define TPCOMM_TARGET_AVX512
 #define TPCOMM_TARGET_AVX2
+#define TPCOMM_TARGET_AVX512BF16
 #endif
 
 #define TPCOMM_INLINE inline __attribute__((always_inline))
@@ -43,6 +46,11 @@ void reduce_f16_avx2(const void* const* srcs, int ranks, std::size_t n, void* ou
                      bool avg);
 void reduce_f16_avx512(const void* const* srcs, int ranks, std::size_t n, void* out, int code,
                        bool avg);
+#endif
+#if defined(TPCOMM_HAVE_BF16_NATIVE)
+// bf16 with the rounding done by vcvtne2ps2bf16 (shm_reduce_bf16.cpp).
+void reduce_bf16_avx512bf16(const void* const* srcs, int ranks, std::size_t n, void* out, int code,
+                            bool avg);
 #endif
 
 }  // namespace tpcomm::transport::shm::kernels
