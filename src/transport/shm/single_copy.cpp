@@ -45,8 +45,9 @@ void read_peer_memory(int peer, int pid, std::uint64_t address, void* to, std::s
 }
 
 bool agree_on_single_copy(Bootstrap& bs, bool enabled, const Deadline& deadline) {
-  // Under Yama's ptrace_scope 1 only a process's ancestors may read it; ranks are siblings.
-  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  // Under Yama's ptrace_scope 1 only a process's ancestors may read it; ranks are siblings. (As
+  // Open MPI's vader does; with TPCOMM_SHM_SINGLE_COPY=0 the process's setting is left alone.)
+  if (enabled) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
   const std::uint64_t word = 0x7c0ffee000000000ULL + static_cast<std::uint64_t>(bs.rank());
   const auto posts = bs.all_gather(
       bytes_of(fmt::format("{} {}", getpid(), reinterpret_cast<std::uintptr_t>(&word))),

@@ -16,7 +16,8 @@ namespace tpcomm::transport::shm {
 // Throws kUnavailable naming `peer` when the kernel refuses or the process is gone.
 void read_peer_memory(int peer, int pid, std::uint64_t address, void* to, std::size_t bytes);
 
-// Set-up, every rank: lets peers read this process (Yama's PR_SET_PTRACER), then each rank reads a
+// Set-up, every rank: lets peers read this process (Yama's PR_SET_PTRACER_ANY, unless
+// `enabled` is false), then each rank reads a
 // word of every peer's; true on every rank when every read worked everywhere and `enabled` on
 // every rank (TPCOMM_SHM_SINGLE_COPY). Never throws for a refusal: it is logged, and false.
 bool agree_on_single_copy(Bootstrap& bootstrap, bool enabled, const Deadline& deadline);
