@@ -6,6 +6,8 @@
 // then NCCL's time per all-reduce at 2 KiB-1 MiB, eager and in a CUDA graph.
 #include "communicator_check.hpp"
 
+#include "cuda_check.hpp"
+
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -21,16 +23,11 @@
 #include "tpcomm/communicator.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/plan.hpp"
+#include "tpcomm/types.hpp"
 #include "transport/nccl/nccl_library.hpp"
 
 namespace tpcomm::gpu_check {
 namespace {
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    throw Error(ErrorCode::kInternal, fmt::format("{}: {}", what, cudaGetErrorString(e)));
-  }
-}
 
 // Bytes of random-looking 16-bit halves in [0x0400, 0x3fff]: read as float16, bfloat16 or the
 // high half of a float32, every value is a normal finite number (no NaN to make max/min
@@ -47,18 +44,14 @@ std::vector<std::uint8_t> normal_bytes(std::size_t bytes, std::uint32_t seed) {
   return out;
 }
 
-std::size_t elem_size(DataType t) {
-  return t == DataType::kFloat32 ? 4 : 2;
-}
-
 struct Device {
   void* in = nullptr;
   void* out = nullptr;
   cudaStream_t stream = nullptr;
   explicit Device(std::size_t bytes) {
-    check(cudaMalloc(&in, bytes), "cudaMalloc");
-    check(cudaMalloc(&out, bytes), "cudaMalloc");
-    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    check_cuda(cudaMalloc(&in, bytes), "cudaMalloc");
+    check_cuda(cudaMalloc(&out, bytes), "cudaMalloc");
+    check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
   }
   ~Device() {
     cudaStreamDestroy(stream);
@@ -67,14 +60,15 @@ struct Device {
   }
   std::vector<std::uint8_t> read(const void* p, std::size_t bytes) const {
     std::vector<std::uint8_t> got(bytes);
-    check(cudaMemcpyAsync(got.data(), p, bytes, cudaMemcpyDefault, stream), "copy out");
-    check(cudaStreamSynchronize(stream), "copy out");
+    check_cuda(cudaMemcpyAsync(got.data(), p, bytes, cudaMemcpyDefault, stream), "copy out");
+    check_cuda(cudaStreamSynchronize(stream), "copy out");
     return got;
   }
   void write(void* p, const std::vector<std::uint8_t>& bytes) const {
-    check(cudaMemcpyAsync(p, bytes.data(), bytes.size(), cudaMemcpyDefault, stream), "copy in");
-    check(cudaMemsetAsync(out, 0xff, bytes.size(), stream), "memset");
-    check(cudaStreamSynchronize(stream), "copy in");
+    check_cuda(cudaMemcpyAsync(p, bytes.data(), bytes.size(), cudaMemcpyDefault, stream),
+               "copy in");
+    check_cuda(cudaMemsetAsync(out, 0xff, bytes.size(), stream), "memset");
+    check_cuda(cudaStreamSynchronize(stream), "copy in");
   }
 };
 
@@ -99,7 +93,7 @@ int check_calls(Communicator& comm, Device& d, std::size_t count) {
         want[at + 1], want[at + 2], want[at + 3]);
   };
   for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
-    const std::size_t bytes = count * elem_size(t);
+    const std::size_t bytes = count * size_of(t);
     const auto data = normal_bytes(bytes, static_cast<std::uint32_t>(bytes));
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kAvg}) {
       d.write(d.in, data);
@@ -122,14 +116,14 @@ int check_calls(Communicator& comm, Device& d, std::size_t count) {
 // Microseconds per bf16 all-reduce: 50 calls launched eagerly, and the same 50 in one graph.
 void time_all_reduce(Communicator& comm, Device& d) {
   cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "event");
-  check(cudaEventCreate(&stop), "event");
+  check_cuda(cudaEventCreate(&start), "event");
+  check_cuda(cudaEventCreate(&stop), "event");
   constexpr int kIters = 50;
   auto elapsed_us = [&](const std::function<void()>& launch) {
-    check(cudaEventRecord(start, d.stream), "event");
+    check_cuda(cudaEventRecord(start, d.stream), "event");
     launch();
-    check(cudaEventRecord(stop, d.stream), "event");
-    check(cudaEventSynchronize(stop), "sync");
+    check_cuda(cudaEventRecord(stop, d.stream), "event");
+    check_cuda(cudaEventSynchronize(stop), "sync");
     float ms = 0;
     cudaEventElapsedTime(&ms, start, stop);
     return 1000.0 * ms / kIters;
@@ -146,13 +140,13 @@ void time_all_reduce(Communicator& comm, Device& d) {
     });
     cudaGraph_t g;
     cudaGraphExec_t exec;
-    check(cudaStreamBeginCapture(d.stream, cudaStreamCaptureModeThreadLocal), "capture");
+    check_cuda(cudaStreamBeginCapture(d.stream, cudaStreamCaptureModeThreadLocal), "capture");
     for (int i = 0; i < kIters; ++i) call();
-    check(cudaStreamEndCapture(d.stream, &g), "end capture");
-    check(cudaGraphInstantiate(&exec, g, 0), "instantiate");
-    check(cudaGraphLaunch(exec, d.stream), "graph launch");  // warm-up
+    check_cuda(cudaStreamEndCapture(d.stream, &g), "end capture");
+    check_cuda(cudaGraphInstantiate(&exec, g, 0), "instantiate");
+    check_cuda(cudaGraphLaunch(exec, d.stream), "graph launch");  // warm-up
     const double graph =
-        elapsed_us([&] { check(cudaGraphLaunch(exec, d.stream), "graph launch"); });
+        elapsed_us([&] { check_cuda(cudaGraphLaunch(exec, d.stream), "graph launch"); });
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(g);
     std::printf("| 1 | nccl | %zu KiB | %.2f | %.2f |\n", kib, eager, graph);

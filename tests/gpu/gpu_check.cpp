@@ -37,6 +37,7 @@
 #include <fmt/format.h>
 
 #include "communicator_check.hpp"
+#include "cuda_check.hpp"
 #include "tpcomm/bootstrap.hpp"
 #include "tpcomm/error.hpp"
 #include "transport/common/convert.hpp"
@@ -48,6 +49,7 @@
 namespace tpcomm {
 namespace {
 
+using gpu_check::check_cuda;
 using transport::bf16_to_float;
 using transport::Call;
 using transport::CollectiveBackend;
@@ -61,12 +63,6 @@ constexpr int kSkip = 77;
 // block of 512 threads can take a whole SM's registers).
 constexpr int kBlocksPerRank = 8;
 constexpr std::chrono::milliseconds kTimeout{20000};
-
-void check_cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    throw Error(ErrorCode::kInternal, fmt::format("{}: {}", what, cudaGetErrorString(e)));
-  }
-}
 
 // Copies and fills on the rank's own stream, finished before returning. The ranks' streams are
 // non-blocking, so a plain cudaMemcpy or cudaMemset (legacy default stream) is not ordered before
@@ -82,10 +78,6 @@ void fill_on(cudaStream_t stream, void* dst, int byte, std::size_t bytes) {
   check_cuda(cudaStreamSynchronize(stream), "cudaMemsetAsync");
 }
 
-std::size_t elem_size(DataType t) {
-  return t == DataType::kFloat32 ? 4 : 2;
-}
-
 // Deterministic per (seed, index): every rank and the host reference regenerate the same data.
 std::uint64_t mix(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
@@ -96,7 +88,7 @@ std::uint64_t mix(std::uint64_t x) {
 
 // Random values in [-4, 4), already representable in the element type.
 std::vector<std::uint8_t> make_input(DataType t, std::size_t count, std::uint64_t seed) {
-  std::vector<std::uint8_t> out(count * elem_size(t));
+  std::vector<std::uint8_t> out(count * size_of(t));
   for (std::size_t i = 0; i < count; ++i) {
     const float v = static_cast<float>(mix(seed * 0x100000001b3ULL + i) >> 40) / 2097152.0f - 4.0f;
     if (t == DataType::kFloat32) {
@@ -134,7 +126,7 @@ void store(DataType t, std::uint8_t* p, std::size_t i, float v) {
 std::vector<std::uint8_t> reference(DataType t, ReduceOp op,
                                     const std::vector<std::vector<std::uint8_t>>& in,
                                     std::size_t offset, std::size_t count) {
-  std::vector<std::uint8_t> out(count * elem_size(t));
+  std::vector<std::uint8_t> out(count * size_of(t));
   for (std::size_t i = 0; i < count; ++i) {
     float acc = load(t, in[0].data(), offset + i);
     for (std::size_t r = 1; r < in.size(); ++r) {
@@ -239,7 +231,7 @@ const ReduceOp kReductions[] = {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin, 
 // From W = 8 up the 64 MiB size is left out: every rank regenerates all W inputs for its
 // reference, W x W x 64 MiB of host work.
 std::vector<std::size_t> element_counts(DataType t, int world) {
-  const std::size_t es = elem_size(t);
+  const std::size_t es = size_of(t);
   std::vector<std::size_t> out;
   for (std::size_t bytes : {std::size_t{1} << 10, std::size_t{4} << 10, std::size_t{64} << 10,
                             std::size_t{1} << 20, std::size_t{9} << 20, std::size_t{64} << 20}) {
@@ -275,7 +267,7 @@ int correctness(int world, int blocks) {
     const auto w = static_cast<std::size_t>(world);
     std::uint64_t sequence = 0;
     for (DataType t : kTypes) {
-      const std::size_t es = elem_size(t);
+      const std::size_t es = size_of(t);
       for (std::size_t total : element_counts(t, world)) {
         if (rank == 0) {  // progress, so that a part that runs out of time shows where
           std::printf("  W=%d %s %zu elements\n", world, to_string(t).data(), total);
@@ -433,7 +425,7 @@ int stress(int world, int blocks) {
         inputs.push_back(make_input(t, p.shape.in_elems, (static_cast<std::uint64_t>(i) << 8) ^ q));
       }
       p.expect = expected_output(k.op, t, op, inputs, rank, p.shape.count);
-      const std::size_t es = elem_size(t);
+      const std::size_t es = size_of(t);
       check_cuda(cudaMalloc(&p.in, p.shape.in_elems * es), "cudaMalloc");
       check_cuda(cudaMalloc(&p.out, p.shape.out_elems * es), "cudaMalloc");
       copy_on(stream, p.in, inputs[static_cast<std::size_t>(rank)].data(), p.shape.in_elems * es,
