@@ -31,9 +31,11 @@ std::vector<std::uint32_t> f32_specials() {
     std::memcpy(&b, &f, 4);
     return b;
   };
-  return {bits(0.0f),     bits(-0.0f),   bits(INFINITY), bits(-INFINITY),   bits(NAN),
-          0xffc00001u,    0x00000001u,   0x80400000u,    bits(1.00390625f), bits(1.01171875f),
-          bits(65504.0f), bits(3.4e38f), bits(-3.4e38f), 0x3f808000u,       0x3f818000u};
+  return {bits(0.0f), bits(-0.0f), bits(INFINITY), bits(-INFINITY), bits(NAN), 0xffc00001u,
+          0x00000001u, 0x80400000u, bits(1.00390625f), bits(1.01171875f), bits(65504.0f),
+          bits(3.4e38f), bits(-3.4e38f), 0x3f808000u, 0x3f818000u,
+          // Signalling NaNs: payload in bf16's half (0x7f81 as bf16), and in the low bits only.
+          0x7f810000u, 0xff800001u, 0x7f7fffffu, 0xff7f8000u};
 }
 
 // Random values of one element type, with specials mixed in, as raw bits.

@@ -1,6 +1,6 @@
 // The reduction kernels, compiled three times from one source: AVX-512 (x86-64-v4: F, BW, DQ,
 // VL, CD), AVX2 (x86-64-v3: AVX2, F16C, FMA) and the x86-64 baseline. The best this CPU runs serves
-// every call; each variant can also be called by name (tests, benchmarks).
+// every call (shm_kernel_choice.cpp); each variant can also be called by name (tests, benchmarks).
 #include "shm_reduce.hpp"
 
 #include "shm_reduce_kernels.hpp"
@@ -9,11 +9,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
-#include <fmt/format.h>
-
-#include "tpcomm/env.hpp"
-#include "tpcomm/error.hpp"
 #include "transport/common/convert.hpp"
 
 namespace tpcomm::transport::shm {
@@ -40,6 +37,7 @@ struct Vectors;
     using F = float __attribute__((vector_size(BYTES)));                                   \
     using U32 = std::uint32_t __attribute__((vector_size(BYTES)));                         \
     using U16 = std::uint16_t __attribute__((vector_size(BYTES / 2))); /* as many lanes */ \
+    using Words = std::uint16_t __attribute__((vector_size(BYTES)));   /* twice as many */ \
   };
 TPCOMM_VECTORS(64)
 TPCOMM_VECTORS(32)
@@ -51,6 +49,8 @@ template <int B>
 using VecU32 = typename Vectors<B>::U32;
 template <int B>
 using VecU16 = typename Vectors<B>::U16;
+template <int B>
+using VecWords = typename Vectors<B>::Words;
 constexpr std::size_t kVec = 16;  // fp32 lanes of an AVX-512 register
 
 template <int B>
@@ -110,6 +110,39 @@ TPCOMM_INLINE VecF<B> bf16_odd(VecU32<B> pairs) {
   return bits_to_f32<B>(pairs & 0xffff0000u);
 }
 
+// The pairs' bf16 results of a sum or an average of two or more ranks, packed. Every NaN such a
+// result can hold has its low 16 bits zero (widened from bf16, or x86's default NaN) and is
+// already quiet (an addition or a division quiets), so the round-to-nearest-even addition leaves
+// its top half as float_to_bf16 would and the NaN select of round_to_bf16 is not needed: 10
+// integer operations per register pair instead of about 20. The word interleave becomes one
+// vpblendw (AVX2) or masked move (AVX-512); SSE2 has no word blend, so a mask and an or there.
+template <int B, std::size_t... K>
+constexpr VecWords<B> odd_words_from_second(std::index_sequence<K...>) {
+  return VecWords<B>{static_cast<std::uint16_t>(K % 2 == 0 ? K : B / 2 + K)...};
+}
+template <int B>
+TPCOMM_INLINE VecU32<B> pack_sum_pairs(VecF<B> even, VecF<B> odd) {
+  VecU32<B> e;
+  VecU32<B> o;
+  std::memcpy(&e, &even, sizeof(e));
+  std::memcpy(&o, &odd, sizeof(o));
+  e = (e + 0x7fffu + ((e >> 16) & 1u)) >> 16;
+  o = o + 0x7fffu + ((o >> 16) & 1u);
+  if constexpr (B == 16) {
+    return e | (o & 0xffff0000u);
+  } else {
+    VecWords<B> ew;
+    VecWords<B> ow;
+    std::memcpy(&ew, &e, sizeof(ew));
+    std::memcpy(&ow, &o, sizeof(ow));
+    constexpr VecWords<B> kMask = odd_words_from_second<B>(std::make_index_sequence<B / 2>());
+    const VecWords<B> packed = __builtin_shuffle(ew, ow, kMask);
+    VecU32<B> result;
+    std::memcpy(&result, &packed, sizeof(result));
+    return result;
+  }
+}
+
 template <bool Bf16, int B>
 TPCOMM_INLINE VecF<B> load_elements(const void* p) {
   if constexpr (Bf16) {
@@ -119,42 +152,57 @@ TPCOMM_INLINE VecF<B> load_elements(const void* p) {
   }
 }
 
+// The bf16 pairs loop of reduce_body: returns where it stopped. SumRounding: the caller checked
+// pack_sum_pairs' condition (a sum or an average of two or more ranks). Ranks: the rank count
+// when the caller knows it at compile time (0 otherwise): for W = 2 the rank loop and its
+// bookkeeping disappear, which the loop's throughput is bound by once the rounding is cheap.
+template <int Op, bool Avg, int B, bool SumRounding, int Ranks>
+TPCOMM_INLINE std::size_t reduce_bf16_pairs(const void* const* srcs, int ranks, std::size_t n,
+                                            void* out, float w) {
+  constexpr std::size_t es = 2;
+  constexpr std::size_t step = B / 2;  // elements of one register of pairs
+  if constexpr (Ranks != 0) ranks = Ranks;
+  auto at = [](const void* p, std::size_t i) { return static_cast<const char*>(p) + i * es; };
+  std::size_t i = 0;
+  for (; i + step <= n; i += step) {
+    // Peers' lanes sit in other cores' caches, hundreds of ns per line away, and this loop
+    // spends enough instructions per line that too few loads are in flight to cover that:
+    // prefetching 2 KiB ahead made bf16 W = 2 all-reduces 25-35% faster at 8-64 KiB. (The
+    // float32 loop keeps enough loads in flight by itself; there it did not help.)
+    constexpr std::size_t kAhead = 2048 / es;
+    if (i + kAhead < n) {
+      for (int r = 0; r < ranks; ++r) __builtin_prefetch(at(srcs[r], i + kAhead));
+    }
+    VecU32<B> pairs = load_u32<B>(at(srcs[0], i));
+    VecF<B> even = bf16_even<B>(pairs);
+    VecF<B> odd = bf16_odd<B>(pairs);
+    for (int r = 1; r < ranks; ++r) {
+      pairs = load_u32<B>(at(srcs[r], i));
+      even = apply<Op>(even, bf16_even<B>(pairs));
+      odd = apply<Op>(odd, bf16_odd<B>(pairs));
+    }
+    if constexpr (Avg) {
+      even = even / w;
+      odd = odd / w;
+    }
+    const VecU32<B> packed = SumRounding ? pack_sum_pairs<B>(even, odd)
+                                         : round_to_bf16<B>(even) | (round_to_bf16<B>(odd) << 16);
+    std::memcpy(static_cast<char*>(out) + i * es, &packed, sizeof(packed));
+  }
+  return i;
+}
+
 // Element-wise reduction in rank order; the vector body and the scalar tail do the same
 // operations in the same order, so every element's result is independent of its position and of
 // the register width B.
-template <int Op, bool Avg, bool Bf16, int B>
+template <int Op, bool Avg, bool Bf16, int B, bool SumRounding = false, int Ranks = 0>
 TPCOMM_INLINE void reduce_body(const void* const* srcs, int ranks, std::size_t n, void* out,
                                float w) {
   constexpr std::size_t es = Bf16 ? 2 : 4;
   constexpr std::size_t lanes = B / 4;
   auto at = [](const void* p, std::size_t i) { return static_cast<const char*>(p) + i * es; };
   std::size_t i = 0;
-  if constexpr (Bf16) {
-    for (; i + 2 * lanes <= n; i += 2 * lanes) {
-      // Peers' lanes sit in other cores' caches, hundreds of ns per line away, and this loop
-      // spends enough instructions per line that too few loads are in flight to cover that:
-      // prefetching 2 KiB ahead made bf16 W = 2 all-reduces 25-35% faster at 8-64 KiB. (The
-      // float32 loop keeps enough loads in flight by itself; there it did not help.)
-      constexpr std::size_t kAhead = 2048 / es;
-      if (i + kAhead < n) {
-        for (int r = 0; r < ranks; ++r) __builtin_prefetch(at(srcs[r], i + kAhead));
-      }
-      VecU32<B> pairs = load_u32<B>(at(srcs[0], i));
-      VecF<B> even = bf16_even<B>(pairs);
-      VecF<B> odd = bf16_odd<B>(pairs);
-      for (int r = 1; r < ranks; ++r) {
-        pairs = load_u32<B>(at(srcs[r], i));
-        even = apply<Op>(even, bf16_even<B>(pairs));
-        odd = apply<Op>(odd, bf16_odd<B>(pairs));
-      }
-      if constexpr (Avg) {
-        even = even / w;
-        odd = odd / w;
-      }
-      const VecU32<B> packed = round_to_bf16<B>(even) | (round_to_bf16<B>(odd) << 16);
-      std::memcpy(static_cast<char*>(out) + i * es, &packed, sizeof(packed));
-    }
-  }
+  if constexpr (Bf16) i = reduce_bf16_pairs<Op, Avg, B, SumRounding, Ranks>(srcs, ranks, n, out, w);
   for (; i + lanes <= n; i += lanes) {
     VecF<B> acc = load_elements<Bf16, B>(at(srcs[0], i));
     for (int r = 1; r < ranks; ++r) acc = apply<Op>(acc, load_elements<Bf16, B>(at(srcs[r], i)));
@@ -185,6 +233,11 @@ template <bool Bf16, int B>
 TPCOMM_INLINE void reduce_dispatch(const void* const* srcs, int ranks, std::size_t n, void* out,
                                    int code, bool avg) {
   const auto w = static_cast<float>(ranks);
+  if (Bf16 && ranks >= 2 && (avg || code == 0)) {
+    if (ranks == 2 && !avg) return reduce_body<0, false, Bf16, B, true, 2>(srcs, ranks, n, out, w);
+    if (avg) return reduce_body<0, true, Bf16, B, true>(srcs, ranks, n, out, w);
+    return reduce_body<0, false, Bf16, B, true>(srcs, ranks, n, out, w);
+  }
   if (avg) return reduce_body<0, true, Bf16, B>(srcs, ranks, n, out, w);
   if (code == 1) return reduce_body<1, false, Bf16, B>(srcs, ranks, n, out, w);
   if (code == 2) return reduce_body<2, false, Bf16, B>(srcs, ranks, n, out, w);
@@ -285,60 +338,6 @@ void reduce_f16(KernelIsa isa, const void* const* srcs, int ranks, std::size_t c
 }
 
 }  // namespace
-
-bool cpu_runs(KernelIsa isa) {
-#if defined(TPCOMM_X86_VARIANTS)
-  __builtin_cpu_init();
-  if (isa == KernelIsa::kAvx512Bf16)
-    return __builtin_cpu_supports("x86-64-v4") && __builtin_cpu_supports("avx512bf16");
-  if (isa == KernelIsa::kAvx512) return __builtin_cpu_supports("x86-64-v4");
-  if (isa == KernelIsa::kAvx2) return __builtin_cpu_supports("x86-64-v3");
-  return true;
-#else
-  return isa == KernelIsa::kBaseline;
-#endif
-}
-
-namespace {
-
-// TPCOMM_CPU_KERNELS: another variant than the best, to measure what a machine without the best
-// one would run (an AVX2 machine's path on an AVX-512 one); one this CPU cannot run is refused.
-KernelIsa chosen_kernel_isa() {
-  const KernelIsa best = cpu_runs(KernelIsa::kAvx512Bf16) ? KernelIsa::kAvx512Bf16
-                         : cpu_runs(KernelIsa::kAvx512)   ? KernelIsa::kAvx512
-                         : cpu_runs(KernelIsa::kAvx2)     ? KernelIsa::kAvx2
-                                                          : KernelIsa::kBaseline;
-  const std::string wanted = env_string("TPCOMM_CPU_KERNELS");
-  for (KernelIsa isa : kAllKernelIsas) {
-    if (wanted != to_string(isa)) continue;
-    if (!cpu_runs(isa)) {
-      throw Error(ErrorCode::kUnavailable,
-                  fmt::format("TPCOMM_CPU_KERNELS={}: this CPU cannot run that variant (it runs "
-                              "{})",
-                              wanted, to_string(best)));
-    }
-    return isa;
-  }
-  return best;
-}
-
-}  // namespace
-
-KernelIsa best_kernel_isa() {
-  static const KernelIsa isa = chosen_kernel_isa();
-  return isa;
-}
-
-const char* to_string(KernelIsa isa) {
-  return isa == KernelIsa::kAvx512Bf16 ? "avx512bf16"
-         : isa == KernelIsa::kAvx512   ? "avx512"
-         : isa == KernelIsa::kAvx2     ? "avx2"
-                                       : "baseline";
-}
-
-const char* kernel_isa() {
-  return to_string(best_kernel_isa());
-}
 
 void reduce_slots_with(KernelIsa isa, const void* const* srcs, int ranks, std::size_t count,
                        DataType type, ReduceOp op, void* out) {

@@ -59,8 +59,10 @@ TPCOMM_INLINE U pack_pairs(V even, V odd) {
   return (U)packed;
 }
 
-template <int Op, bool Avg>
+// Ranks: the rank count when known at compile time (W = 2 sums), as in the generic loop.
+template <int Op, bool Avg, int Ranks = 0>
 void reduce_bf16_native(const void* const* srcs, int ranks, std::size_t n, void* out, float w) {
+  if constexpr (Ranks != 0) ranks = Ranks;
   auto at = [](const void* p, std::size_t i) { return static_cast<const char*>(p) + i * 2; };
   std::size_t i = 0;
   for (; i + 32 <= n; i += 32) {
@@ -105,6 +107,7 @@ TPCOMM_TARGET_AVX512BF16 void reduce_bf16_avx512bf16(const void* const* srcs, in
   if (avg) return reduce_bf16_native<0, true>(srcs, ranks, n, out, w);
   if (code == 1) return reduce_bf16_native<1, false>(srcs, ranks, n, out, w);
   if (code == 2) return reduce_bf16_native<2, false>(srcs, ranks, n, out, w);
+  if (ranks == 2) return reduce_bf16_native<0, false, 2>(srcs, ranks, n, out, w);
   reduce_bf16_native<0, false>(srcs, ranks, n, out, w);
 }
 #endif
