@@ -129,6 +129,23 @@ TEST(Communicator, OneNodeGroupsUseShm) {
   });
 }
 
+TEST(Communicator, AllGatherOfBlocksAboveTheStreamingThresholdKeepsEveryElement) {
+  // Each rank's own block is copied with streaming stores from 2 MiB; 3 elements more put rank
+  // 1's block off a cache line, so the aligned head and the tail are taken too.
+  const std::size_t block = (2u << 20) / sizeof(float) + 3;
+  auto group = make_thread_group(2);
+  on_ranks(group, [&](int r, std::shared_ptr<Bootstrap> bs) {
+    auto comm = Communicator::create(bs);
+    std::vector<float> mine(block);
+    for (std::size_t i = 0; i < block; ++i) mine[i] = rank_value(r, i);
+    std::vector<float> all(2 * block, -1.0f);
+    comm->all_gather(mine.data(), all.data(), block, DataType::kFloat32);
+    expect_every_element(
+        all, [&](std::size_t i) { return rank_value(static_cast<int>(i / block), i % block); },
+        "all_gather rank " + std::to_string(r));
+  });
+}
+
 // Writes `text` to a fresh file under /tmp and removes it when done.
 class TempFile {
  public:

@@ -20,6 +20,7 @@
 #include "shm_segment.hpp"
 #include "shm_wait.hpp"
 #include "single_copy.hpp"
+#include "streaming_copy.hpp"
 #include "tpcomm/error.hpp"
 #include "transport/common/call_text.hpp"
 
@@ -341,7 +342,8 @@ class ShmBackend final : public CollectiveBackend {
                 const std::uint8_t* from = r == ctx_.rank && peer_address_[ur] != 0 ? in + base * es
                                            : peer_input(r) ? peer_input(r) + base * es
                                                            : lane(r, seq);
-                if (from != to) std::memcpy(to, from, n * es);  // equal: own block, in place
+                if (from == to) continue;  // own block, in place
+                (r == ctx_.rank ? shm::copy_own_block : std::memcpy)(to, from, n * es);
               }
             });
   }
