@@ -96,10 +96,12 @@ TuningEntry cuda_entry(int sm, int w, Mode mode) {
 
 // W = 2 stays one-shot at every size: each rank reads the peer's whole buffer either way (two-shot
 // reads half, then the other half reduced), and one-shot needs one wait instead of two. Measured
-// on 2 cores, one-shot was 25-30% faster from 128 KiB to 16 MiB. From three ranks on, one-shot
-// reads W - 1 buffers against two-shot's 2 (W - 1) / W.
+// on 2 cores, one-shot was 25-30% faster from 128 KiB to 16 MiB, with the AVX-512 and the AVX2
+// kernels alike (tpcomm tune, TPCOMM_CPU_KERNELS). From three ranks on, one-shot reads W - 1
+// buffers against two-shot's 2 (W - 1) / W. W = 4: two-shot won at 64 KiB in all four tune runs
+// with either kernel (1.15-2.0x), 16 KiB went to one-shot in two of three; hence 32 KiB.
 TuningEntry cpu_entry(int w) {
-  const std::uint64_t one_shot_max = w <= 4 ? 64 * KiB : w <= 8 ? 32 * KiB : 16 * KiB;
+  const std::uint64_t one_shot_max = w <= 3 ? 64 * KiB : w <= 8 ? 32 * KiB : 16 * KiB;
   const Candidate gloo = use(Backend::kGloo, Algorithm::kGloo);
   const Candidate hier = use(Backend::kHier, Algorithm::kHierarchical);
   TuningEntry e;
