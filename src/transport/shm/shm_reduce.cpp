@@ -154,8 +154,9 @@ TPCOMM_INLINE VecF<B> load_elements(const void* p) {
 
 // The bf16 pairs loop of reduce_body: returns where it stopped. SumRounding: the caller checked
 // pack_sum_pairs' condition (a sum or an average of two or more ranks). Ranks: the rank count
-// when the caller knows it at compile time (0 otherwise): for W = 2 the rank loop and its
-// bookkeeping disappear, which the loop's throughput is bound by once the rounding is cheap.
+// when the caller knows it at compile time (0 otherwise; sums of 2 and 4 ranks, the usual TP
+// sizes): the rank loop and its bookkeeping disappear, which bound the loop once the rounding is
+// cheap (bf16 W = 4, 256 KiB per rank: avx2 27 -> 46 GB/s, avx512bf16 34 -> 56, float32's speed).
 template <int Op, bool Avg, int B, bool SumRounding, int Ranks>
 TPCOMM_INLINE std::size_t reduce_bf16_pairs(const void* const* srcs, int ranks, std::size_t n,
                                             void* out, float w) {
@@ -201,6 +202,7 @@ TPCOMM_INLINE void reduce_body(const void* const* srcs, int ranks, std::size_t n
   constexpr std::size_t es = Bf16 ? 2 : 4;
   constexpr std::size_t lanes = B / 4;
   auto at = [](const void* p, std::size_t i) { return static_cast<const char*>(p) + i * es; };
+  if constexpr (Ranks != 0) ranks = Ranks;
   std::size_t i = 0;
   if constexpr (Bf16) i = reduce_bf16_pairs<Op, Avg, B, SumRounding, Ranks>(srcs, ranks, n, out, w);
   for (; i + lanes <= n; i += lanes) {
@@ -235,10 +237,13 @@ TPCOMM_INLINE void reduce_dispatch(const void* const* srcs, int ranks, std::size
   const auto w = static_cast<float>(ranks);
   if (Bf16 && ranks >= 2 && (avg || code == 0)) {
     if (ranks == 2 && !avg) return reduce_body<0, false, Bf16, B, true, 2>(srcs, ranks, n, out, w);
+    if (ranks == 4 && !avg) return reduce_body<0, false, Bf16, B, true, 4>(srcs, ranks, n, out, w);
     if (avg) return reduce_body<0, true, Bf16, B, true>(srcs, ranks, n, out, w);
     return reduce_body<0, false, Bf16, B, true>(srcs, ranks, n, out, w);
   }
   if (avg) return reduce_body<0, true, Bf16, B>(srcs, ranks, n, out, w);
+  if (code == 0 && ranks == 2) return reduce_body<0, false, Bf16, B, false, 2>(srcs, 2, n, out, w);
+  if (code == 0 && ranks == 4) return reduce_body<0, false, Bf16, B, false, 4>(srcs, 4, n, out, w);
   if (code == 1) return reduce_body<1, false, Bf16, B>(srcs, ranks, n, out, w);
   if (code == 2) return reduce_body<2, false, Bf16, B>(srcs, ranks, n, out, w);
   reduce_body<0, false, Bf16, B>(srcs, ranks, n, out, w);

@@ -59,7 +59,7 @@ TPCOMM_INLINE U pack_pairs(V even, V odd) {
   return (U)packed;
 }
 
-// Ranks: the rank count when known at compile time (W = 2 sums), as in the generic loop.
+// Ranks: the rank count when known at compile time (sums of 2 or 4), as in the generic loop.
 template <int Op, bool Avg, int Ranks = 0>
 void reduce_bf16_native(const void* const* srcs, int ranks, std::size_t n, void* out, float w) {
   if constexpr (Ranks != 0) ranks = Ranks;
@@ -108,6 +108,7 @@ TPCOMM_TARGET_AVX512BF16 void reduce_bf16_avx512bf16(const void* const* srcs, in
   if (code == 1) return reduce_bf16_native<1, false>(srcs, ranks, n, out, w);
   if (code == 2) return reduce_bf16_native<2, false>(srcs, ranks, n, out, w);
   if (ranks == 2) return reduce_bf16_native<0, false, 2>(srcs, ranks, n, out, w);
+  if (ranks == 4) return reduce_bf16_native<0, false, 4>(srcs, ranks, n, out, w);
   reduce_bf16_native<0, false>(srcs, ranks, n, out, w);
 }
 #endif

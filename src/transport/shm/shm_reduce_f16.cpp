@@ -26,7 +26,7 @@ namespace {
 // GCC 12's own AVX-512 headers start conversions from _mm512_undefined_*, which it then reports
 // as maybe uninitialised (GCC bug 105593).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// Ranks: the rank count when known at compile time (W = 2 sums): the rank loop's bookkeeping,
+// Ranks: the rank count when known at compile time (sums of 2 or 4): the rank loop's bookkeeping,
 // per 8 or 16 elements, cost more than the conversions (AVX2 kernel 34 -> 46 GB/s at W = 2).
 template <int Op, bool Avg, typename Wide, std::size_t Lanes, int Ranks, typename Load,
           typename Store>
@@ -91,6 +91,7 @@ void reduce_f16_avx512(const void* const* srcs, int ranks, std::size_t n, void* 
     if (code == 1) return NAME<1, false, 0>(srcs, ranks, n, out, w);                       \
     if (code == 2) return NAME<2, false, 0>(srcs, ranks, n, out, w);                       \
     if (ranks == 2) return NAME<0, false, 2>(srcs, ranks, n, out, w);                      \
+    if (ranks == 4) return NAME<0, false, 4>(srcs, ranks, n, out, w);                      \
     NAME<0, false, 0>(srcs, ranks, n, out, w);                                             \
   }
 }  // namespace
