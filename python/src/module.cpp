@@ -2,6 +2,8 @@
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
+
 #include "bindings.hpp"
 #include "plan_of_file.hpp"
 #include "tpcomm/error.hpp"
@@ -56,6 +58,17 @@ void bind_logging(py::module_& m) {
   });
 }
 
+// The address of a C-contiguous buffer (a numpy array), through the buffer protocol: 0.6 us less
+// per call than ndarray.ctypes.data, which builds a ctypes object. The view is released at once:
+// the caller holds the array for the call.
+std::uintptr_t buffer_address(py::handle obj) {
+  Py_buffer view;
+  if (PyObject_GetBuffer(obj.ptr(), &view, PyBUF_C_CONTIGUOUS) != 0) throw py::error_already_set();
+  const auto address = reinterpret_cast<std::uintptr_t>(view.buf);
+  PyBuffer_Release(&view);
+  return address;
+}
+
 }  // namespace
 }  // namespace tpcomm::python
 
@@ -66,6 +79,7 @@ PYBIND11_MODULE(_tpcomm, m) {
   tpcomm::python::bind_errors(m);
   tpcomm::python::bind_communicator(m);
   tpcomm::python::bind_logging(m);
+  m.def("buffer_address", &tpcomm::python::buffer_address, py::arg("buffer"));
   m.def("plan_file", &tpcomm::python::plan_file, py::arg("path"), py::arg("mode") = "eager",
         py::arg("tuning") = "");
 }

@@ -5,6 +5,8 @@ was never imported cannot exist)."""
 
 import sys
 
+from . import _tpcomm
+
 DTYPE_NAMES = ("float32", "float16", "bfloat16")
 _ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 
@@ -60,7 +62,7 @@ def _numpy_view(a, what):
                          "(numpy has no bfloat16: use a torch tensor)")
     if not a.flags.c_contiguous:
         raise ValueError(f"{what}: the array is not C-contiguous (pass numpy.ascontiguousarray(a))")
-    return View(a, a.ctypes.data, a.size, dtype, "cpu", "numpy")
+    return View(a, _tpcomm.buffer_address(a), a.size, dtype, "cpu", "numpy")
 
 
 def view(obj, what, writable=False):
