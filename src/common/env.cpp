@@ -128,8 +128,7 @@ const std::vector<EnvVar>& env_registry() {
        EnvKind::kChoice,
        "auto",
        "the shm reduction variant: auto (the best this CPU runs), or avx512bf16, avx512, avx2, "
-       "baseline to "
-       "measure another (refused when this CPU cannot run it)",
+       "baseline to measure another (refused when this CPU cannot run it)",
        {"auto", "avx512bf16", "avx512", "avx2", "baseline"}},
       {"TPCOMM_STORE_PORT",
        EnvKind::kInteger,

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "common/bytes_text.hpp"
 #include "store_auth.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/error.hpp"
@@ -53,12 +54,8 @@ class PrefixedStore final : public Store {
   std::string prefix_;
 };
 
-Bytes to_bytes(const std::string& s) {
-  return Bytes(s.begin(), s.end());
-}
-std::string to_text(const Bytes& b) {
-  return std::string(b.begin(), b.end());
-}
+using detail::to_bytes;
+using detail::to_text;
 
 // "host H, pid P": who a claim belongs to, for the error the other side gets.
 std::string this_process() {

@@ -1,4 +1,4 @@
-// streaming_copy (non-temporal stores behind an aligned head) and copy_own_block against the
+// streaming_copy (non-temporal stores behind an aligned head) and copy_block against the
 // bytes they were given: every destination alignment of a 64-byte line, sizes around the head,
 // a whole line and the tail, and the bytes just outside the destination left untouched.
 #include <gtest/gtest.h>
@@ -47,9 +47,9 @@ TEST(StreamingCopy, OwnBlocksAboveTheThresholdStreamAndBelowItCopyTheSame) {
        {transport::shm::kStreamingCopyMinBytes - 1, transport::shm::kStreamingCopyMinBytes + 77}) {
     const auto src = pattern(bytes + 1, 7);
     std::vector<std::uint8_t> dst(bytes + 128, 0xee);
-    EXPECT_EQ(transport::shm::copy_own_block(dst.data() + 5, src.data() + 1, bytes),
+    EXPECT_EQ(transport::shm::copy_block(dst.data() + 5, src.data() + 1, bytes, true),
               dst.data() + 5);
-    expect_copied(dst, 5, src, bytes, "copy_own_block");
+    expect_copied(dst, 5, src, bytes, "copy_block");
   }
 }
 

@@ -10,25 +10,20 @@
 
 #include <fmt/format.h>
 
+#include "common/bytes_text.hpp"
 #include "common/segment_names.hpp"
 #include "tpcomm/error.hpp"
 
 namespace tpcomm::transport::shm {
 namespace {
 
-std::string text(const Bytes& b) {
-  return std::string(b.begin(), b.end());
-}
-Bytes bytes_of(const std::string& s) {
-  return Bytes(s.begin(), s.end());
-}
-
 // Every rank's vote: "ok ..." or "error <why>". Throws the first rank's error on every rank
 // (kInvalidInput when this rank's own argument was wrong, else kUnavailable naming the rank).
 std::vector<std::string> vote(Bootstrap& bs, const std::string& mine, const std::string& key,
                               const Deadline& deadline, ErrorCode own_code) {
   std::vector<std::string> all;
-  for (const Bytes& b : bs.all_gather(bytes_of(mine), key, deadline)) all.push_back(text(b));
+  for (const Bytes& b : bs.all_gather(detail::to_bytes(mine), key, deadline))
+    all.push_back(detail::to_text(b));
   for (std::size_t r = 0; r < all.size(); ++r) {
     if (all[r].rfind("error ", 0) != 0) continue;
     const bool own = static_cast<int>(r) == bs.rank();

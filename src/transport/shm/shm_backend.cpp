@@ -257,8 +257,8 @@ class ShmBackend final : public CollectiveBackend {
     for (std::size_t base = 0; base < c.count || (c.count == 0 && base == 0); base += per_chunk) {
       const std::size_t n = std::min(per_chunk, c.count - base);
       seq = ++seq_;
-      if (n > 0 && !mine_at_.id && !mine_single_copy_)
-        fill(base, n, seq);  // a zero-element call may pass null buffers
+      // A zero-element call may pass null buffers; inputs read in place are not copied.
+      if (n > 0 && !mine_at_.id && !mine_single_copy_) fill(base, n, seq);
       exchange(seq, c, algorithm, what);
       if (n > 0) consume(base, n, seq);
       shm::flush_wake(header(), wake_pending_);
@@ -342,8 +342,8 @@ class ShmBackend final : public CollectiveBackend {
                 const std::uint8_t* from = r == ctx_.rank && peer_address_[ur] != 0 ? in + base * es
                                            : peer_input(r) ? peer_input(r) + base * es
                                                            : lane(r, seq);
-                if (from == to) continue;  // own block, in place
-                (r == ctx_.rank ? shm::copy_own_block : std::memcpy)(to, from, n * es);
+                if (from != to)
+                  shm::copy_block(to, from, n * es, r == ctx_.rank);  // equal: in place
               }
             });
   }

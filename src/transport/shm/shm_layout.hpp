@@ -45,8 +45,6 @@ struct CallHeader {
   std::uint32_t algorithm;  // tpcomm::Algorithm
 };
 
-// One lane's flag and the header of the step in it share one cache line, so a waiting peer gets
-// both with a single transfer.
 // Inputs below this are copied into the lane even when registered (ShmBackend::register_input).
 constexpr std::size_t kRegisteredMinBytes = 16 << 10;
 // All-gather inputs from which peers read them straight from the rank's memory (single_copy.hpp)
@@ -56,6 +54,8 @@ constexpr std::size_t kSingleCopyMinBytes = 32 << 10;
 // A lane header's `source` with this bit: the rest is the input's address in the rank's process.
 constexpr std::uint64_t kSingleCopyFlag = std::uint64_t{1} << 63;
 
+// One lane's flag and the header of the step in it share one cache line, so a waiting peer gets
+// both with a single transfer.
 struct alignas(kLine) LaneControl {
   std::atomic<std::uint64_t> arrived;  // the last step whose input is in this lane
   CallHeader call;                     // that step's call

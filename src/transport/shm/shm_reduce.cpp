@@ -235,17 +235,15 @@ template <bool Bf16, int B>
 TPCOMM_INLINE void reduce_dispatch(const void* const* srcs, int ranks, std::size_t n, void* out,
                                    int code, bool avg) {
   const auto w = static_cast<float>(ranks);
-  if (Bf16 && ranks >= 2 && (avg || code == 0)) {
-    if (ranks == 2 && !avg) return reduce_body<0, false, Bf16, B, true, 2>(srcs, ranks, n, out, w);
-    if (ranks == 4 && !avg) return reduce_body<0, false, Bf16, B, true, 4>(srcs, ranks, n, out, w);
-    if (avg) return reduce_body<0, true, Bf16, B, true>(srcs, ranks, n, out, w);
-    return reduce_body<0, false, Bf16, B, true>(srcs, ranks, n, out, w);
-  }
+  // bf16 sums and averages of two or more ranks round with pack_sum_pairs (SumRounding = Bf16).
+  const bool sum_rounding = Bf16 && ranks >= 2;
+  if (avg && sum_rounding) return reduce_body<0, true, Bf16, B, Bf16>(srcs, ranks, n, out, w);
   if (avg) return reduce_body<0, true, Bf16, B>(srcs, ranks, n, out, w);
-  if (code == 0 && ranks == 2) return reduce_body<0, false, Bf16, B, false, 2>(srcs, 2, n, out, w);
-  if (code == 0 && ranks == 4) return reduce_body<0, false, Bf16, B, false, 4>(srcs, 4, n, out, w);
   if (code == 1) return reduce_body<1, false, Bf16, B>(srcs, ranks, n, out, w);
   if (code == 2) return reduce_body<2, false, Bf16, B>(srcs, ranks, n, out, w);
+  if (ranks == 2) return reduce_body<0, false, Bf16, B, Bf16, 2>(srcs, ranks, n, out, w);
+  if (ranks == 4) return reduce_body<0, false, Bf16, B, Bf16, 4>(srcs, ranks, n, out, w);
+  if (sum_rounding) return reduce_body<0, false, Bf16, B, Bf16>(srcs, ranks, n, out, w);
   reduce_body<0, false, Bf16, B>(srcs, ranks, n, out, w);
 }
 

@@ -11,17 +11,14 @@
 
 #include <fmt/format.h>
 
+#include "common/bytes_text.hpp"
 #include "common/log_format.hpp"
+#include "shm_layout.hpp"
 #include "tpcomm/error.hpp"
 
 namespace tpcomm::transport::shm {
-namespace {
 
-Bytes bytes_of(const std::string& s) {
-  return Bytes(s.begin(), s.end());
-}
-
-}  // namespace
+using detail::to_bytes;
 
 void read_peer_memory(int peer, int pid, std::uint64_t address, void* to, std::size_t bytes) {
   if (pid == getpid()) {  // ranks as threads of one process
@@ -50,13 +47,12 @@ bool agree_on_single_copy(Bootstrap& bs, bool enabled, const Deadline& deadline)
   if (enabled) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
   const std::uint64_t word = 0x7c0ffee000000000ULL + static_cast<std::uint64_t>(bs.rank());
   const auto posts = bs.all_gather(
-      bytes_of(fmt::format("{} {}", getpid(), reinterpret_cast<std::uintptr_t>(&word))),
+      to_bytes(fmt::format("{} {}", getpid(), reinterpret_cast<std::uintptr_t>(&word))),
       "shm single-copy probe", deadline);
   std::string why = enabled ? "" : "TPCOMM_SHM_SINGLE_COPY=0";
   for (int r = 0; r < bs.size() && why.empty(); ++r) {
     if (r == bs.rank()) continue;
-    std::istringstream in(std::string(posts[static_cast<std::size_t>(r)].begin(),
-                                      posts[static_cast<std::size_t>(r)].end()));
+    std::istringstream in(detail::to_text(posts[static_cast<std::size_t>(r)]));
     int pid = 0;
     std::uint64_t address = 0;
     in >> pid >> address;
@@ -71,19 +67,19 @@ bool agree_on_single_copy(Bootstrap& bs, bool enabled, const Deadline& deadline)
     }
   }
   // Also the barrier that keeps `word` alive until every peer has read it.
-  const auto votes = bs.all_gather(bytes_of(why), "shm single-copy vote", deadline);
+  const auto votes = bs.all_gather(to_bytes(why), "shm single-copy vote", deadline);
   for (std::size_t r = 0; r < votes.size(); ++r) {
     if (votes[r].empty()) continue;
     TPCOMM_LOG(kInfo, "shm",
                "rank {}: single-copy reads off (rank {}: {}); all-gather goes through "
                "the lanes",
-               bs.rank(), r, std::string(votes[r].begin(), votes[r].end()));
+               bs.rank(), r, detail::to_text(votes[r]));
     return false;
   }
   TPCOMM_LOG(kDebug, "shm",
              "rank {}: single-copy reads on: all-gathers of {} bytes or more read "
              "each peer's input where it lies",
-             bs.rank(), 32 << 10);
+             bs.rank(), kSingleCopyMinBytes);
   return true;
 }
 

@@ -34,8 +34,8 @@ void streaming_copy(void* to, const void* from, std::size_t bytes) {
 #endif
 }
 
-void* copy_own_block(void* to, const void* from, std::size_t bytes) {
-  if (bytes >= kStreamingCopyMinBytes) {
+void* copy_block(void* to, const void* from, std::size_t bytes, bool own) {
+  if (own && bytes >= kStreamingCopyMinBytes) {
     streaming_copy(to, from, bytes);
     return to;
   }

@@ -16,8 +16,8 @@ constexpr std::size_t kStreamingCopyMinBytes = 4 << 20;
 // visible to other threads as a plain memcpy's are once the caller publishes them.
 void streaming_copy(void* to, const void* from, std::size_t bytes);
 
-// A rank's own block into its all-gather output: streaming from kStreamingCopyMinBytes, else
-// memcpy. Returns `to`, as memcpy does.
-void* copy_own_block(void* to, const void* from, std::size_t bytes);
+// A block into an all-gather output: memcpy, or streaming_copy for the rank's own block (`own`)
+// from kStreamingCopyMinBytes. Returns `to`, as memcpy does.
+void* copy_block(void* to, const void* from, std::size_t bytes, bool own);
 
 }  // namespace tpcomm::transport::shm
