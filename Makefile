@@ -37,6 +37,7 @@ bench: build
 	build/bench/plan_bench
 	build/bench/communicator_bench
 	build/bench/reduce_bench
+	build/bench/copy_bench
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.c' '*.cu' '*.cuh')

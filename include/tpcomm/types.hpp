@@ -16,7 +16,17 @@ enum class ReduceOp { kSum, kMax, kMin, kAvg };
 enum class Op { kAllReduce, kAllGather, kReduceScatter };
 enum class Backend { kLocal, kCustom, kMultimem, kNccl, kShm, kGloo, kHier };
 // How a backend runs an operation (algorithms_of() in plan.hpp says which belong to which).
-enum class Algorithm { kCopy, kOneShot, kTwoShot, kLdReduce, kSt, kNccl, kGloo, kHierarchical };
+enum class Algorithm {
+  kCopy,
+  kOneShot,
+  kTwoShot,
+  kLdReduce,
+  kSt,
+  kNccl,
+  kGloo,
+  kHierarchical,
+  kSingleCopy
+};
 // Eager calls, or calls captured in CUDA graphs (which get their own size tables).
 enum class Mode { kEager, kGraph };
 
@@ -68,7 +78,8 @@ struct Names<Algorithm> {
                                                     {Algorithm::kSt, "st"},
                                                     {Algorithm::kNccl, "nccl"},
                                                     {Algorithm::kGloo, "gloo"},
-                                                    {Algorithm::kHierarchical, "hierarchical"}};
+                                                    {Algorithm::kHierarchical, "hierarchical"},
+                                                    {Algorithm::kSingleCopy, "single_copy"}};
 };
 template <>
 struct Names<Mode> {

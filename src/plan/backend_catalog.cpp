@@ -23,6 +23,8 @@ const std::vector<Algorithm>& algorithms_of(Backend backend, Op op) {
   static const std::vector<A> copy = {A::kCopy};
   static const std::vector<A> one_two = {A::kOneShot, A::kTwoShot};
   static const std::vector<A> one = {A::kOneShot};
+  // shm all-gather: through the lanes, or each peer's input read where it lies (process_vm_readv).
+  static const std::vector<A> one_single = {A::kOneShot, A::kSingleCopy};
   static const std::vector<A> ld_reduce = {A::kLdReduce};
   static const std::vector<A> st = {A::kSt};
   static const std::vector<A> nccl = {A::kNccl};
@@ -32,8 +34,9 @@ const std::vector<Algorithm>& algorithms_of(Backend backend, Op op) {
     case Backend::kLocal:
       return copy;
     case Backend::kCustom:
-    case Backend::kShm:
       return op == Op::kAllReduce ? one_two : one;
+    case Backend::kShm:
+      return op == Op::kAllReduce ? one_two : op == Op::kAllGather ? one_single : one;
     case Backend::kMultimem:
       return op == Op::kAllGather ? st : ld_reduce;
     case Backend::kNccl:

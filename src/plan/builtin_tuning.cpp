@@ -112,7 +112,17 @@ TuningEntry cpu_entry(int w) {
     e.ops[Op::kAllReduce] = {{one_shot_max, {use(Backend::kShm, Algorithm::kOneShot), hier, gloo}},
                              {std::nullopt, {use(Backend::kShm, Algorithm::kTwoShot), hier, gloo}}};
   }
-  e.ops[Op::kAllGather] = {{std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), gloo}}};
+  // All-gather, W = 2: each peer's input read where it lies (single copy) for outputs above
+  // 32 KiB; below, the system call and the closing barrier cost more than the second copy through
+  // the lanes (tpcomm tune: one_shot ahead up to 32 KiB, single_copy 1.4-5x ahead from 64 KiB). W =
+  // 3 and 4 on 2 cores: through the lanes at every size (single_copy 1.3-3.2x slower: every rank
+  // waits until all its peers have read it, costly when ranks share cores); kept for larger groups.
+  if (w == 2) {
+    e.ops[Op::kAllGather] = {{32 * KiB, {use(Backend::kShm, Algorithm::kOneShot), gloo}},
+                             {std::nullopt, {use(Backend::kShm, Algorithm::kSingleCopy), gloo}}};
+  } else {
+    e.ops[Op::kAllGather] = {{std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), gloo}}};
+  }
   e.ops[Op::kReduceScatter] = {{std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), gloo}}};
   return e;
 }

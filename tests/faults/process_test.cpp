@@ -163,22 +163,51 @@ TEST(CorrectnessPaths, GlooWhenShmIsDisabledAndShmWithATinyWorkspace) {
   EXPECT_EQ(results(chunked.out), results(plain.out)) << "chunking must not change a bit";
 }
 
+// A tuning file that sends every all-gather of a `ranks` group to shm/single_copy.
+std::string single_copy_tuning(int ranks) {
+  char path[] = "/tmp/tpcomm-test-tuning-XXXXXX";
+  close(mkstemp(path));
+  std::ofstream(path) << R"({"tpcomm_tuning": 1, "entries": [{"device": "cpu", "world_size": )"
+                      << ranks << R"(, "ops": {"all_gather": [{"max_bytes": null, "use": )"
+                      << R"([{"backend": "shm", "algorithm": "single_copy"}]}]}}]})";
+  return path;
+}
+
 TEST(CorrectnessPaths, AllGatherReadsPeersDirectlyOrThroughTheLanesWithTheSameBits) {
-  // Processes: the single-copy path is process_vm_readv here (threads would use memcpy).
-  auto direct = run_group({"-n", "3"}, {"correctness"},
-                          {{"TPCOMM_LOG", "debug"}, {"TPCOMM_LOG_SUBSYS", "shm"}}, marker());
-  EXPECT_EQ(direct.exit_code, 0) << direct.out << direct.err;
-  EXPECT_EQ(lines_with(direct.out + direct.err, "single-copy reads on").size(), 3u)
-      << direct.out << direct.err;
-  auto lanes = run_group({"-n", "3"}, {"correctness"}, {{"TPCOMM_SHM_SINGLE_COPY", "0"}}, marker());
-  EXPECT_EQ(lanes.exit_code, 0) << lanes.out << lanes.err;
-  EXPECT_EQ(lines_with(lanes.out, "324 checks, 0 failed").size(), 3u) << lanes.out;
+  // Processes: the single-copy path is process_vm_readv here (threads would use memcpy). Every
+  // all-gather, of every size, goes through it with the tuning file; the built-in table sends a
+  // group of 3 through the lanes, as does single_copy when TPCOMM_SHM_SINGLE_COPY=0 refuses it.
+  const std::string tuning = single_copy_tuning(3);
+  const std::map<std::string, std::string> debug = {{"TPCOMM_LOG", "debug"},
+                                                    {"TPCOMM_LOG_SUBSYS", "shm"}};
+  auto with = [&](std::map<std::string, std::string> env) {
+    env.insert(debug.begin(), debug.end());
+    env["TPCOMM_TUNING"] = tuning;
+    return env;
+  };
+  auto direct = run_group({"-n", "3"}, {"correctness"}, with({}), marker());
+  auto refused =
+      run_group({"-n", "3"}, {"correctness"}, with({{"TPCOMM_SHM_SINGLE_COPY", "0"}}), marker());
+  auto lanes = run_group({"-n", "3"}, {"correctness"}, debug, marker());
+  std::remove(tuning.c_str());
+  for (const auto* r : {&direct, &refused, &lanes}) {
+    EXPECT_EQ(r->exit_code, 0) << r->out << r->err;
+    EXPECT_EQ(lines_with(r->out, "324 checks, 0 failed").size(), 3u) << r->out;
+  }
+  const std::string read_in_place = "input (single copy) in place";
+  EXPECT_EQ(lines_with(direct.out + direct.err, "single-copy reads on").size(), 3u) << direct.err;
+  EXPECT_EQ(lines_with(direct.out + direct.err, read_in_place).size(), 3u) << direct.err;
+  EXPECT_EQ(lines_with(refused.out + refused.err, "single-copy reads off").size(), 3u)
+      << refused.err;
+  EXPECT_EQ(lines_with(refused.out + refused.err, read_in_place).size(), 0u) << refused.err;
+  EXPECT_EQ(lines_with(lanes.out + lanes.err, read_in_place).size(), 0u) << lanes.err;
   auto results = [](const std::string& out) {
     std::set<std::string> found;
     for (const auto& l : lines_with(out, "results=")) found.insert(l.substr(l.find("results=")));
     return found;
   };
   EXPECT_EQ(results(direct.out), results(lanes.out)) << "the path must not change a bit";
+  EXPECT_EQ(results(refused.out), results(lanes.out)) << "the path must not change a bit";
 }
 
 TEST(Faults, MismatchedCountThroughShmIsAnErrorNotGarbage) {

@@ -50,6 +50,23 @@ TEST(BuiltinTuning, ThresholdsFollowPublicFigures) {
   EXPECT_EQ(rows.back().use.front().backend, Backend::kNccl);
 }
 
+// shm all-gather: W = 2 through the lanes up to 32 KiB, then each peer's input read in place;
+// larger groups (measured only with ranks sharing cores) through the lanes at every size.
+TEST(BuiltinTuning, CpuAllGatherSwitchesToSingleCopyForTwoRanksOnly) {
+  const auto& two =
+      builtin_entry(DeviceType::kCpu, std::nullopt, 2, std::nullopt)->ops.at(Op::kAllGather);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].max_bytes, 32 * KiB);
+  EXPECT_EQ(two[0].use.front(), (Candidate{Backend::kShm, Algorithm::kOneShot, std::nullopt}));
+  EXPECT_EQ(two[1].use.front(), (Candidate{Backend::kShm, Algorithm::kSingleCopy, std::nullopt}));
+  for (int w : {3, 4, 8, 16}) {
+    const auto& rows =
+        builtin_entry(DeviceType::kCpu, std::nullopt, w, std::nullopt)->ops.at(Op::kAllGather);
+    ASSERT_EQ(rows.size(), 1u) << "W " << w;
+    EXPECT_EQ(rows[0].use.front().algorithm, Algorithm::kOneShot) << "W " << w;
+  }
+}
+
 TEST(BuiltinTuning, RowsAreWellFormed) {
   for (const auto& e : builtin_tuning().entries) {
     for (const auto& [op, rows] : e.ops) {

@@ -16,6 +16,14 @@
 namespace tpcomm::transport {
 namespace {
 
+// The node stage's all-gather, as the built-in cpu table gathers (docs/tuning.md): each peer's
+// slice read where it lies for two ranks per node above 16 KiB per rank (outputs above 32 KiB),
+// else through the lanes.
+// Every rank of a node gathers slices of the same size, so they all pick the same.
+Algorithm node_gather_algorithm(std::size_t slice_bytes, int local_size) {
+  return local_size == 2 && slice_bytes > (16 << 10) ? Algorithm::kSingleCopy : Algorithm::kOneShot;
+}
+
 class HierBackend final : public CollectiveBackend {
  public:
   explicit HierBackend(BackendContext context) : ctx_(std::move(context)) {}
@@ -86,7 +94,7 @@ class HierBackend final : public CollectiveBackend {
                  .output = full.data(),
                  .count = per,
                  .type = DataType::kFloat32,
-                 .algorithm = Algorithm::kOneShot,
+                 .algorithm = node_gather_algorithm(per * sizeof(float), local_size_),
                  .sequence = c.sequence,
                  .outer = &c});
     });

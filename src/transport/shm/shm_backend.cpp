@@ -31,7 +31,6 @@ using shm::RankControl;
 
 using shm::kRegisteredMinBytes;
 using shm::kSingleCopyFlag;
-using shm::kSingleCopyMinBytes;
 using shm::SegmentHeader;
 
 std::string describe(const CallIdentity& id, std::uint32_t algorithm) {
@@ -217,10 +216,11 @@ class ShmBackend final : public CollectiveBackend {
       peer_in_[static_cast<std::size_t>(p)] =
           at.id == 0 ? nullptr : ctx_.registered->peer(p, at, input_bytes(c));
       any_in_place_ = any_in_place_ || source != 0;
-      if (at.id != 0 && !logged_registered_) {  // once: what a test or an operator can look for
-        logged_registered_ = true;
-        TPCOMM_LOG(kDebug, "shm", "rank {}: call #{} reads rank {}'s registered input in place",
-                   ctx_.rank, c.sequence, p);
+      // Once per kind: what a test or an operator looks for (a rank reads its own input anyway).
+      if (source != 0 && !logged_[direct] && !(direct && p == ctx_.rank)) {
+        logged_[direct] = true;
+        TPCOMM_LOG(kDebug, "shm", "rank {}: call #{} reads rank {}'s {} in place", ctx_.rank,
+                   c.sequence, p, direct ? "input (single copy)" : "registered input");
       }
       const shm::CallHeader& h = control(p)->lane[seq % shm::kLanes].call;
       if (h.sequence != mine.sequence || !(h.call == mine.call) || h.algorithm != mine.algorithm) {
@@ -319,17 +319,17 @@ class ShmBackend final : public CollectiveBackend {
             });
   }
 
-  // Large inputs in one step with single-copy reads (every rank: the same sizes, the same
-  // set-up vote), each peer's input read where it lies; else chunk by chunk through the lanes.
+  // single_copy (where the set-up vote allowed it: the same on every rank, as the plan is): in
+  // one step, each peer's input read where it lies; else chunk by chunk through the lanes.
   void all_gather(const Call& c) {
     const std::size_t es = size_of(c.type);
     auto* out = static_cast<std::uint8_t*>(c.output);
     const auto* in = static_cast<const std::uint8_t*>(c.input);
-    const bool direct = single_copy_ && c.count * es >= kSingleCopyMinBytes;
+    const bool direct = single_copy_ && c.algorithm == Algorithm::kSingleCopy;
     if (direct && !mine_at_.id)
       mine_single_copy_ = reinterpret_cast<std::uint64_t>(in) | kSingleCopyFlag;
-    chunked(c, direct ? c.count : lane_bytes_ / es, Algorithm::kOneShot,
-            describer(c, Algorithm::kOneShot), copy_in(c),
+    chunked(c, direct ? std::max<std::size_t>(c.count, 1) : lane_bytes_ / es, c.algorithm,
+            describer(c, c.algorithm), copy_in(c),
             [&](std::size_t base, std::size_t n, std::uint64_t seq) {
               for (int r = 0; r < ctx_.size; ++r) {
                 const auto ur = static_cast<std::size_t>(r);
@@ -379,7 +379,7 @@ class ShmBackend final : public CollectiveBackend {
   std::uint64_t mine_single_copy_ = 0;        // this rank's, with kSingleCopyFlag, or 0
   bool single_copy_ = false;                  // every rank can read every peer (set-up vote)
   bool any_in_place_ = false;                 // some rank's input this step is read in place
-  bool logged_registered_ = false;
+  bool logged_[2] = {false, false};           // [single copy]: first in-place read logged
   shm::Segment segment_;
   std::uint64_t seq_ = 0;
   std::atomic<std::uint64_t> current_call_{1};  // read by abort() on another thread

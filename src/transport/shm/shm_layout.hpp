@@ -47,10 +47,6 @@ struct CallHeader {
 
 // Inputs below this are copied into the lane even when registered (ShmBackend::register_input).
 constexpr std::size_t kRegisteredMinBytes = 16 << 10;
-// All-gather inputs from which peers read them straight from the rank's memory (single_copy.hpp)
-// in one step, instead of chunk by chunk through the lanes: below it the system call and the
-// closing barrier cost more than the second copy.
-constexpr std::size_t kSingleCopyMinBytes = 32 << 10;
 // A lane header's `source` with this bit: the rest is the input's address in the rank's process.
 constexpr std::uint64_t kSingleCopyFlag = std::uint64_t{1} << 63;
 

@@ -1,7 +1,7 @@
 // Single-copy reads of a peer process's memory (Linux cross-memory attach, process_vm_readv),
-// as Open MPI's vader does: shm's all-gather copies each peer's input straight into the output
-// instead of through the peer's lane, one copy instead of two. Agreed on at set-up by a probe
-// (containers, seccomp or Yama can forbid it); off, everything goes through the lanes.
+// as Open MPI's vader does: shm's single_copy all-gather copies each peer's input straight into
+// the output instead of through the peer's lane, one copy instead of two. Agreed on at set-up by
+// a probe (containers, seccomp or Yama can forbid it); off, everything goes through the lanes.
 #pragma once
 
 #include <cstddef>
