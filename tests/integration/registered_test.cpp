@@ -127,7 +127,8 @@ TEST(Registered, InPlaceOneShotAndSmallCallsStayRight) {
   ScopedEnv env("TPCOMM_TUNING", tuning.path());
   on_ranks(make_thread_group(2), [&](int r, std::shared_ptr<Bootstrap> bs) {
     auto comm = Communicator::create(bs);
-    for (std::size_t n : {std::size_t{100}, std::size_t{70'000}}) {  // below and above 16 KiB
+    for (std::size_t n :
+         {std::size_t{100}, std::size_t{70'000}}) {  // below and above the in-place minimum
       auto* buf = static_cast<float*>(comm->allocate(n * sizeof(float)));
       for (std::size_t i = 0; i < n; ++i) buf[i] = value(r, i);
       comm->all_reduce(buf, buf, n, DataType::kFloat32, ReduceOp::kSum);

@@ -29,7 +29,6 @@ namespace {
 
 using shm::RankControl;
 
-using shm::kRegisteredMinBytes;
 using shm::kSingleCopyFlag;
 using shm::SegmentHeader;
 
@@ -171,15 +170,15 @@ class ShmBackend final : public CollectiveBackend {
   }
 
   // Whether this rank's input is read in place by its peers in this call: it lies in a
-  // registered buffer and is at least kRegisteredMinBytes (below that the copy into the lane
-  // costs less than the barrier a rank then owes its peers before returning). Not for one-shot
+  // registered buffer and is at least registered_min_bytes (shm_layout.hpp). Not for one-shot
   // in place: a rank would write its output while peers still read it as their input.
   void register_input(const Call& c) {
     const bool in_place_one_shot =
         c.op == Op::kAllReduce && c.algorithm != Algorithm::kTwoShot && c.input == c.output;
     mine_at_ = {};
     mine_single_copy_ = 0;
-    if (ctx_.registered && !in_place_one_shot && input_bytes(c) >= kRegisteredMinBytes) {
+    if (ctx_.registered && !in_place_one_shot &&
+        input_bytes(c) >= shm::registered_min_bytes(ctx_.size)) {
       mine_at_ = ctx_.registered->find(c.input, input_bytes(c));
     }
   }

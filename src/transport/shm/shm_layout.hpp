@@ -45,8 +45,15 @@ struct CallHeader {
   std::uint32_t algorithm;  // tpcomm::Algorithm
 };
 
-// Inputs below this are copied into the lane even when registered (ShmBackend::register_input).
-constexpr std::size_t kRegisteredMinBytes = 16 << 10;
+// Inputs below this are copied into the lane even when registered (ShmBackend::register_input):
+// below it the copy costs less than the barrier a rank then owes its peers before returning.
+// Measured on 2 cores: W = 2 in place was 1.5-3x faster at 4-8 KiB and even at 1-2 KiB; at
+// W = 4 (ranks sharing cores, where that barrier waits for a descheduled peer) it was up to
+// 2x slower at 1-2 KiB and no faster below 16 KiB. Every rank may choose differently (peers
+// follow what each lane header says), so this needs no agreement.
+inline std::size_t registered_min_bytes(int world_size) {
+  return world_size == 2 ? 4 << 10 : 16 << 10;
+}
 // A lane header's `source` with this bit: the rest is the input's address in the rank's process.
 constexpr std::uint64_t kSingleCopyFlag = std::uint64_t{1} << 63;
 
