@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <functional>
 #include <random>
 #include <vector>
 
@@ -15,6 +14,7 @@
 #include "common/log_format.hpp"
 #include "common/segment_names.hpp"
 #include "registered_heap.hpp"
+#include "shm_call_text.hpp"
 #include "shm_layout.hpp"
 #include "shm_reduce.hpp"
 #include "shm_segment.hpp"
@@ -22,29 +22,17 @@
 #include "single_copy.hpp"
 #include "streaming_copy.hpp"
 #include "tpcomm/error.hpp"
-#include "transport/common/call_text.hpp"
 
 namespace tpcomm::transport {
 namespace {
 
+using shm::describe;
+using shm::Describe;
+using shm::describer;
 using shm::RankControl;
 
 using shm::kSingleCopyFlag;
 using shm::SegmentHeader;
-
-std::string describe(const CallIdentity& id, std::uint32_t algorithm) {
-  return describe(id, fmt::format("(shm {})", to_string(static_cast<Algorithm>(algorithm))));
-}
-
-std::string describe(const Call& c, Algorithm algorithm) {
-  return describe(identity_of(c), static_cast<std::uint32_t>(algorithm));
-}
-
-// A call's description for error messages, built only if one is raised.
-using Describe = std::function<std::string()>;
-Describe describer(const Call& c, Algorithm algorithm) {
-  return [&c, algorithm] { return describe(c, algorithm); };
-}
 
 class ShmBackend final : public CollectiveBackend {
  public:
@@ -299,19 +287,26 @@ class ShmBackend final : public CollectiveBackend {
     const auto w = static_cast<std::size_t>(ctx_.size);
     const auto* in = static_cast<const std::uint8_t*>(c.input);
     const Describe what = describer(c, Algorithm::kTwoShot);
-    chunked(c, lane_bytes_ / es, Algorithm::kTwoShot, what, copy_in(c),
+    auto slice = [w](std::size_t n, std::size_t r) {
+      const std::size_t lo = n * r / w;
+      return std::make_pair(lo, n * (r + 1) / w - lo);
+    };
+    // The lane gets every slice but this rank's own, which it reduces from `in` into the lane.
+    auto fill = [&](std::size_t base, std::size_t n, std::uint64_t seq) {
+      const auto [lo, len] = slice(n, static_cast<std::size_t>(ctx_.rank));
+      std::memcpy(lane(ctx_.rank, seq), in + base * es, lo * es);
+      std::memcpy(lane(ctx_.rank, seq) + (lo + len) * es, in + (base + lo + len) * es,
+                  (n - lo - len) * es);
+    };
+    chunked(c, lane_bytes_ / es, Algorithm::kTwoShot, what, fill,
             [&](std::size_t base, std::size_t n, std::uint64_t seq) {
-              auto slice = [&](std::size_t r) {
-                const std::size_t lo = n * r / w;
-                return std::make_pair(lo, n * (r + 1) / w - lo);
-              };
-              const auto [lo, len] = slice(static_cast<std::size_t>(ctx_.rank));
+              const auto [lo, len] = slice(n, static_cast<std::size_t>(ctx_.rank));
               shm::reduce_slots(sources(seq, lo * es, in + (base + lo) * es, (base + lo) * es),
                                 ctx_.size, len, c.type, c.reduce, lane(ctx_.rank, seq) + lo * es);
               publish(shm::Flag::kReduced, seq);
               wait(shm::Flag::kReduced, seq, what);
               for (std::size_t r = 0; r < w; ++r) {
-                const auto [rlo, rlen] = slice(r);
+                const auto [rlo, rlen] = slice(n, r);
                 std::memcpy(static_cast<std::uint8_t*>(c.output) + (base + rlo) * es,
                             lane(static_cast<int>(r), seq) + rlo * es, rlen * es);
               }
@@ -356,7 +351,8 @@ class ShmBackend final : public CollectiveBackend {
         c, std::max<std::size_t>(1, lane_bytes_ / (es * w)), Algorithm::kOneShot,
         describer(c, Algorithm::kOneShot),
         [&](std::size_t base, std::size_t n, std::uint64_t seq) {
-          for (std::size_t b = 0; b < w; ++b) {
+          for (std::size_t b = 0; b < w; ++b) {  // not its own block: it reads that from `in`
+            if (b == static_cast<std::size_t>(ctx_.rank)) continue;
             std::memcpy(lane(ctx_.rank, seq) + b * n * es, in + (b * c.count + base) * es, n * es);
           }
         },
