@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -32,6 +33,7 @@ struct TuneArgs {
   std::uint64_t min_bytes = 4096;
   std::uint64_t max_bytes = 16u << 20;
   std::uint64_t factor = 4;
+  int rounds = 3;
   std::string output;
   std::string bind_to = "core";
 };
@@ -138,8 +140,8 @@ int index_of(const Measured& m, Backend backend, Algorithm algorithm, std::uint6
 // built-in table runs at that size (when that was measured too).
 std::vector<TuningRow> report_and_choose(const TuneArgs& a, Op op, const Measured& m,
                                          const Plan& builtin) {
-  std::cout << fmt::format("\n{} {} on {} ranks: time per call (us)\n", to_string(op),
-                           to_string(a.dtype), a.ranks);
+  std::cout << fmt::format("\n{} {} on {} ranks: time per call (us, best of {} rounds)\n",
+                           to_string(op), to_string(a.dtype), a.ranks, a.rounds);
   std::cout << fmt::format("{:>10}", "size");
   for (const auto& c : m.candidates) std::cout << fmt::format(" {:>14}", name_of(c));
   std::cout << fmt::format("  {:<14} {:>16}\n", "chosen", "gain vs built-in");
@@ -206,16 +208,27 @@ void run_tune(const TuneArgs& a) {
     Measured m;
     m.candidates = candidates(op, builtin);
     for (std::uint64_t s = a.min_bytes; s <= a.max_bytes; s *= a.factor) m.sizes.push_back(s);
-    for (const auto& c : m.candidates) {
-      std::cerr << fmt::format("tune: {} via {} ...\n", to_string(op), name_of(c));
-      m.times.push_back(measure(a, op, c, self, dir));
+    // Rounds alternate the candidates and each keeps its best time per size: a machine whose
+    // speed drifts over minutes (a VM moved between caches) then hits every candidate alike,
+    // instead of one candidate's whole sweep landing in a slow spell.
+    m.times.resize(m.candidates.size());
+    for (int round = 1; round <= a.rounds; ++round) {
+      for (std::size_t i = 0; i < m.candidates.size(); ++i) {
+        std::cerr << fmt::format("tune: {} via {} (round {} of {}) ...\n", to_string(op),
+                                 name_of(m.candidates[i]), round, a.rounds);
+        for (const auto& [size, us] : measure(a, op, m.candidates[i], self, dir)) {
+          auto [it, first] = m.times[i].emplace(size, us);
+          if (!first) it->second = std::min(it->second, us);
+        }
+      }
     }
     entry.ops[op] = report_and_choose(a, op, m, builtin);
   }
   Tuning out;
   out.entries.push_back(entry);
-  out.source = fmt::format("measured by tpcomm tune: {} ranks, {}, {} to {} bytes", a.ranks,
-                           to_string(a.dtype), a.min_bytes, a.max_bytes);
+  out.source =
+      fmt::format("measured by tpcomm tune: {} ranks, {}, {} to {} bytes, best of {} rounds",
+                  a.ranks, to_string(a.dtype), a.min_bytes, a.max_bytes, a.rounds);
   std::ofstream file(a.output);
   file << encode_tuning(out);
   if (!file) throw invalid_input(fmt::format("tune: cannot write {}", a.output));
@@ -248,6 +261,10 @@ void add_tune_command(CLI::App& app) {
   cmd->add_option("-b,--minbytes", a->min_bytes, "smallest size")->capture_default_str();
   cmd->add_option("-e,--maxbytes", a->max_bytes, "largest size")->capture_default_str();
   cmd->add_option("-f,--stepfactor", a->factor, "size multiplier")->capture_default_str();
+  cmd->add_option("--rounds", a->rounds,
+                  "times each candidate is run, alternating with the others; the best counts")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   cmd->add_option("--bind-to", a->bind_to, "as tpcomm bench --bind-to")
       ->capture_default_str()
       ->check(CLI::IsMember({"core", "none"}));

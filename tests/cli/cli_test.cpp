@@ -409,8 +409,13 @@ TEST(Cli, TuneTimesEveryCandidateChoosesTheFastestAndWritesAFilePlanUses) {
   ASSERT_NE(mkdtemp(dir), nullptr);
   const std::string file = std::string(dir) + "/tuned.json";
   auto r = tpcomm({"tune", "-n", "2", "--ops", "all_reduce,all_gather", "-b", "4096", "-e",
-                   "262144", "-f", "4", "-o", file});
+                   "262144", "-f", "4", "--rounds", "2", "-o", file});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("all_reduce float32 on 2 ranks: time per call (us, best of 2 rounds)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.err.find("tune: all_gather via shm/single_copy (round 2 of 2)"), std::string::npos)
+      << r.err;
   for (const char* op : {"all_reduce", "all_gather"}) {
     const TuneTable t = parse_tune_table(r.out, op);
     EXPECT_TRUE(std::find(t.candidates.begin(), t.candidates.end(), "shm/one_shot") !=
