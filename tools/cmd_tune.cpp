@@ -34,12 +34,23 @@ struct TuneArgs {
   std::uint64_t max_bytes = 16u << 20;
   std::uint64_t factor = 4;
   int rounds = 3;
+  std::vector<std::uint64_t> steps = {256u << 10};  // besides the lane: shm steps to time
   std::string output;
   std::string bind_to = "core";
 };
 
-std::string name_of(const Candidate& c) {
+// What the benchmark's backend/algorithm column says of a call the candidate serves.
+std::string path_of(const Candidate& c) {
   return fmt::format("{}/{}", to_string(c.backend), to_string(c.algorithm));
+}
+
+// One word, for the table's columns: the path, and "/256K" for a candidate with a step.
+std::string name_of(const Candidate& c) {
+  if (!c.step_bytes) return path_of(c);
+  const std::uint64_t s = *c.step_bytes;
+  return s % (1u << 20) == 0 ? fmt::format("{}/{}M", path_of(c), s >> 20)
+         : s % 1024 == 0     ? fmt::format("{}/{}K", path_of(c), s >> 10)
+                             : fmt::format("{}/{}", path_of(c), s);
 }
 
 // The built-in plan of a group of `ranks` on this machine: what it admits, and what it runs.
@@ -48,11 +59,17 @@ Plan builtin_plan(int ranks) {
                    Tuning{});
 }
 
-// Every backend and algorithm the plan admits for `op`.
-std::vector<Candidate> candidates(Op op, const Plan& plan) {
+// Every backend and algorithm the plan admits for `op`, and shm's with each step of `steps`
+// (single_copy moves a message in one step: no steps).
+std::vector<Candidate> candidates(Op op, const Plan& plan,
+                                  const std::vector<std::uint64_t>& steps) {
   std::vector<Candidate> out;
   for (Backend b : plan.ops.at(op).eligible) {
-    for (Algorithm a : algorithms_of(b, op)) out.push_back(Candidate{b, a, std::nullopt});
+    for (Algorithm a : algorithms_of(b, op)) {
+      out.push_back(Candidate{b, a, std::nullopt, std::nullopt});
+      if (!takes_step(b) || a == Algorithm::kSingleCopy) continue;
+      for (std::uint64_t s : steps) out.push_back(Candidate{b, a, std::nullopt, s});
+    }
   }
   return out;
 }
@@ -97,7 +114,7 @@ std::map<std::uint64_t, double> measure(const TuneArgs& a, Op op, const Candidat
   std::map<std::uint64_t, double> times;
   for (const auto& row : nlohmann::json::parse(detail::read_text_file(rows, "bench rows"))) {
     // A candidate the plan refused would run another path: it is not this candidate's time.
-    if (row.at("backend_algorithm").get<std::string>() != name_of(c)) continue;
+    if (row.at("backend_algorithm").get<std::string>() != path_of(c)) continue;
     times[row.at("bytes").get<std::uint64_t>()] = row.at("time_us").get<double>();
   }
   return times;
@@ -126,10 +143,12 @@ int fastest(const Measured& m, std::uint64_t size) {
 // time.
 constexpr double kKeepBuiltinWithin = 0.95;
 
-int index_of(const Measured& m, Backend backend, Algorithm algorithm, std::uint64_t size) {
+// The candidate that is the built-in table's `row`, if measured at `size`.
+int index_of(const Measured& m, const TableRow& row, std::uint64_t size) {
   for (std::size_t i = 0; i < m.candidates.size(); ++i) {
-    if (m.candidates[i].backend == backend && m.candidates[i].algorithm == algorithm &&
-        m.times[i].count(size)) {
+    const Candidate& c = m.candidates[i];
+    if (c.backend == row.backend && c.algorithm == row.algorithm &&
+        c.step_bytes == row.step_bytes && m.times[i].count(size)) {
       return static_cast<int>(i);
     }
   }
@@ -150,7 +169,7 @@ std::vector<TuningRow> report_and_choose(const TuneArgs& a, Op op, const Measure
     int best = fastest(m, size);
     if (best < 0) continue;
     const TableRow& was = builtin.ops.at(op).row_for(size);
-    const int builtin_index = index_of(m, was.backend, was.algorithm, size);
+    const int builtin_index = index_of(m, was, size);
     // One run's noise must not move a switch point: the built-in choice stays unless another is
     // clearly faster.
     if (builtin_index >= 0 &&
@@ -206,7 +225,7 @@ void run_tune(const TuneArgs& a) {
   entry.key.world_size = a.ranks;
   for (Op op : a.ops) {
     Measured m;
-    m.candidates = candidates(op, builtin);
+    m.candidates = candidates(op, builtin, a.steps);
     for (std::uint64_t s = a.min_bytes; s <= a.max_bytes; s *= a.factor) m.sizes.push_back(s);
     // Rounds alternate the candidates and each keeps its best time per size: a machine whose
     // speed drifts over minutes (a VM moved between caches) then hits every candidate alike,
@@ -265,6 +284,12 @@ void add_tune_command(CLI::App& app) {
                   "times each candidate is run, alternating with the others; the best counts")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
+  cmd->add_option("--steps", a->steps,
+                  "shm step sizes to time besides the lane, bytes (a multiple of 64, at least "
+                  "4096)")
+      ->capture_default_str()
+      ->delimiter(',')
+      ->check(CLI::Range(kMinStepBytes, kMaxStepBytes));
   cmd->add_option("--bind-to", a->bind_to, "as tpcomm bench --bind-to")
       ->capture_default_str()
       ->check(CLI::IsMember({"core", "none"}));

@@ -56,12 +56,14 @@ void append_op(std::string& out, Op op, const OpPlan& p) {
     width = std::max(width, ranges.back().size());
   }
   out += fmt::format("  {}  {}  {}  {}\n", pad("size", width), pad("backend", 9),
-                     pad("algorithm", 12), "blocks");
+                     pad("algorithm", 12), "blocks/step");
   for (std::size_t i = 0; i < p.table.size(); ++i) {
     const auto& row = p.table[i];
     out += fmt::format("  {}  {}  {}  {}\n", pad(ranges[i], width), pad(to_string(row.backend), 9),
                        pad(to_string(row.algorithm), 12),
-                       row.blocks ? fmt::format("{}", *row.blocks) : "-");
+                       row.blocks       ? fmt::format("{}", *row.blocks)
+                       : row.step_bytes ? format_bytes(*row.step_bytes)
+                                        : "-");
   }
 }
 

@@ -23,7 +23,9 @@ struct TableRow {
   Backend backend = Backend::kNccl;
   Algorithm algorithm = Algorithm::kNccl;
   std::optional<int> blocks;  // CUDA kernels only: thread blocks per launch
-#if __cplusplus >= 202002L    // defaulted comparison: C++20 (the library); C++17 users go without
+  // shm only: bytes per protocol step, at most the lane (TPCOMM_SHM_WORKSPACE / 2); else a lane.
+  std::optional<std::uint64_t> step_bytes;
+#if __cplusplus >= 202002L  // defaulted comparison: C++20 (the library); C++17 users go without
   bool operator==(const TableRow&) const = default;
 #endif
 };

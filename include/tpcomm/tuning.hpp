@@ -24,11 +24,17 @@ Backend fallback_backend(DeviceType type);
 const std::vector<Algorithm>& algorithms_of(Backend backend, Op op);
 // Whether the backend's kernels take a thread-block count (CUDA kernels of our own).
 bool takes_blocks(Backend backend);
+// Whether the backend streams a message in steps of a size the table may set (shm's lanes).
+bool takes_step(Backend backend);
+// The step sizes a table may set: a multiple of 64 bytes within these bounds.
+constexpr std::uint64_t kMinStepBytes = 4096;
+constexpr std::uint64_t kMaxStepBytes = std::uint64_t{1} << 30;
 
 struct Candidate {
   Backend backend = Backend::kNccl;
   Algorithm algorithm = Algorithm::kNccl;
   std::optional<int> blocks;
+  std::optional<std::uint64_t> step_bytes;  // shm only: bytes per protocol step (else its lane)
 #if __cplusplus >= 202002L  // defaulted comparison: C++20 (the library); C++17 users go without
   bool operator==(const Candidate&) const = default;
 #endif

@@ -82,7 +82,7 @@ const std::vector<EnvVar>& env_registry() {
        {}},
       {"TPCOMM_SHM_WORKSPACE",
        EnvKind::kInteger,
-       "524288",
+       "1048576",
        "bytes of shared memory per rank for the shm backend: two lanes of half that, used in turn "
        "(larger messages stream through them in steps of one lane)",
        {},

@@ -53,4 +53,8 @@ bool takes_blocks(Backend backend) {
   return backend == Backend::kCustom || backend == Backend::kMultimem;
 }
 
+bool takes_step(Backend backend) {
+  return backend == Backend::kShm;
+}
+
 }  // namespace tpcomm

@@ -27,6 +27,7 @@ Json op_json(const OpPlan& p) {
     r["backend"] = to_string(row.backend);
     r["algorithm"] = to_string(row.algorithm);
     if (row.blocks) r["blocks"] = *row.blocks;
+    if (row.step_bytes) r["step_bytes"] = *row.step_bytes;
     j["table"].push_back(r);
   }
   return j;

@@ -54,20 +54,22 @@ std::set<Backend> parse_disabled_backends(std::string_view list, std::string_vie
 namespace {
 
 // Resolves each tuning row to its first eligible candidate and merges neighbours that resolve
-// to the same backend, algorithm and block count.
+// to the same backend, algorithm, block count and step.
 std::vector<TableRow> build_table(const std::vector<TuningRow>& rows, const OpPlan& op_plan,
                                   Backend fallback, Op op) {
   std::vector<TableRow> table;
   for (const auto& row : rows) {
-    TableRow chosen{row.max_bytes, fallback, algorithms_of(fallback, op).front(), std::nullopt};
+    TableRow chosen{row.max_bytes, fallback, algorithms_of(fallback, op).front(), std::nullopt,
+                    std::nullopt};
     for (const auto& c : row.use) {
       if (op_plan.is_eligible(c.backend)) {
-        chosen = TableRow{row.max_bytes, c.backend, c.algorithm, c.blocks};
+        chosen = TableRow{row.max_bytes, c.backend, c.algorithm, c.blocks, c.step_bytes};
         break;
       }
     }
     if (!table.empty() && table.back().backend == chosen.backend &&
-        table.back().algorithm == chosen.algorithm && table.back().blocks == chosen.blocks) {
+        table.back().algorithm == chosen.algorithm && table.back().blocks == chosen.blocks &&
+        table.back().step_bytes == chosen.step_bytes) {
       table.back().max_bytes = chosen.max_bytes;
     } else {
       table.push_back(std::move(chosen));
@@ -75,7 +77,8 @@ std::vector<TableRow> build_table(const std::vector<TuningRow>& rows, const OpPl
   }
   if (table.empty() || table.back().max_bytes) {
     // Tuning rows always end unbounded (validated); keep the invariant even for odd input.
-    table.push_back({std::nullopt, fallback, algorithms_of(fallback, op).front(), std::nullopt});
+    table.push_back(
+        {std::nullopt, fallback, algorithms_of(fallback, op).front(), std::nullopt, std::nullopt});
   }
   return table;
 }
@@ -108,7 +111,7 @@ Plan make_plan(const FactsTable& facts, const PlanOptions& options, const Tuning
     p.zero_copy_reason = admission.zero_copy_reason;
     if (group.world_size() == 1) {
       Backend b = p.is_eligible(Backend::kLocal) ? Backend::kLocal : fallback;
-      p.table = {{std::nullopt, b, algorithms_of(b, op).front(), std::nullopt}};
+      p.table = {{std::nullopt, b, algorithms_of(b, op).front(), std::nullopt, std::nullopt}};
       continue;
     }
     TuningLookup lookup =

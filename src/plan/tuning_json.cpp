@@ -49,6 +49,19 @@ Candidate read_candidate(const Json& value, const std::string& path, DeviceType 
     }
     c.blocks = static_cast<int>(detail::read_integer(*v, r.path_of("blocks"), 1, 1024));
   }
+  if (const Json* v = r.optional("step_bytes")) {
+    if (!takes_step(c.backend)) {
+      fail_at(r.path_of("step_bytes"),
+              fmt::format("backend {} takes no step size (only shm does)", name));
+    }
+    c.step_bytes = static_cast<std::uint64_t>(
+        detail::read_integer(*v, r.path_of("step_bytes"), static_cast<std::int64_t>(kMinStepBytes),
+                             static_cast<std::int64_t>(kMaxStepBytes)));
+    if (*c.step_bytes % 64 != 0) {
+      fail_at(r.path_of("step_bytes"),
+              fmt::format("{} is not a multiple of 64 bytes (a cache line)", *c.step_bytes));
+    }
+  }
   r.reject_unknown();
   return c;
 }
@@ -185,6 +198,7 @@ std::string encode_tuning(const Tuning& tuning, int indent) {
           jc["backend"] = to_string(c.backend);
           jc["algorithm"] = to_string(c.algorithm);
           if (c.blocks) jc["blocks"] = *c.blocks;
+          if (c.step_bytes) jc["step_bytes"] = *c.step_bytes;
           use.push_back(jc);
         }
         jr["use"] = use;

@@ -230,6 +230,7 @@ void CommunicatorState::run_call(transport::Call call, bool device_call) {
   const TableRow& row = table.ops.at(call.op).row_for(call_bytes(call, bootstrap->size()));
   call.algorithm = row.algorithm;
   call.blocks = row.blocks.value_or(0);
+  call.step_bytes = row.step_bytes.value_or(0);
   try {
     if (check_calls) {
       const std::string mine = transport::call_signature(call);

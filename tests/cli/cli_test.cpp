@@ -247,6 +247,30 @@ TEST(Cli, TopoJsonIsAFactsFileThatPlanReads) {
   EXPECT_TRUE(contains(cuda.err, "no CUDA device on this machine")) << cuda.err;
 }
 
+// A CPU group of two on this machine: the plan names shm's steps and single-copy reads, in the
+// text (the blocks/step column) and the JSON (step_bytes), as the built-in table sets them.
+TEST(Cli, PlanOfTwoCpuRanksShowsShmStepsAndSingleCopy) {
+  auto topo = tpcomm({"topo", "--json", "--ranks", "2", "--device", "cpu"});
+  ASSERT_EQ(topo.exit_code, 0) << topo.err;
+  char path[] = "/tmp/tpcomm_topo_XXXXXX";
+  close(mkstemp(path));
+  std::ofstream(path) << topo.out;
+  auto text = tpcomm({"plan", path});
+  auto js = tpcomm({"plan", path, "--json"});
+  unlink(path);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(contains(text.out,
+                       "  size         backend    algorithm     blocks/step\n"
+                       "  up to 8 MiB  shm        one_shot      -\n"
+                       "  above 8 MiB  shm        one_shot      256 KiB\n"))
+      << text.out;
+  EXPECT_TRUE(contains(text.out, "  above 32 KiB  shm        single_copy   -\n")) << text.out;
+  const json table = json::parse(js.out)["ops"]["all_reduce"]["table"];
+  ASSERT_EQ(table.size(), 2u) << js.out;
+  EXPECT_FALSE(table[0].contains("step_bytes")) << js.out;
+  EXPECT_EQ(table[1]["step_bytes"], 256 * 1024) << js.out;
+}
+
 TEST(Cli, EnvListsEveryVariableAndFlagsInvalidValues) {
   auto r = tpcomm({"env"});
   ASSERT_EQ(r.exit_code, 0) << r.err;

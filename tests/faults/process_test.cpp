@@ -144,6 +144,26 @@ TEST_P(Correctness, EveryCollectiveDtypeOpAndSizeOnWRanks) {
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, Correctness, ::testing::Values(1, 2, 3, 4, 8));
 
+// A tuning file with one row per operation for a `ranks` group: `ops` maps each op to its
+// candidate's JSON.
+std::string tuning_file(int ranks, const std::map<std::string, std::string>& ops) {
+  char path[] = "/tmp/tpcomm-test-tuning-XXXXXX";
+  close(mkstemp(path));
+  std::string rows;
+  for (const auto& [op, use] : ops) {
+    rows += (rows.empty() ? "" : ", ") + ("\"" + op + "\": [{\"max_bytes\": null, \"use\": [") +
+            use + "]}]";
+  }
+  std::ofstream(path) << R"({"tpcomm_tuning": 1, "entries": [{"device": "cpu", "world_size": )"
+                      << ranks << R"(, "ops": {)" << rows << "}}]}";
+  return path;
+}
+
+// A tuning file that sends every all-gather of a `ranks` group to shm/single_copy.
+std::string single_copy_tuning(int ranks) {
+  return tuning_file(ranks, {{"all_gather", R"({"backend": "shm", "algorithm": "single_copy"})"}});
+}
+
 // The same matrix through each path the plan can take on one node, forced.
 TEST(CorrectnessPaths, GlooWhenShmIsDisabledAndShmWithATinyWorkspace) {
   auto gloo = run_group({"-n", "3"}, {"correctness"}, {{"TPCOMM_DISABLE", "shm"}}, marker());
@@ -163,14 +183,32 @@ TEST(CorrectnessPaths, GlooWhenShmIsDisabledAndShmWithATinyWorkspace) {
   EXPECT_EQ(results(chunked.out), results(plain.out)) << "chunking must not change a bit";
 }
 
-// A tuning file that sends every all-gather of a `ranks` group to shm/single_copy.
-std::string single_copy_tuning(int ranks) {
-  char path[] = "/tmp/tpcomm-test-tuning-XXXXXX";
-  close(mkstemp(path));
-  std::ofstream(path) << R"({"tpcomm_tuning": 1, "entries": [{"device": "cpu", "world_size": )"
-                      << ranks << R"(, "ops": {"all_gather": [{"max_bytes": null, "use": )"
-                      << R"([{"backend": "shm", "algorithm": "single_copy"}]}]}}]})";
-  return path;
+TEST(CorrectnessPaths, StepsThePlanSetsCrossEveryBoundaryWithTheSameBits) {
+  // 4 KiB steps (the smallest a table may set) for every shm operation and algorithm.
+  const std::string step = R"(, "step_bytes": 4096})";
+  auto run_with = [&](const std::string& all_reduce_algorithm) {
+    const std::string file = tuning_file(
+        3, {{"all_reduce",
+             R"({"backend": "shm", "algorithm": ")" + all_reduce_algorithm + "\"" + step},
+            {"all_gather", R"({"backend": "shm", "algorithm": "one_shot")" + step},
+            {"reduce_scatter", R"({"backend": "shm", "algorithm": "one_shot")" + step}});
+    auto r = run_group({"-n", "3"}, {"correctness"}, {{"TPCOMM_TUNING", file}}, marker());
+    std::remove(file.c_str());
+    return r;
+  };
+  auto one_shot = run_with("one_shot");
+  auto two_shot = run_with("two_shot");
+  auto plain = run_group({"-n", "3"}, {"correctness"}, {}, marker());
+  auto results = [](const std::string& out) {
+    std::set<std::string> found;
+    for (const auto& l : lines_with(out, "results=")) found.insert(l.substr(l.find("results=")));
+    return found;
+  };
+  for (const auto* r : {&one_shot, &two_shot}) {
+    EXPECT_EQ(r->exit_code, 0) << r->out << r->err;
+    EXPECT_EQ(lines_with(r->out, "324 checks, 0 failed").size(), 3u) << r->out;
+    EXPECT_EQ(results(r->out), results(plain.out)) << "steps must not change a bit";
+  }
 }
 
 TEST(CorrectnessPaths, AllGatherReadsPeersDirectlyOrThroughTheLanesWithTheSameBits) {

@@ -328,7 +328,7 @@ TEST(PlannerTuning, OverrideFileReplacesBuiltInRowsForItsKeyAndOpOnly) {
   Plan plan = make_plan(test::load_facts("topologies/h100x8_single.json"), {}, overrides);
   const auto& ar = plan.ops.at(Op::kAllReduce).table;
   ASSERT_EQ(ar.size(), 2u);
-  EXPECT_EQ(ar[0], (TableRow{1 * MiB, Backend::kCustom, Algorithm::kOneShot, 24}));
+  EXPECT_EQ(ar[0], (TableRow{1 * MiB, Backend::kCustom, Algorithm::kOneShot, 24, std::nullopt}));
   EXPECT_EQ(ar[1].backend, Backend::kNccl);
   // all_gather is not in the file: the built-in rows serve it.
   Plan builtin = plan_of("topologies/h100x8_single.json");

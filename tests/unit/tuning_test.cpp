@@ -57,14 +57,35 @@ TEST(BuiltinTuning, CpuAllGatherSwitchesToSingleCopyForTwoRanksOnly) {
       builtin_entry(DeviceType::kCpu, std::nullopt, 2, std::nullopt)->ops.at(Op::kAllGather);
   ASSERT_EQ(two.size(), 2u);
   EXPECT_EQ(two[0].max_bytes, 32 * KiB);
-  EXPECT_EQ(two[0].use.front(), (Candidate{Backend::kShm, Algorithm::kOneShot, std::nullopt}));
-  EXPECT_EQ(two[1].use.front(), (Candidate{Backend::kShm, Algorithm::kSingleCopy, std::nullopt}));
+  EXPECT_EQ(two[0].use.front(),
+            (Candidate{Backend::kShm, Algorithm::kOneShot, std::nullopt, std::nullopt}));
+  EXPECT_EQ(two[1].use.front(),
+            (Candidate{Backend::kShm, Algorithm::kSingleCopy, std::nullopt, std::nullopt}));
   for (int w : {3, 4, 8, 16}) {
     const auto& rows =
         builtin_entry(DeviceType::kCpu, std::nullopt, w, std::nullopt)->ops.at(Op::kAllGather);
     ASSERT_EQ(rows.size(), 1u) << "W " << w;
     EXPECT_EQ(rows[0].use.front().algorithm, Algorithm::kOneShot) << "W " << w;
   }
+}
+
+// shm all-reduce, W = 2: one-shot at every size, in steps of the lane up to 8 MiB and of
+// 256 KiB above; a step goes through the file format and into the plan's rows.
+TEST(BuiltinTuning, CpuTwoRanksAllReduceTakesSmallerStepsAbove8MiB) {
+  const auto& rows =
+      builtin_entry(DeviceType::kCpu, std::nullopt, 2, std::nullopt)->ops.at(Op::kAllReduce);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].max_bytes, 8 * MiB);
+  EXPECT_EQ(rows[0].use.front(),
+            (Candidate{Backend::kShm, Algorithm::kOneShot, std::nullopt, std::nullopt}));
+  EXPECT_EQ(rows[1].use.front(),
+            (Candidate{Backend::kShm, Algorithm::kOneShot, std::nullopt, 256 * KiB}));
+  const Tuning t = decode_tuning(
+      R"({"tpcomm_tuning": 1, "entries": [{"device": "cpu", "world_size": 3, "ops": {)"
+      R"("reduce_scatter": [{"max_bytes": null, "use": [{"backend": "shm", "step_bytes": 4096}]}]}}]})",
+      "inline");
+  EXPECT_EQ(t.entries[0].ops.at(Op::kReduceScatter)[0].use[0].step_bytes, 4096u);
+  EXPECT_NE(encode_tuning(t).find("\"step_bytes\": 4096"), std::string::npos) << encode_tuning(t);
 }
 
 TEST(BuiltinTuning, RowsAreWellFormed) {
@@ -93,9 +114,9 @@ TEST(TuningCodec, ValidFileDecodes) {
   ASSERT_EQ(t.entries.size(), 1u);
   EXPECT_EQ(t.entries[0].key, (TuningKey{DeviceType::kCuda, 90, 8, Mode::kEager}));
   const auto& rows = t.entries[0].ops.at(Op::kAllReduce);
-  EXPECT_EQ(rows[0].use[0], (Candidate{Backend::kCustom, Algorithm::kOneShot, 24}));
-  EXPECT_EQ(rows[1].use[0],
-            (Candidate{Backend::kNccl, Algorithm::kNccl, std::nullopt}));  // default algorithm
+  EXPECT_EQ(rows[0].use[0], (Candidate{Backend::kCustom, Algorithm::kOneShot, 24, std::nullopt}));
+  EXPECT_EQ(rows[1].use[0], (Candidate{Backend::kNccl, Algorithm::kNccl, std::nullopt,
+                                       std::nullopt}));  // default algorithm
 }
 
 TEST(TuningCodec, EveryMalformedFileGivesItsError) {

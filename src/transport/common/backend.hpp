@@ -21,9 +21,10 @@ struct Call {
   ReduceOp reduce = ReduceOp::kSum;
   Algorithm algorithm = Algorithm::kOneShot;
   std::uint64_t sequence = 0;
-  int blocks = 0;          // the plan row's thread blocks (custom kernels)
-  void* stream = nullptr;  // cudaStream_t of a GPU call; null for host buffers
-  bool captured = false;   // the stream is capturing a CUDA graph (the graph table chose)
+  int blocks = 0;                // the plan row's thread blocks (custom kernels)
+  std::uint64_t step_bytes = 0;  // the plan row's step (shm); 0: the backend's own
+  void* stream = nullptr;        // cudaStream_t of a GPU call; null for host buffers
+  bool captured = false;         // the stream is capturing a CUDA graph (the graph table chose)
   // The user's call this one is a stage of (hier's stages), or null. Backends compare it across
   // ranks too: two user calls can have identical stages (1024 and 1023 elements split in two).
   const Call* outer = nullptr;

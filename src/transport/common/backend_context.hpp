@@ -25,9 +25,9 @@ struct BackendContext {
   std::shared_ptr<Bootstrap> bootstrap;  // rendezvous; its store() holds the backends' keys
   std::uint64_t comm_id = 0;             // unique per communicator: names segments and keys
   std::chrono::milliseconds timeout{60000};
-  std::string socket_address = "127.0.0.1";      // where peers reach this rank (gloo's sockets)
-  std::vector<int> node_of_rank;                 // node index of every rank; empty: one node
-  std::size_t shm_workspace_bytes = 512u << 10;  // per rank (TPCOMM_SHM_WORKSPACE): shm, hier
+  std::string socket_address = "127.0.0.1";    // where peers reach this rank (gloo's sockets)
+  std::vector<int> node_of_rank;               // node index of every rank; empty: one node
+  std::size_t shm_workspace_bytes = 1u << 20;  // per rank (TPCOMM_SHM_WORKSPACE): shm, hier
   bool shm_single_copy = true;      // shm may read peers' memory directly (TPCOMM_SHM_SINGLE_COPY)
   std::size_t graph_slots = 16384;  // captured calls that may be registered (TPCOMM_GRAPH_SLOTS)
   int cuda_device = 0;              // this rank's CUDA device (GPU backends)

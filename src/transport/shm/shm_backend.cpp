@@ -151,6 +151,11 @@ class ShmBackend final : public CollectiveBackend {
            (seq % shm::kLanes) * lane_bytes_;
   }
 
+  // Bytes a step of this call moves through a lane: the plan row's step, at most a lane.
+  std::size_t step_bytes(const Call& c) const {
+    return c.step_bytes != 0 ? std::min<std::size_t>(c.step_bytes, lane_bytes_) : lane_bytes_;
+  }
+
   // Bytes of a call's input on every rank.
   std::size_t input_bytes(const Call& c) const {
     const std::size_t w = c.op == Op::kReduceScatter ? static_cast<std::size_t>(ctx_.size) : 1;
@@ -274,8 +279,8 @@ class ShmBackend final : public CollectiveBackend {
   void one_shot(const Call& c) {
     const std::size_t es = size_of(c.type);
     const auto* in = static_cast<const std::uint8_t*>(c.input);
-    chunked(c, lane_bytes_ / es, Algorithm::kOneShot, describer(c, Algorithm::kOneShot), copy_in(c),
-            [&](std::size_t base, std::size_t n, std::uint64_t seq) {
+    chunked(c, step_bytes(c) / es, Algorithm::kOneShot, describer(c, Algorithm::kOneShot),
+            copy_in(c), [&](std::size_t base, std::size_t n, std::uint64_t seq) {
               shm::reduce_slots(sources(seq, 0, in + base * es, base * es), ctx_.size, n, c.type,
                                 c.reduce, static_cast<std::uint8_t*>(c.output) + base * es);
             });
@@ -298,7 +303,7 @@ class ShmBackend final : public CollectiveBackend {
       std::memcpy(lane(ctx_.rank, seq) + (lo + len) * es, in + (base + lo + len) * es,
                   (n - lo - len) * es);
     };
-    chunked(c, lane_bytes_ / es, Algorithm::kTwoShot, what, fill,
+    chunked(c, step_bytes(c) / es, Algorithm::kTwoShot, what, fill,
             [&](std::size_t base, std::size_t n, std::uint64_t seq) {
               const auto [lo, len] = slice(n, static_cast<std::size_t>(ctx_.rank));
               shm::reduce_slots(sources(seq, lo * es, in + (base + lo) * es, (base + lo) * es),
@@ -322,7 +327,7 @@ class ShmBackend final : public CollectiveBackend {
     const bool direct = single_copy_ && c.algorithm == Algorithm::kSingleCopy;
     if (direct && !mine_at_.id)
       mine_single_copy_ = reinterpret_cast<std::uint64_t>(in) | kSingleCopyFlag;
-    chunked(c, direct ? std::max<std::size_t>(c.count, 1) : lane_bytes_ / es, c.algorithm,
+    chunked(c, direct ? std::max<std::size_t>(c.count, 1) : step_bytes(c) / es, c.algorithm,
             describer(c, c.algorithm), copy_in(c),
             [&](std::size_t base, std::size_t n, std::uint64_t seq) {
               for (int r = 0; r < ctx_.size; ++r) {
@@ -348,7 +353,7 @@ class ShmBackend final : public CollectiveBackend {
     const auto w = static_cast<std::size_t>(ctx_.size);
     const auto* in = static_cast<const std::uint8_t*>(c.input);
     chunked(
-        c, std::max<std::size_t>(1, lane_bytes_ / (es * w)), Algorithm::kOneShot,
+        c, std::max<std::size_t>(1, step_bytes(c) / (es * w)), Algorithm::kOneShot,
         describer(c, Algorithm::kOneShot),
         [&](std::size_t base, std::size_t n, std::uint64_t seq) {
           for (std::size_t b = 0; b < w; ++b) {  // not its own block: it reads that from `in`
