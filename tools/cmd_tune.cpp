@@ -60,14 +60,14 @@ Plan builtin_plan(int ranks) {
 }
 
 // Every backend and algorithm the plan admits for `op`, and shm's with each step of `steps`
-// (single_copy moves a message in one step: no steps).
+// (an all-gather's single_copy moves a message in one step: no steps).
 std::vector<Candidate> candidates(Op op, const Plan& plan,
                                   const std::vector<std::uint64_t>& steps) {
   std::vector<Candidate> out;
   for (Backend b : plan.ops.at(op).eligible) {
     for (Algorithm a : algorithms_of(b, op)) {
       out.push_back(Candidate{b, a, std::nullopt, std::nullopt});
-      if (!takes_step(b) || a == Algorithm::kSingleCopy) continue;
+      if (!takes_step(b) || (op == Op::kAllGather && a == Algorithm::kSingleCopy)) continue;
       for (std::uint64_t s : steps) out.push_back(Candidate{b, a, std::nullopt, s});
     }
   }

@@ -23,7 +23,8 @@ const std::vector<Algorithm>& algorithms_of(Backend backend, Op op) {
   static const std::vector<A> copy = {A::kCopy};
   static const std::vector<A> one_two = {A::kOneShot, A::kTwoShot};
   static const std::vector<A> one = {A::kOneShot};
-  // shm all-gather: through the lanes, or each peer's input read where it lies (process_vm_readv).
+  // shm: through the lanes, or each peer's input read where it lies (process_vm_readv).
+  static const std::vector<A> one_two_single = {A::kOneShot, A::kTwoShot, A::kSingleCopy};
   static const std::vector<A> one_single = {A::kOneShot, A::kSingleCopy};
   static const std::vector<A> ld_reduce = {A::kLdReduce};
   static const std::vector<A> st = {A::kSt};
@@ -36,7 +37,7 @@ const std::vector<Algorithm>& algorithms_of(Backend backend, Op op) {
     case Backend::kCustom:
       return op == Op::kAllReduce ? one_two : one;
     case Backend::kShm:
-      return op == Op::kAllReduce ? one_two : op == Op::kAllGather ? one_single : one;
+      return op == Op::kAllReduce ? one_two_single : op == Op::kAllGather ? one_single : one;
     case Backend::kMultimem:
       return op == Op::kAllGather ? st : ld_reduce;
     case Backend::kNccl:

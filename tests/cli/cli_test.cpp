@@ -451,9 +451,10 @@ TEST(Cli, TuneTimesEveryCandidateChoosesTheFastestAndWritesAFilePlanUses) {
       const auto fastest = std::min_element(times.begin(), times.end()) - times.begin();
       const auto at = std::find(t.candidates.begin(), t.candidates.end(), chosen);
       ASSERT_NE(at, t.candidates.end()) << chosen;
-      // The fastest, or a built-in choice within 5% of it (noise must not move switch points).
+      // The fastest, or a built-in choice within 5% of it (noise must not move switch points);
+      // the table prints hundredths of a microsecond, so the check allows their rounding.
       EXPECT_LE(times[static_cast<std::size_t>(at - t.candidates.begin())] * 0.95,
-                times[static_cast<std::size_t>(fastest)])
+                times[static_cast<std::size_t>(fastest)] + 0.01)
           << op << " " << size << ": chose " << chosen << "\n"
           << r.out;
     }

@@ -248,6 +248,34 @@ TEST(CorrectnessPaths, AllGatherReadsPeersDirectlyOrThroughTheLanesWithTheSameBi
   EXPECT_EQ(results(refused.out), results(lanes.out)) << "the path must not change a bit";
 }
 
+TEST(CorrectnessPaths, AllReduceReadsPeersDirectlyInStepsWithTheSameBitsAsOneShot) {
+  // Every all-reduce of a group of 3 through single_copy, in 4 KiB steps (every step boundary);
+  // in-place calls among them go through their lanes. Refused, the same calls are one-shot's.
+  const std::string file = tuning_file(
+      3, {{"all_reduce", R"({"backend": "shm", "algorithm": "single_copy", "step_bytes": 4096})"}});
+  std::map<std::string, std::string> env = {
+      {"TPCOMM_LOG", "debug"}, {"TPCOMM_LOG_SUBSYS", "shm"}, {"TPCOMM_TUNING", file}};
+  auto direct = run_group({"-n", "3"}, {"correctness"}, env, marker());
+  env["TPCOMM_SHM_SINGLE_COPY"] = "0";
+  auto refused = run_group({"-n", "3"}, {"correctness"}, env, marker());
+  std::remove(file.c_str());
+  auto plain = run_group({"-n", "3"}, {"correctness"}, {}, marker());
+  auto results = [](const std::string& out) {
+    std::set<std::string> found;
+    for (const auto& l : lines_with(out, "results=")) found.insert(l.substr(l.find("results=")));
+    return found;
+  };
+  for (const auto* r : {&direct, &refused}) {
+    EXPECT_EQ(r->exit_code, 0) << r->out << r->err;
+    EXPECT_EQ(lines_with(r->out, "324 checks, 0 failed").size(), 3u) << r->out;
+    EXPECT_EQ(results(r->out), results(plain.out)) << "the path must not change a bit";
+  }
+  EXPECT_EQ(lines_with(direct.out + direct.err, "input (single copy) in place").size(), 3u)
+      << direct.err;
+  EXPECT_EQ(lines_with(refused.out + refused.err, "input (single copy) in place").size(), 0u)
+      << refused.err;
+}
+
 TEST(Faults, MismatchedCountThroughShmIsAnErrorNotGarbage) {
   auto r = run_group({"-n", "2", "--keep-going"}, {"mismatch", "count"}, {}, marker());
   EXPECT_EQ(r.exit_code, 3) << r.out << r.err;

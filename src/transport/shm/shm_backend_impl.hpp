@@ -1,0 +1,176 @@
+// The shm backend's class, shared by its two halves: shm_backend.cpp (set-up, abort, the step
+// protocol) and shm_collectives.cpp (the algorithms of each operation over that protocol).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "registered_heap.hpp"
+#include "shm_call_text.hpp"
+#include "shm_layout.hpp"
+#include "shm_segment.hpp"
+#include "shm_wait.hpp"
+#include "transport/common/backend.hpp"
+#include "transport/common/backend_context.hpp"
+
+namespace tpcomm::transport::shm {
+
+class ShmBackend final : public CollectiveBackend {
+ public:
+  explicit ShmBackend(BackendContext context)
+      : ctx_(std::move(context)),
+        lane_bytes_(lane_bytes(ctx_.shm_workspace_bytes)),
+        sources_(static_cast<std::size_t>(ctx_.size)),
+        peer_in_(static_cast<std::size_t>(ctx_.size)),
+        peer_address_(static_cast<std::size_t>(ctx_.size)) {}
+
+  Backend kind() const override { return Backend::kShm; }
+  int setup_steps() const override { return 2; }
+  std::string setup_step_name(int step) const override {
+    return step == 0 ? "shm.create" : "shm.map";
+  }
+
+  void run_setup_step(int step, const Deadline& deadline) override;
+
+  // Every rank has mapped it (the vote said so): the name can go, so no crash can leak it. Then
+  // every rank (all reach this together) agrees on single-copy reads.
+  void setup_complete() override;
+
+  void abort() override;
+
+  // A peer's abort is checked before and after the call: a rank that was stopped while its
+  // peers gave up can find their inputs still posted and would complete the call as if nothing
+  // happened (one atomic load of a line nobody writes until an abort).
+  void run(const Call& c) override;
+
+ private:
+  SegmentHeader& header() const { return *static_cast<SegmentHeader*>(segment_.base()); }
+  // `done`: this call has completed here; it fails only if the abort stopped it (or an earlier
+  // one) on the aborting rank, not if that rank aborted after completing it.
+  void throw_if_a_peer_aborted(const Call& c, bool done) const;
+  RankControl* control(int r) const {
+    return reinterpret_cast<RankControl*>(static_cast<char*>(segment_.base()) + control_offset()) +
+           r;
+  }
+  // Rank r's lane for protocol step `seq`.
+  std::uint8_t* lane(int r, std::uint64_t seq) const {
+    return static_cast<std::uint8_t*>(segment_.base()) +
+           slots_offset(static_cast<std::size_t>(ctx_.size)) +
+           static_cast<std::size_t>(r) * ctx_.shm_workspace_bytes + (seq % kLanes) * lane_bytes_;
+  }
+
+  // Bytes a step of this call moves through a lane: the plan row's step, at most a lane.
+  std::size_t step_bytes(const Call& c) const {
+    return c.step_bytes != 0 ? std::min<std::size_t>(c.step_bytes, lane_bytes_) : lane_bytes_;
+  }
+
+  // Bytes of a call's input on every rank.
+  std::size_t input_bytes(const Call& c) const {
+    const std::size_t w = c.op == Op::kReduceScatter ? static_cast<std::size_t>(ctx_.size) : 1;
+    return c.count * w * size_of(c.type);
+  }
+
+  // Whether this rank's input is read in place by its peers in this call: it lies in a
+  // registered buffer and is at least registered_min_bytes (shm_layout.hpp). Not for one-shot
+  // in place: a rank would write its output while peers still read it as their input.
+  void register_input(const Call& c);
+
+  // Rank r's input of this call, where it lies; null when it is in r's lane.
+  const std::uint8_t* peer_input(int r) const { return peer_in_[static_cast<std::size_t>(r)]; }
+
+  // Waits until every peer's `field` reached `seq`.
+  void wait(Flag which, std::uint64_t seq, const Describe& what);
+
+  void publish(Flag which, std::uint64_t seq);
+
+  // Publishes this rank's slot for step `seq` and waits for every peer's, checking that they
+  // are the same call.
+  void exchange(std::uint64_t seq, const Call& c, Algorithm algorithm, const Describe& what);
+
+  // The sources of a reduction in rank order: every peer's lane of step `seq` at `byte_offset`,
+  // and for this rank `own`, the input its lane is a copy of. Reading the input rather than the
+  // lane just filled matters: those stores are still leaving the core (their lines were shared
+  // with the peers that read the lane two steps ago), and loads from them would wait for that;
+  // measured, one-shot W = 2 is 25-35% faster at 4-64 KiB. Same values, same order, same result.
+  // A peer whose input is registered is read at `input_offset` of its input instead.
+  const void* const* sources(std::uint64_t seq, std::size_t byte_offset, const void* own,
+                             std::size_t input_offset);
+
+  // The step protocol around every chunk of a call: fill this rank's lane, publish and check
+  // headers, consume, flush the wake. A zero-element call still takes one step, so that every
+  // rank stays in step and a mismatch is still seen. (No wait guards the fill: see the lanes in
+  // shm_layout.hpp.)
+  template <typename Fill, typename Consume>
+  void chunked(const Call& c, std::size_t per_chunk, Algorithm algorithm, const Describe& what,
+               Fill fill, Consume consume) {
+    std::uint64_t seq = 0;
+    for (std::size_t base = 0; base < c.count || (c.count == 0 && base == 0); base += per_chunk) {
+      const std::size_t n = std::min(per_chunk, c.count - base);
+      seq = ++seq_;
+      // A zero-element call may pass null buffers; inputs read in place are not copied.
+      if (n > 0 && !mine_at_.id && !mine_single_copy_) fill(base, n, seq);
+      exchange(seq, c, algorithm, what);
+      if (n > 0) consume(base, n, seq);
+      flush_wake(header(), wake_pending_);
+      if (c.count == 0) break;
+    }
+    // A rank whose input its peers read in place may return (and its caller change the input)
+    // only once they all finished reading: one barrier per call. Two-shot's reduce barrier
+    // already proves it.
+    if (any_in_place_ && algorithm != Algorithm::kTwoShot) {
+      publish(Flag::kReduced, seq);
+      wait(Flag::kReduced, seq, what);
+      flush_wake(header(), wake_pending_);
+    }
+  }
+
+  // Copies this chunk of the input into this rank's lane.
+  auto copy_in(const Call& c) {
+    return [this, &c](std::size_t base, std::size_t n, std::uint64_t seq) {
+      const std::size_t es = size_of(c.type);
+      std::memcpy(lane(ctx_.rank, seq), static_cast<const std::uint8_t*>(c.input) + base * es,
+                  n * es);
+    };
+  }
+
+  // Every rank copies its chunk in, then reduces all slots in rank order into its output.
+  void one_shot(const Call& c);
+
+  // Reduce-scatter of slices into each owner's slot, then everyone gathers the reduced slices.
+  void two_shot(const Call& c);
+
+  // One-shot whose peers' inputs are read where they lie, step by step into a private buffer
+  // (single_copy.hpp), instead of copied into lanes first; a rank whose input is its output
+  // (peers would read what it overwrites), or a group where the set-up vote refused single-copy
+  // reads, goes through its lane as one-shot does. Same sources, same order: the same bits.
+  void all_reduce_single_copy(const Call& c);
+
+  // single_copy (where the set-up vote allowed it: the same on every rank, as the plan is): in
+  // one step, each peer's input read where it lies; else chunk by chunk through the lanes.
+  void all_gather(const Call& c);
+
+  // Each slot holds W blocks of the chunk; rank r reduces block r of every slot.
+  void reduce_scatter(const Call& c);
+
+  BackendContext ctx_;
+  std::size_t lane_bytes_;
+  std::vector<const void*> sources_;          // scratch for lanes_at, so a call allocates nothing
+  std::vector<const std::uint8_t*> peer_in_;  // each rank's registered input this step, or null
+  RegisteredAt mine_at_;                      // this rank's, posted in its lane header
+  std::vector<std::uint64_t> peer_address_;   // each rank's input for a single-copy read, or 0
+  std::vector<std::uint8_t> peer_chunks_;     // single-copy all-reduce: a step of each peer
+  std::uint64_t mine_single_copy_ = 0;        // this rank's, with kSingleCopyFlag, or 0
+  bool single_copy_ = false;                  // every rank can read every peer (set-up vote)
+  bool any_in_place_ = false;                 // some rank's input this step is read in place
+  bool logged_[2] = {false, false};           // [single copy]: first in-place read logged
+  Segment segment_;
+  std::uint64_t seq_ = 0;
+  std::atomic<std::uint64_t> current_call_{1};  // read by abort() on another thread
+  bool wake_pending_ = false;  // a publish whose sleepers are not yet woken (shm_wait.hpp)
+};
+
+}  // namespace tpcomm::transport::shm

@@ -1,0 +1,128 @@
+// The shm backend's algorithms, each a fill and a consume over the step protocol of
+// shm_backend_impl.hpp: one-shot and two-shot all-reduce, all-gather through the lanes or by
+// single-copy reads, reduce-scatter.
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "shm_backend_impl.hpp"
+#include "shm_reduce.hpp"
+#include "single_copy.hpp"
+#include "streaming_copy.hpp"
+
+namespace tpcomm::transport::shm {
+
+void ShmBackend::one_shot(const Call& c) {
+  const std::size_t es = size_of(c.type);
+  const auto* in = static_cast<const std::uint8_t*>(c.input);
+  chunked(c, step_bytes(c) / es, Algorithm::kOneShot, describer(c, Algorithm::kOneShot), copy_in(c),
+          [&](std::size_t base, std::size_t n, std::uint64_t seq) {
+            reduce_slots(sources(seq, 0, in + base * es, base * es), ctx_.size, n, c.type, c.reduce,
+                         static_cast<std::uint8_t*>(c.output) + base * es);
+          });
+}
+
+void ShmBackend::all_reduce_single_copy(const Call& c) {
+  const std::size_t es = size_of(c.type);
+  const std::size_t step = step_bytes(c) / es;
+  const auto* in = static_cast<const std::uint8_t*>(c.input);
+  if (single_copy_ && !mine_at_.id && c.input != c.output) {
+    mine_single_copy_ = reinterpret_cast<std::uint64_t>(in) | kSingleCopyFlag;
+  }
+  chunked(c, step, Algorithm::kSingleCopy, describer(c, Algorithm::kSingleCopy), copy_in(c),
+          [&](std::size_t base, std::size_t n, std::uint64_t seq) {
+            const void* const* srcs = sources(seq, 0, in + base * es, base * es);
+            for (int r = 0; r < ctx_.size; ++r) {
+              const auto ur = static_cast<std::size_t>(r);
+              if (r == ctx_.rank || peer_address_[ur] == 0) continue;
+              // Grown once to a step of every rank, then reused: a call allocates nothing.
+              peer_chunks_.resize(std::max(peer_chunks_.size(), ctx_.size * step * es));
+              std::uint8_t* to = peer_chunks_.data() + ur * step * es;
+              read_peer_memory(r, control(r)->pid.load(std::memory_order_acquire),
+                               peer_address_[ur] + base * es, to, n * es);
+              sources_[ur] = to;
+            }
+            reduce_slots(srcs, ctx_.size, n, c.type, c.reduce,
+                         static_cast<std::uint8_t*>(c.output) + base * es);
+          });
+}
+
+void ShmBackend::two_shot(const Call& c) {
+  const std::size_t es = size_of(c.type);
+  const auto w = static_cast<std::size_t>(ctx_.size);
+  const auto* in = static_cast<const std::uint8_t*>(c.input);
+  const Describe what = describer(c, Algorithm::kTwoShot);
+  auto slice = [w](std::size_t n, std::size_t r) {
+    const std::size_t lo = n * r / w;
+    return std::make_pair(lo, n * (r + 1) / w - lo);
+  };
+  // The lane gets every slice but this rank's own, which it reduces from `in` into the lane.
+  auto fill = [&](std::size_t base, std::size_t n, std::uint64_t seq) {
+    const auto [lo, len] = slice(n, static_cast<std::size_t>(ctx_.rank));
+    std::memcpy(lane(ctx_.rank, seq), in + base * es, lo * es);
+    std::memcpy(lane(ctx_.rank, seq) + (lo + len) * es, in + (base + lo + len) * es,
+                (n - lo - len) * es);
+  };
+  chunked(c, step_bytes(c) / es, Algorithm::kTwoShot, what, fill,
+          [&](std::size_t base, std::size_t n, std::uint64_t seq) {
+            const auto [lo, len] = slice(n, static_cast<std::size_t>(ctx_.rank));
+            reduce_slots(sources(seq, lo * es, in + (base + lo) * es, (base + lo) * es), ctx_.size,
+                         len, c.type, c.reduce, lane(ctx_.rank, seq) + lo * es);
+            publish(Flag::kReduced, seq);
+            wait(Flag::kReduced, seq, what);
+            for (std::size_t r = 0; r < w; ++r) {
+              const auto [rlo, rlen] = slice(n, r);
+              std::memcpy(static_cast<std::uint8_t*>(c.output) + (base + rlo) * es,
+                          lane(static_cast<int>(r), seq) + rlo * es, rlen * es);
+            }
+          });
+}
+
+void ShmBackend::all_gather(const Call& c) {
+  const std::size_t es = size_of(c.type);
+  auto* out = static_cast<std::uint8_t*>(c.output);
+  const auto* in = static_cast<const std::uint8_t*>(c.input);
+  const bool direct = single_copy_ && c.algorithm == Algorithm::kSingleCopy;
+  if (direct && !mine_at_.id)
+    mine_single_copy_ = reinterpret_cast<std::uint64_t>(in) | kSingleCopyFlag;
+  chunked(c, direct ? std::max<std::size_t>(c.count, 1) : step_bytes(c) / es, c.algorithm,
+          describer(c, c.algorithm), copy_in(c),
+          [&](std::size_t base, std::size_t n, std::uint64_t seq) {
+            for (int r = 0; r < ctx_.size; ++r) {
+              const auto ur = static_cast<std::size_t>(r);
+              std::uint8_t* to = out + (ur * c.count + base) * es;
+              if (peer_address_[ur] != 0 && r != ctx_.rank) {
+                read_peer_memory(r, control(r)->pid.load(std::memory_order_acquire),
+                                 peer_address_[ur] + base * es, to, n * es);
+                continue;
+              }
+              const std::uint8_t* from = r == ctx_.rank && peer_address_[ur] != 0 ? in + base * es
+                                         : peer_input(r) ? peer_input(r) + base * es
+                                                         : lane(r, seq);
+              if (from != to) copy_block(to, from, n * es, r == ctx_.rank);  // equal: in place
+            }
+          });
+}
+
+void ShmBackend::reduce_scatter(const Call& c) {
+  const std::size_t es = size_of(c.type);
+  const auto w = static_cast<std::size_t>(ctx_.size);
+  const auto* in = static_cast<const std::uint8_t*>(c.input);
+  chunked(
+      c, std::max<std::size_t>(1, step_bytes(c) / (es * w)), Algorithm::kOneShot,
+      describer(c, Algorithm::kOneShot),
+      [&](std::size_t base, std::size_t n, std::uint64_t seq) {
+        for (std::size_t b = 0; b < w; ++b) {  // not its own block: it reads that from `in`
+          if (b == static_cast<std::size_t>(ctx_.rank)) continue;
+          std::memcpy(lane(ctx_.rank, seq) + b * n * es, in + (b * c.count + base) * es, n * es);
+        }
+      },
+      [&](std::size_t base, std::size_t n, std::uint64_t seq) {
+        const std::size_t block = static_cast<std::size_t>(ctx_.rank) * c.count + base;
+        reduce_slots(
+            sources(seq, static_cast<std::size_t>(ctx_.rank) * n * es, in + block * es, block * es),
+            ctx_.size, n, c.type, c.reduce, static_cast<std::uint8_t*>(c.output) + base * es);
+      });
+}
+
+}  // namespace tpcomm::transport::shm
