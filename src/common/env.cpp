@@ -84,7 +84,8 @@ const std::vector<EnvVar>& env_registry() {
        EnvKind::kInteger,
        "1048576",
        "bytes of shared memory per rank for the shm backend: two lanes of half that, used in turn "
-       "(larger messages stream through them in steps of one lane)",
+       "(larger messages stream through them in steps of one lane, or of the plan's smaller "
+       "step_bytes)",
        {},
        4096,
        1LL << 30},
