@@ -54,7 +54,7 @@ std::set<Backend> parse_disabled_backends(std::string_view list, std::string_vie
 namespace {
 
 // Resolves each tuning row to its first eligible candidate and merges neighbours that resolve
-// to the same backend, algorithm, block count and step.
+// to the same choice (rows equal but for their size limit).
 std::vector<TableRow> build_table(const std::vector<TuningRow>& rows, const OpPlan& op_plan,
                                   Backend fallback, Op op) {
   std::vector<TableRow> table;
@@ -67,9 +67,9 @@ std::vector<TableRow> build_table(const std::vector<TuningRow>& rows, const OpPl
         break;
       }
     }
-    if (!table.empty() && table.back().backend == chosen.backend &&
-        table.back().algorithm == chosen.algorithm && table.back().blocks == chosen.blocks &&
-        table.back().step_bytes == chosen.step_bytes) {
+    TableRow widened = table.empty() ? TableRow{} : table.back();
+    widened.max_bytes = chosen.max_bytes;
+    if (!table.empty() && widened == chosen) {
       table.back().max_bytes = chosen.max_bytes;
     } else {
       table.push_back(std::move(chosen));

@@ -144,6 +144,14 @@ TEST_P(Correctness, EveryCollectiveDtypeOpAndSizeOnWRanks) {
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, Correctness, ::testing::Values(1, 2, 3, 4, 8));
 
+// The "results=" digests a correctness run printed (one per rank and world): two runs whose sets
+// are equal computed the same bits.
+std::set<std::string> results_of(const std::string& out) {
+  std::set<std::string> found;
+  for (const auto& l : lines_with(out, "results=")) found.insert(l.substr(l.find("results=")));
+  return found;
+}
+
 // A tuning file with one row per operation for a `ranks` group: `ops` maps each op to its
 // candidate's JSON.
 std::string tuning_file(int ranks, const std::map<std::string, std::string>& ops) {
@@ -175,12 +183,7 @@ TEST(CorrectnessPaths, GlooWhenShmIsDisabledAndShmWithATinyWorkspace) {
   EXPECT_EQ(chunked.exit_code, 0) << chunked.out << chunked.err;
   EXPECT_EQ(lines_with(chunked.out, "324 checks, 0 failed").size(), 3u) << chunked.out;
   auto plain = run_group({"-n", "3"}, {"correctness"}, {}, marker());
-  auto results = [](const std::string& out) {
-    std::set<std::string> found;
-    for (const auto& l : lines_with(out, "results=")) found.insert(l.substr(l.find("results=")));
-    return found;
-  };
-  EXPECT_EQ(results(chunked.out), results(plain.out)) << "chunking must not change a bit";
+  EXPECT_EQ(results_of(chunked.out), results_of(plain.out)) << "chunking must not change a bit";
 }
 
 TEST(CorrectnessPaths, StepsThePlanSetsCrossEveryBoundaryWithTheSameBits) {
@@ -199,15 +202,10 @@ TEST(CorrectnessPaths, StepsThePlanSetsCrossEveryBoundaryWithTheSameBits) {
   auto one_shot = run_with("one_shot");
   auto two_shot = run_with("two_shot");
   auto plain = run_group({"-n", "3"}, {"correctness"}, {}, marker());
-  auto results = [](const std::string& out) {
-    std::set<std::string> found;
-    for (const auto& l : lines_with(out, "results=")) found.insert(l.substr(l.find("results=")));
-    return found;
-  };
   for (const auto* r : {&one_shot, &two_shot}) {
     EXPECT_EQ(r->exit_code, 0) << r->out << r->err;
     EXPECT_EQ(lines_with(r->out, "324 checks, 0 failed").size(), 3u) << r->out;
-    EXPECT_EQ(results(r->out), results(plain.out)) << "steps must not change a bit";
+    EXPECT_EQ(results_of(r->out), results_of(plain.out)) << "steps must not change a bit";
   }
 }
 
@@ -239,13 +237,8 @@ TEST(CorrectnessPaths, AllGatherReadsPeersDirectlyOrThroughTheLanesWithTheSameBi
       << refused.err;
   EXPECT_EQ(lines_with(refused.out + refused.err, read_in_place).size(), 0u) << refused.err;
   EXPECT_EQ(lines_with(lanes.out + lanes.err, read_in_place).size(), 0u) << lanes.err;
-  auto results = [](const std::string& out) {
-    std::set<std::string> found;
-    for (const auto& l : lines_with(out, "results=")) found.insert(l.substr(l.find("results=")));
-    return found;
-  };
-  EXPECT_EQ(results(direct.out), results(lanes.out)) << "the path must not change a bit";
-  EXPECT_EQ(results(refused.out), results(lanes.out)) << "the path must not change a bit";
+  EXPECT_EQ(results_of(direct.out), results_of(lanes.out)) << "the path must not change a bit";
+  EXPECT_EQ(results_of(refused.out), results_of(lanes.out)) << "the path must not change a bit";
 }
 
 TEST(CorrectnessPaths, AllReduceReadsPeersDirectlyInStepsWithTheSameBitsAsOneShot) {
@@ -260,15 +253,10 @@ TEST(CorrectnessPaths, AllReduceReadsPeersDirectlyInStepsWithTheSameBitsAsOneSho
   auto refused = run_group({"-n", "3"}, {"correctness"}, env, marker());
   std::remove(file.c_str());
   auto plain = run_group({"-n", "3"}, {"correctness"}, {}, marker());
-  auto results = [](const std::string& out) {
-    std::set<std::string> found;
-    for (const auto& l : lines_with(out, "results=")) found.insert(l.substr(l.find("results=")));
-    return found;
-  };
   for (const auto* r : {&direct, &refused}) {
     EXPECT_EQ(r->exit_code, 0) << r->out << r->err;
     EXPECT_EQ(lines_with(r->out, "324 checks, 0 failed").size(), 3u) << r->out;
-    EXPECT_EQ(results(r->out), results(plain.out)) << "the path must not change a bit";
+    EXPECT_EQ(results_of(r->out), results_of(plain.out)) << "the path must not change a bit";
   }
   EXPECT_EQ(lines_with(direct.out + direct.err, "input (single copy) in place").size(), 3u)
       << direct.err;

@@ -19,6 +19,16 @@ const TuningEntry* builtin_entry(DeviceType d, std::optional<int> sm, int w,
   return nullptr;
 }
 
+// The built-in cpu rows of one op for a group of `w`.
+const std::vector<TuningRow>& cpu_rows(int w, Op op) {
+  return builtin_entry(DeviceType::kCpu, std::nullopt, w, std::nullopt)->ops.at(op);
+}
+
+// An shm candidate as the built-in table writes it.
+Candidate shm(Algorithm algorithm, std::optional<std::uint64_t> step = std::nullopt) {
+  return Candidate{Backend::kShm, algorithm, std::nullopt, step};
+}
+
 TEST(BuiltinTuning, CoversEveryKeyTheIssueNames) {
   for (int sm : {80, 90, 100}) {
     for (int w = 2; w <= 16; ++w) {
@@ -53,17 +63,13 @@ TEST(BuiltinTuning, ThresholdsFollowPublicFigures) {
 // shm all-gather: W = 2 through the lanes up to 32 KiB, then each peer's input read in place;
 // larger groups (measured only with ranks sharing cores) through the lanes at every size.
 TEST(BuiltinTuning, CpuAllGatherSwitchesToSingleCopyForTwoRanksOnly) {
-  const auto& two =
-      builtin_entry(DeviceType::kCpu, std::nullopt, 2, std::nullopt)->ops.at(Op::kAllGather);
+  const auto& two = cpu_rows(2, Op::kAllGather);
   ASSERT_EQ(two.size(), 2u);
   EXPECT_EQ(two[0].max_bytes, 32 * KiB);
-  EXPECT_EQ(two[0].use.front(),
-            (Candidate{Backend::kShm, Algorithm::kOneShot, std::nullopt, std::nullopt}));
-  EXPECT_EQ(two[1].use.front(),
-            (Candidate{Backend::kShm, Algorithm::kSingleCopy, std::nullopt, std::nullopt}));
+  EXPECT_EQ(two[0].use.front(), shm(Algorithm::kOneShot));
+  EXPECT_EQ(two[1].use.front(), shm(Algorithm::kSingleCopy));
   for (int w : {3, 4, 8, 16}) {
-    const auto& rows =
-        builtin_entry(DeviceType::kCpu, std::nullopt, w, std::nullopt)->ops.at(Op::kAllGather);
+    const auto& rows = cpu_rows(w, Op::kAllGather);
     ASSERT_EQ(rows.size(), 1u) << "W " << w;
     EXPECT_EQ(rows[0].use.front().algorithm, Algorithm::kOneShot) << "W " << w;
   }
@@ -72,14 +78,11 @@ TEST(BuiltinTuning, CpuAllGatherSwitchesToSingleCopyForTwoRanksOnly) {
 // shm all-reduce, W = 2: one-shot at every size, in steps of the lane up to 8 MiB and of
 // 256 KiB above; a step goes through the file format and into the plan's rows.
 TEST(BuiltinTuning, CpuTwoRanksAllReduceTakesSmallerStepsAbove8MiB) {
-  const auto& rows =
-      builtin_entry(DeviceType::kCpu, std::nullopt, 2, std::nullopt)->ops.at(Op::kAllReduce);
+  const auto& rows = cpu_rows(2, Op::kAllReduce);
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0].max_bytes, 8 * MiB);
-  EXPECT_EQ(rows[0].use.front(),
-            (Candidate{Backend::kShm, Algorithm::kOneShot, std::nullopt, std::nullopt}));
-  EXPECT_EQ(rows[1].use.front(),
-            (Candidate{Backend::kShm, Algorithm::kOneShot, std::nullopt, 256 * KiB}));
+  EXPECT_EQ(rows[0].use.front(), shm(Algorithm::kOneShot));
+  EXPECT_EQ(rows[1].use.front(), shm(Algorithm::kOneShot, 256 * KiB));
   const Tuning t = decode_tuning(
       R"({"tpcomm_tuning": 1, "entries": [{"device": "cpu", "world_size": 3, "ops": {)"
       R"("reduce_scatter": [{"max_bytes": null, "use": [{"backend": "shm", "step_bytes": 4096}]}]}}]})",

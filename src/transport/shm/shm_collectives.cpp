@@ -29,14 +29,14 @@ void ShmBackend::all_reduce_single_copy(const Call& c) {
   if (single_copy_ && !mine_at_.id && c.input != c.output) {
     mine_single_copy_ = reinterpret_cast<std::uint64_t>(in) | kSingleCopyFlag;
   }
+  // A step of every rank, grown once and reused: a call allocates nothing after the first.
+  if (single_copy_) peer_chunks_.resize(std::max(peer_chunks_.size(), ctx_.size * step * es));
   chunked(c, step, Algorithm::kSingleCopy, describer(c, Algorithm::kSingleCopy), copy_in(c),
           [&](std::size_t base, std::size_t n, std::uint64_t seq) {
             const void* const* srcs = sources(seq, 0, in + base * es, base * es);
             for (int r = 0; r < ctx_.size; ++r) {
               const auto ur = static_cast<std::size_t>(r);
               if (r == ctx_.rank || peer_address_[ur] == 0) continue;
-              // Grown once to a step of every rank, then reused: a call allocates nothing.
-              peer_chunks_.resize(std::max(peer_chunks_.size(), ctx_.size * step * es));
               std::uint8_t* to = peer_chunks_.data() + ur * step * es;
               read_peer_memory(r, control(r)->pid.load(std::memory_order_acquire),
                                peer_address_[ur] + base * es, to, n * es);

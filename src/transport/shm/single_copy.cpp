@@ -70,13 +70,13 @@ bool agree_on_single_copy(Bootstrap& bs, bool enabled, const Deadline& deadline)
   for (std::size_t r = 0; r < votes.size(); ++r) {
     if (votes[r].empty()) continue;
     TPCOMM_LOG(kInfo, "shm",
-               "rank {}: single-copy reads off (rank {}: {}); all-gathers planned as "
+               "rank {}: single-copy reads off (rank {}: {}); calls planned as "
                "shm/single_copy go through the lanes",
                bs.rank(), r, detail::to_text(votes[r]));
     return false;
   }
   TPCOMM_LOG(kDebug, "shm",
-             "rank {}: single-copy reads on: all-gathers the plan routes to shm/single_copy read "
+             "rank {}: single-copy reads on: calls the plan routes to shm/single_copy read "
              "each peer's input where it lies",
              bs.rank());
   return true;
