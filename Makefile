@@ -38,6 +38,7 @@ bench: build
 	build/bench/communicator_bench
 	build/bench/reduce_bench
 	build/bench/copy_bench
+	build/bench/bf16_floor_bench
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.c' '*.cu' '*.cuh')

@@ -21,6 +21,9 @@ namespace tpcomm::transport::shm::kernels {
 #endif
 
 #define TPCOMM_INLINE inline __attribute__((always_inline))
+// A lambda inlined into its caller before anything else: a call to a helper with its own target
+// attribute inside it then sits in the ISA clone, where GCC can inline it (see add_rounding_carry).
+#define TPCOMM_INLINE_LAMBDA __attribute__((always_inline))
 
 // The kernels' helpers take and return vectors by value; they are always inlined into one clone,
 // so the ABI note GCC gives for such signatures does not apply (for the files that include this

@@ -1,0 +1,171 @@
+// The bf16 loop of the generic reduction kernels (shm_reduce.cpp): bf16 pairs, two elements per
+// 32-bit lane, an even element in the lane's low half and the next odd one in its high half. Both
+// widen to fp32 in place (a shift, a mask) and pack back with word operations, so bf16 needs no
+// lane shuffles at all (with the AVX-512 clone built for x86-64-v4, about 2x faster than widening
+// a register of elements with a conversion).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "shm_reduce_vectors.hpp"
+
+namespace tpcomm::transport::shm::kernels {
+
+template <int B>
+TPCOMM_INLINE VecF<B> bf16_even(VecU32<B> pairs) {
+  return bits_to_f32<B>(pairs << 16);
+}
+template <int B>
+TPCOMM_INLINE VecF<B> bf16_odd(VecU32<B> pairs) {
+  return bits_to_f32<B>(pairs & 0xffff0000u);
+}
+// (A load two bytes earlier holds the even elements in its lanes' high halves, so a mask could
+// widen them instead of a shift, which runs on only two of Zen 4's four vector pipes: 8% faster
+// alone. But that load overlaps the previous register's store in the low 12 address bits whenever
+// source and output sit at the same offset in their pages, as lanes and large buffers do, and then
+// waits for the store: reduce_bench, whose buffers do, ran 25% slower.)
+// Lane by lane, the low word of `low_from` and the high word of `high_from`: one vpblendw (AVX2)
+// or masked move (AVX-512); SSE2 has no word blend, so a mask and an or there.
+template <int B, std::size_t... K>
+constexpr VecWords<B> odd_words_from_second(std::index_sequence<K...>) {
+  return VecWords<B>{static_cast<std::uint16_t>(K % 2 == 0 ? K : B / 2 + K)...};
+}
+template <int B>
+TPCOMM_INLINE VecU32<B> blend_words(VecU32<B> low_from, VecU32<B> high_from) {
+  if constexpr (B == 16) {
+    return (low_from & 0xffffu) | (high_from & 0xffff0000u);
+  } else {
+    VecWords<B> lw;
+    VecWords<B> hw;
+    std::memcpy(&lw, &low_from, sizeof(lw));
+    std::memcpy(&hw, &high_from, sizeof(hw));
+    constexpr VecWords<B> kMask = odd_words_from_second<B>(std::make_index_sequence<B / 2>());
+    const VecWords<B> blended = __builtin_shuffle(lw, hw, kMask);
+    VecU32<B> result;
+    std::memcpy(&result, &blended, sizeof(result));
+    return result;
+  }
+}
+
+// Round to nearest even on 16-bit words: `top` holds results truncated to bf16, `low` the 16 bits
+// below each. One is added where low > 0x8000, or low == 0x8000 under an odd top: exactly where
+// low minus (1 if top is even, else 0), saturated at zero, has its top bit set. Four word
+// operations; GCC's vector extensions have no saturating subtraction, so intrinsics per width.
+#if defined(TPCOMM_X86_VARIANTS)
+TPCOMM_INLINE VecU32<16> add_rounding_carry(VecU32<16> top, VecU32<16> low) {
+  const auto t = reinterpret_cast<__m128i>(top);
+  const __m128i x =
+      _mm_subs_epu16(reinterpret_cast<__m128i>(low), _mm_andnot_si128(t, _mm_set1_epi16(1)));
+  return reinterpret_cast<VecU32<16>>(_mm_sub_epi16(t, _mm_cmpgt_epi16(_mm_setzero_si128(), x)));
+}
+__attribute__((target("arch=x86-64-v3"))) inline VecU32<32> add_rounding_carry(VecU32<32> top,
+                                                                               VecU32<32> low) {
+  const auto t = reinterpret_cast<__m256i>(top);
+  const __m256i x = _mm256_subs_epu16(reinterpret_cast<__m256i>(low),
+                                      _mm256_andnot_si256(t, _mm256_set1_epi16(1)));
+  return reinterpret_cast<VecU32<32>>(
+      _mm256_sub_epi16(t, _mm256_cmpgt_epi16(_mm256_setzero_si256(), x)));
+}
+#pragma GCC diagnostic push
+// GCC 12's AVX-512 headers start _mm512_set1_epi16 from _mm512_undefined_* (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("arch=x86-64-v4"))) inline VecU32<64> add_rounding_carry(VecU32<64> top,
+                                                                               VecU32<64> low) {
+  const auto t = reinterpret_cast<__m512i>(top);
+  const __m512i x = _mm512_subs_epu16(reinterpret_cast<__m512i>(low),
+                                      _mm512_andnot_si512(t, _mm512_set1_epi16(1)));
+  return reinterpret_cast<VecU32<64>>(
+      _mm512_mask_add_epi16(t, _mm512_movepi16_mask(x), t, _mm512_set1_epi16(1)));
+}
+#pragma GCC diagnostic pop
+#else
+template <int B>
+TPCOMM_INLINE VecU32<B> add_rounding_carry(VecU32<B> top, VecU32<B> low) {
+  VecWords<B> t;
+  VecWords<B> l;
+  std::memcpy(&t, &top, sizeof(t));
+  std::memcpy(&l, &low, sizeof(l));
+  const VecWords<B> below_even = ~t & 1;
+  const VecWords<B> x = l > below_even ? l - below_even : 0;
+  t += x >> 15;
+  VecU32<B> result;
+  std::memcpy(&result, &t, sizeof(result));
+  return result;
+}
+#endif
+
+// The pairs' bf16 results of a sum or an average of two or more ranks, packed. Every NaN such a
+// result can hold has its low 16 bits zero (widened from bf16, or x86's default NaN) and is
+// already quiet (an addition or a division quiets), so rounding to nearest even leaves its top
+// half as float_to_bf16 would and round_to_bf16's NaN select is not needed. The rounding works on
+// both results of a lane at once: 8 operations per register pair (AVX2) instead of 10.
+template <int B>
+TPCOMM_INLINE VecU32<B> pack_sum_pairs(VecF<B> even, VecF<B> odd) {
+  VecU32<B> e;
+  VecU32<B> o;
+  std::memcpy(&e, &even, sizeof(e));
+  std::memcpy(&o, &odd, sizeof(o));
+  if constexpr (B == 16) {  // the shifts leave zeros where blend_words' masks would clear
+    return add_rounding_carry((e >> 16) | (o & 0xffff0000u), (e & 0xffffu) | (o << 16));
+  } else {
+    return add_rounding_carry(blend_words<B>(e >> 16, o), blend_words<B>(e, o << 16));
+  }
+}
+
+// The bf16 pairs loop of reduce_body: returns where it stopped. SumRounding: the caller checked
+// pack_sum_pairs' condition (a sum or an average of two or more ranks). Ranks: the rank count
+// when the caller knows it at compile time (0 otherwise; sums of 2 and 4 ranks, the usual TP
+// sizes): the rank loop and its bookkeeping disappear, which bound the loop once the rounding is
+// cheap (bf16 W = 4, 256 KiB per rank: avx2 27 -> 46 GB/s, avx512bf16 34 -> 56, float32's speed).
+template <int Op, bool Avg, int B, bool SumRounding, int Ranks>
+TPCOMM_INLINE std::size_t reduce_bf16_pairs(const void* const* srcs, int ranks, std::size_t n,
+                                            void* out, float w) {
+  constexpr std::size_t es = 2;
+  constexpr std::size_t step = B / 2;  // elements of one register of pairs
+  if constexpr (Ranks != 0) ranks = Ranks;
+  auto at = [](const void* p, std::size_t i) { return static_cast<const char*>(p) + i * es; };
+  // One register of pairs at i: loads, reduction, rounding, store.
+  auto one = [&](std::size_t i) TPCOMM_INLINE_LAMBDA {
+    VecU32<B> pairs = load_u32<B>(at(srcs[0], i));
+    VecF<B> even = bf16_even<B>(pairs);
+    VecF<B> odd = bf16_odd<B>(pairs);
+    for (int r = 1; r < ranks; ++r) {
+      pairs = load_u32<B>(at(srcs[r], i));
+      even = apply<Op>(even, bf16_even<B>(pairs));
+      odd = apply<Op>(odd, bf16_odd<B>(pairs));
+    }
+    if constexpr (Avg) {
+      even = even / w;
+      odd = odd / w;
+    }
+    const VecU32<B> packed = SumRounding ? pack_sum_pairs<B>(even, odd)
+                                         : round_to_bf16<B>(even) | (round_to_bf16<B>(odd) << 16);
+    std::memcpy(static_cast<char*>(out) + i * es, &packed, sizeof(packed));
+  };
+  // A cache line of each source per iteration (two registers on AVX2, four on the baseline),
+  // each line prefetched once: per register, a prefetch per rank, its test and the loop's own
+  // bookkeeping cost as much as a quarter of the rounding.
+  constexpr std::size_t per_line = B >= 64 ? 1 : 64 / B;
+  std::size_t i = 0;
+  for (; i + step * per_line <= n; i += step * per_line) {
+    // Peers' lanes sit in other cores' caches, hundreds of ns per line away, and this loop
+    // spends enough instructions per line that too few loads are in flight to cover that:
+    // prefetching 2 KiB ahead made bf16 W = 2 all-reduces 25-35% faster at 8-64 KiB. (The
+    // float32 loop keeps enough loads in flight by itself; there it did not help.)
+    constexpr std::size_t kAhead = 2048 / es;
+    if (i + kAhead < n) {
+      for (int r = 0; r < ranks; ++r) __builtin_prefetch(at(srcs[r], i + kAhead));
+    }
+    for (std::size_t u = 0; u < per_line; ++u) one(i + u * step);
+  }
+  for (; i + step <= n; i += step) one(i);
+  return i;
+}
+
+}  // namespace tpcomm::transport::shm::kernels
