@@ -81,17 +81,19 @@ __attribute__((target("arch=x86-64-v3"))) inline VecU32<32> add_rounding_carry(V
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // AVX-512 builds both word vectors with one two-source word permute each (where AVX2 takes a
 // shift and a blend), and the carry with a ternary-logic op and an unsigned word compare into a
-// mask: where low >= 0x8000 + (1 if top is even). 7 operations per register pair instead of 8,
+// mask: where low >= 0x8000 + (1 if top is even). 5 operations per register pair instead of 8,
 // and fewer of them on the two pipes Zen 4 shifts on: the avx512 variant's W = 2 sum 6-14% faster.
-__attribute__((target("arch=x86-64-v4"))) inline VecU32<64> pack_sum_pairs_avx512(
-    VecU32<64> even, VecU32<64> odd) {
+__attribute__((target("arch=x86-64-v4"))) inline VecU32<64> pack_sum_pairs_avx512(VecU32<64> even,
+                                                                                  VecU32<64> odd) {
   const auto e = reinterpret_cast<__m512i>(even);
   const auto o = reinterpret_cast<__m512i>(odd);
   // Word 2k from e's word 2k + 1 (tops) or 2k (lows), word 2k + 1 from o's; o's words are 32-63.
-  const __m512i tops = _mm512_set_epi16(63, 31, 61, 29, 59, 27, 57, 25, 55, 23, 53, 21, 51, 19, 49,
-                                        17, 47, 15, 45, 13, 43, 11, 41, 9, 39, 7, 37, 5, 35, 3, 33, 1);
-  const __m512i lows = _mm512_set_epi16(62, 30, 60, 28, 58, 26, 56, 24, 54, 22, 52, 20, 50, 18, 48,
-                                        16, 46, 14, 44, 12, 42, 10, 40, 8, 38, 6, 36, 4, 34, 2, 32, 0);
+  const __m512i tops =
+      _mm512_set_epi16(63, 31, 61, 29, 59, 27, 57, 25, 55, 23, 53, 21, 51, 19, 49, 17, 47, 15, 45,
+                       13, 43, 11, 41, 9, 39, 7, 37, 5, 35, 3, 33, 1);
+  const __m512i lows =
+      _mm512_set_epi16(62, 30, 60, 28, 58, 26, 56, 24, 54, 22, 52, 20, 50, 18, 48, 16, 46, 14, 44,
+                       12, 42, 10, 40, 8, 38, 6, 36, 4, 34, 2, 32, 0);
   const __m512i top = _mm512_permutex2var_epi16(e, tops, o);
   const __m512i low = _mm512_permutex2var_epi16(e, lows, o);
   const __m512i one = _mm512_set1_epi16(1);
@@ -111,7 +113,8 @@ __attribute__((target("arch=x86-64-v4"))) inline VecU32<64> pack_sum_pairs_avx51
 // result can hold has its low 16 bits zero (widened from bf16, or x86's default NaN) and is
 // already quiet (an addition or a division quiets), so rounding to nearest even leaves its top
 // half as float_to_bf16 would and round_to_bf16's NaN select is not needed. The rounding works on
-// both results of a lane at once: 8 operations per register pair (AVX2) instead of 10.
+// both results of a lane at once: 8 operations per register pair (AVX2; 5 on AVX-512) instead
+// of 10.
 template <int B>
 TPCOMM_INLINE VecU32<B> pack_sum_pairs(VecF<B> even, VecF<B> odd) {
   VecU32<B> e;
