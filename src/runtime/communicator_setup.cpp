@@ -266,6 +266,8 @@ BackendContext backend_context(CommunicatorState& c,
   context.shm_workspace_bytes = static_cast<std::size_t>(env_integer("TPCOMM_SHM_WORKSPACE"));
   context.graph_slots = static_cast<std::size_t>(env_integer("TPCOMM_GRAPH_SLOTS"));
   context.shm_single_copy = env_flag("TPCOMM_SHM_SINGLE_COPY");
+  context.shm_streaming_fill_bytes =
+      static_cast<std::size_t>(env_integer("TPCOMM_SHM_STREAMING_FILL"));
   context.cuda_device = c.cuda_device;
   context.zero_copy = c.graph_plan.ops.at(Op::kAllReduce).zero_copy;
   context.registered = c.heap;

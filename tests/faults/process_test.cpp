@@ -45,9 +45,9 @@ ProcessResult run_group(std::vector<std::string> run_args, std::vector<std::stri
   argv.push_back(kWorker);
   argv.insert(argv.end(), worker_args.begin(), worker_args.end());
   argv.push_back(mark);
-  for (const char* k :
-       {"TPCOMM_FAULT", "TPCOMM_CHECK", "TPCOMM_LOG", "TPCOMM_DISABLE", "TPCOMM_SHM_WORKSPACE",
-        "TEST_SKIP_RANK", "TEST_KILL_RANK", "TEST_STOP_RANK", "TEST_AFTER", "TPCOMM_DUMP_FACTS"}) {
+  for (const char* k : {"TPCOMM_FAULT", "TPCOMM_CHECK", "TPCOMM_LOG", "TPCOMM_DISABLE",
+                        "TPCOMM_SHM_WORKSPACE", "TPCOMM_SHM_STREAMING_FILL", "TEST_SKIP_RANK",
+                        "TEST_KILL_RANK", "TEST_STOP_RANK", "TEST_AFTER", "TPCOMM_DUMP_FACTS"}) {
     env.emplace(k, "");
   }
   return test::run_process(argv, env);
@@ -184,6 +184,25 @@ TEST(CorrectnessPaths, GlooWhenShmIsDisabledAndShmWithATinyWorkspace) {
   EXPECT_EQ(lines_with(chunked.out, "324 checks, 0 failed").size(), 3u) << chunked.out;
   auto plain = run_group({"-n", "3"}, {"correctness"}, {}, marker());
   EXPECT_EQ(results_of(chunked.out), results_of(plain.out)) << "chunking must not change a bit";
+}
+
+TEST(CorrectnessPaths, StreamingLaneFillsGiveTheSameBits) {
+  // Every all-reduce of 4 KiB or more (one-shot, and two-shot above W = 3's one-shot limit) fills
+  // its lane with streaming stores: the same bits as cached fills, and the log shows they ran.
+  auto streaming = run_group({"-n", "3"}, {"correctness"},
+                             {{"TPCOMM_SHM_STREAMING_FILL", "4096"},
+                              {"TPCOMM_LOG", "debug"},
+                              {"TPCOMM_LOG_SUBSYS", "shm"}},
+                             marker());
+  EXPECT_EQ(streaming.exit_code, 0) << streaming.out << streaming.err;
+  EXPECT_EQ(lines_with(streaming.out, "324 checks, 0 failed").size(), 3u) << streaming.out;
+  EXPECT_EQ(
+      lines_with(streaming.out + streaming.err, "fills its lane with streaming stores").size(), 3u)
+      << streaming.err;
+  auto cached =
+      run_group({"-n", "3"}, {"correctness"}, {{"TPCOMM_SHM_STREAMING_FILL", "0"}}, marker());
+  EXPECT_EQ(cached.exit_code, 0) << cached.out << cached.err;
+  EXPECT_EQ(results_of(streaming.out), results_of(cached.out)) << "streaming must not change a bit";
 }
 
 TEST(CorrectnessPaths, StepsThePlanSetsCrossEveryBoundaryWithTheSameBits) {

@@ -28,7 +28,10 @@ struct BackendContext {
   std::string socket_address = "127.0.0.1";    // where peers reach this rank (gloo's sockets)
   std::vector<int> node_of_rank;               // node index of every rank; empty: one node
   std::size_t shm_workspace_bytes = 1u << 20;  // per rank (TPCOMM_SHM_WORKSPACE): shm, hier
-  bool shm_single_copy = true;      // shm may read peers' memory directly (TPCOMM_SHM_SINGLE_COPY)
+  bool shm_single_copy = true;  // shm may read peers' memory directly (TPCOMM_SHM_SINGLE_COPY)
+  // shm lane fills of messages this large use streaming stores; 0: never
+  // (TPCOMM_SHM_STREAMING_FILL)
+  std::size_t shm_streaming_fill_bytes = 16u << 20;
   std::size_t graph_slots = 16384;  // captured calls that may be registered (TPCOMM_GRAPH_SLOTS)
   int cuda_device = 0;              // this rank's CUDA device (GPU backends)
   bool zero_copy = false;           // the graph plan lets user buffers be read in place (custom)

@@ -174,6 +174,20 @@ const void* const* ShmBackend::sources(std::uint64_t seq, std::size_t byte_offse
   return sources_.data();
 }
 
+void ShmBackend::fill_lane(const Call& c, void* to, const void* from, std::size_t bytes) {
+  const std::size_t limit = ctx_.shm_streaming_fill_bytes;
+  if (c.op != Op::kAllReduce || limit == 0 || c.count * size_of(c.type) < limit) {
+    std::memcpy(to, from, bytes);
+    return;
+  }
+  if (!logged_streaming_) {
+    logged_streaming_ = true;
+    TPCOMM_LOG(kDebug, "shm", "rank {}: call #{} fills its lane with streaming stores", ctx_.rank,
+               c.sequence);
+  }
+  streaming_copy(to, from, bytes);
+}
+
 }  // namespace shm
 
 std::unique_ptr<CollectiveBackend> make_shm_backend(const BackendContext& context) {

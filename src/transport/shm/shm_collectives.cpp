@@ -59,9 +59,9 @@ void ShmBackend::two_shot(const Call& c) {
   // The lane gets every slice but this rank's own, which it reduces from `in` into the lane.
   auto fill = [&](std::size_t base, std::size_t n, std::uint64_t seq) {
     const auto [lo, len] = slice(n, static_cast<std::size_t>(ctx_.rank));
-    std::memcpy(lane(ctx_.rank, seq), in + base * es, lo * es);
-    std::memcpy(lane(ctx_.rank, seq) + (lo + len) * es, in + (base + lo + len) * es,
-                (n - lo - len) * es);
+    fill_lane(c, lane(ctx_.rank, seq), in + base * es, lo * es);
+    fill_lane(c, lane(ctx_.rank, seq) + (lo + len) * es, in + (base + lo + len) * es,
+              (n - lo - len) * es);
   };
   chunked(c, step_bytes(c) / es, Algorithm::kTwoShot, what, fill,
           [&](std::size_t base, std::size_t n, std::uint64_t seq) {
