@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "transport/shm/shm_reduce.hpp"
+#include "transport/shm/shm_reduce_bf16_pairs.hpp"
 
 namespace {
 
@@ -17,45 +17,43 @@ using tpcomm::transport::shm::KernelIsa;
 
 // The floor of any bf16 sum accumulated in fp32, which the kernels do so that every variant gets
 // the same bits: each source's pairs widened (a shift, a mask), two additions, and the results'
-// top halves packed back (a shift, a word blend) without rounding. Wrong results on purpose; its
-// time, over float32's, is the least a bf16 kernel of that kind can take per variant, so the
-// rounding is what the kernels add to it. Written with GCC's vector extensions, compiled per
-// variant as the kernels are.
-template <typename U, typename F, typename Words, std::size_t... K>
+// top halves packed back without rounding, with the kernels' own helpers
+// (shm_reduce_bf16_pairs.hpp). Wrong results on purpose; its time, over float32's, is the least a
+// bf16 kernel of that kind can take per variant, so the rounding is what the kernels add to it.
+// Compiled per variant as the kernels are.
+namespace k = tpcomm::transport::shm::kernels;
+template <int B>
 inline __attribute__((always_inline)) void bf16_floor(const std::uint8_t* a, const std::uint8_t* b,
-                                                      std::uint8_t* out, std::size_t bytes,
-                                                      std::index_sequence<K...>) {
-  constexpr Words kOddFromSecond{static_cast<std::uint16_t>(K % 2 == 0 ? K : sizeof(U) / 2 + K)...};
-  for (std::size_t i = 0; i + sizeof(U) <= bytes; i += sizeof(U)) {
-    U x;
-    U y;
-    std::memcpy(&x, a + i, sizeof(U));
-    std::memcpy(&y, b + i, sizeof(U));
-    const F even = reinterpret_cast<F>(x << 16) + reinterpret_cast<F>(y << 16);
-    const F odd = reinterpret_cast<F>(x & 0xffff0000u) + reinterpret_cast<F>(y & 0xffff0000u);
-    const U top_even = reinterpret_cast<U>(even) >> 16;
-    if constexpr (sizeof(U) == 16) {  // SSE2 has no word blend (GCC would go element by element)
-      const U packed = top_even | (reinterpret_cast<U>(odd) & 0xffff0000u);
-      std::memcpy(out + i, &packed, sizeof(U));
-    } else {
-      const Words packed = __builtin_shuffle(reinterpret_cast<Words>(top_even),
-                                             reinterpret_cast<Words>(odd), kOddFromSecond);
-      std::memcpy(out + i, &packed, sizeof(U));
-    }
+                                                      std::uint8_t* out, std::size_t bytes) {
+  for (std::size_t i = 0; i + B <= bytes; i += B) {
+    const k::VecU32<B> x = k::load_u32<B>(a + i);
+    const k::VecU32<B> y = k::load_u32<B>(b + i);
+    const k::VecF<B> even = k::bf16_even<B>(x) + k::bf16_even<B>(y);
+    const k::VecF<B> odd = k::bf16_odd<B>(x) + k::bf16_odd<B>(y);
+    k::VecU32<B> e;
+    k::VecU32<B> o;
+    std::memcpy(&e, &even, sizeof(e));
+    std::memcpy(&o, &odd, sizeof(o));
+    const k::VecU32<B> packed = k::pack_tops<B>(e, o);
+    std::memcpy(out + i, &packed, sizeof(packed));
   }
 }
-#define TPCOMM_BF16_FLOOR(NAME, TARGET, BYTES)                                      \
-  TARGET void NAME(const std::uint8_t* a, const std::uint8_t* b, std::uint8_t* out, \
-                   std::size_t bytes) {                                             \
-    bf16_floor<std::uint32_t __attribute__((vector_size(BYTES))),                   \
-               float __attribute__((vector_size(BYTES))),                           \
-               std::uint16_t __attribute__((vector_size(BYTES)))>(                  \
-        a, b, out, bytes, std::make_index_sequence<BYTES / 2>());                   \
-  }
-TPCOMM_BF16_FLOOR(bf16_floor_avx512, __attribute__((target("arch=x86-64-v4"))), 64)
-TPCOMM_BF16_FLOOR(bf16_floor_avx2, __attribute__((target("arch=x86-64-v3"))), 32)
-TPCOMM_BF16_FLOOR(bf16_floor_baseline, , 16)
-#undef TPCOMM_BF16_FLOOR
+__attribute__((target("arch=x86-64-v4"))) void bf16_floor_avx512(const std::uint8_t* a,
+                                                                 const std::uint8_t* b,
+                                                                 std::uint8_t* out,
+                                                                 std::size_t bytes) {
+  bf16_floor<64>(a, b, out, bytes);
+}
+__attribute__((target("arch=x86-64-v3"))) void bf16_floor_avx2(const std::uint8_t* a,
+                                                               const std::uint8_t* b,
+                                                               std::uint8_t* out,
+                                                               std::size_t bytes) {
+  bf16_floor<32>(a, b, out, bytes);
+}
+void bf16_floor_baseline(const std::uint8_t* a, const std::uint8_t* b, std::uint8_t* out,
+                         std::size_t bytes) {
+  bf16_floor<16>(a, b, out, bytes);
+}
 
 void BM_Bf16Floor(benchmark::State& state, KernelIsa isa) {
   if (!tpcomm::transport::shm::cpu_runs(isa)) {

@@ -92,8 +92,9 @@ const std::vector<EnvVar>& env_registry() {
       {"TPCOMM_SHM_STREAMING_FILL",
        EnvKind::kInteger,
        "16777216",
-       "messages of at least this many bytes go into shm's lanes with streaming (non-temporal) "
-       "stores, so peers read them from memory instead of from this core's cache; 0: never",
+       "shm all-reduces of at least this many bytes fill their lanes with streaming "
+       "(non-temporal) stores, so peers read them from memory instead of from this core's "
+       "cache; 0: never",
        {},
        0,
        1LL << 40},

@@ -29,8 +29,7 @@ struct BackendContext {
   std::vector<int> node_of_rank;               // node index of every rank; empty: one node
   std::size_t shm_workspace_bytes = 1u << 20;  // per rank (TPCOMM_SHM_WORKSPACE): shm, hier
   bool shm_single_copy = true;  // shm may read peers' memory directly (TPCOMM_SHM_SINGLE_COPY)
-  // shm lane fills of messages this large use streaming stores; 0: never
-  // (TPCOMM_SHM_STREAMING_FILL)
+  // shm all-reduces this large stream their lane fills; 0: never (TPCOMM_SHM_STREAMING_FILL)
   std::size_t shm_streaming_fill_bytes = 16u << 20;
   std::size_t graph_slots = 16384;  // captured calls that may be registered (TPCOMM_GRAPH_SLOTS)
   int cuda_device = 0;              // this rank's CUDA device (GPU backends)

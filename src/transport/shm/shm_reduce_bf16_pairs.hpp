@@ -30,25 +30,42 @@ TPCOMM_INLINE VecF<B> bf16_odd(VecU32<B> pairs) {
 // source and output sit at the same offset in their pages, as lanes and large buffers do, and then
 // waits for the store: reduce_bench, whose buffers do, ran 25% slower.)
 // Lane by lane, the low word of `low_from` and the high word of `high_from`: one vpblendw (AVX2)
-// or masked move (AVX-512); SSE2 has no word blend, so a mask and an or there.
+// or masked move (AVX-512). (SSE2 has no word blend: pack_tops and pack_lows mask and or there.)
 template <int B, std::size_t... K>
 constexpr VecWords<B> odd_words_from_second(std::index_sequence<K...>) {
   return VecWords<B>{static_cast<std::uint16_t>(K % 2 == 0 ? K : B / 2 + K)...};
 }
 template <int B>
 TPCOMM_INLINE VecU32<B> blend_words(VecU32<B> low_from, VecU32<B> high_from) {
+  static_assert(B >= 32, "SSE2 has no word blend");
+  VecWords<B> lw;
+  VecWords<B> hw;
+  std::memcpy(&lw, &low_from, sizeof(lw));
+  std::memcpy(&hw, &high_from, sizeof(hw));
+  constexpr VecWords<B> kMask = odd_words_from_second<B>(std::make_index_sequence<B / 2>());
+  const VecWords<B> blended = __builtin_shuffle(lw, hw, kMask);
+  VecU32<B> result;
+  std::memcpy(&result, &blended, sizeof(result));
+  return result;
+}
+
+// The fp32 bits of each lane's even and odd results, packed: pack_tops truncated to bf16 (the
+// even's top half in the low word, the odd's in the high), pack_lows the 16 bits below each. The
+// SSE2 forms leave out the masks the shifts make needless (GCC keeps them otherwise).
+template <int B>
+TPCOMM_INLINE VecU32<B> pack_tops(VecU32<B> even, VecU32<B> odd) {
   if constexpr (B == 16) {
-    return (low_from & 0xffffu) | (high_from & 0xffff0000u);
+    return (even >> 16) | (odd & 0xffff0000u);
   } else {
-    VecWords<B> lw;
-    VecWords<B> hw;
-    std::memcpy(&lw, &low_from, sizeof(lw));
-    std::memcpy(&hw, &high_from, sizeof(hw));
-    constexpr VecWords<B> kMask = odd_words_from_second<B>(std::make_index_sequence<B / 2>());
-    const VecWords<B> blended = __builtin_shuffle(lw, hw, kMask);
-    VecU32<B> result;
-    std::memcpy(&result, &blended, sizeof(result));
-    return result;
+    return blend_words<B>(even >> 16, odd);
+  }
+}
+template <int B>
+TPCOMM_INLINE VecU32<B> pack_lows(VecU32<B> even, VecU32<B> odd) {
+  if constexpr (B == 16) {
+    return (even & 0xffffu) | (odd << 16);
+  } else {
+    return blend_words<B>(even, odd << 16);
   }
 }
 
@@ -123,10 +140,8 @@ TPCOMM_INLINE VecU32<B> pack_sum_pairs(VecF<B> even, VecF<B> odd) {
   std::memcpy(&o, &odd, sizeof(o));
   if constexpr (B == 64) {
     return pack_sum_pairs_avx512(e, o);
-  } else if constexpr (B == 16) {  // the shifts leave zeros where blend_words' masks would clear
-    return add_rounding_carry((e >> 16) | (o & 0xffff0000u), (e & 0xffffu) | (o << 16));
   } else {
-    return add_rounding_carry(blend_words<B>(e >> 16, o), blend_words<B>(e, o << 16));
+    return add_rounding_carry(pack_tops<B>(e, o), pack_lows<B>(e, o));
   }
 }
 
