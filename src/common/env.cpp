@@ -98,6 +98,15 @@ const std::vector<EnvVar>& env_registry() {
        {},
        0,
        1LL << 40},
+      {"TPCOMM_SHM_SPIN_US",
+       EnvKind::kInteger,
+       "1000",
+       "microseconds a rank waiting in an shm call spins before it yields and then sleeps, "
+       "while every rank has a CPU of its own (ranks outnumbering CPUs yield at once); 0: yield "
+       "at once",
+       {},
+       0,
+       10'000'000},
       {"TPCOMM_GRAPH_SLOTS",
        EnvKind::kInteger,
        "16384",

@@ -268,6 +268,7 @@ BackendContext backend_context(CommunicatorState& c,
   context.shm_single_copy = env_flag("TPCOMM_SHM_SINGLE_COPY");
   context.shm_streaming_fill_bytes =
       static_cast<std::size_t>(env_integer("TPCOMM_SHM_STREAMING_FILL"));
+  context.shm_spin = std::chrono::microseconds(env_integer("TPCOMM_SHM_SPIN_US"));
   context.cuda_device = c.cuda_device;
   context.zero_copy = c.graph_plan.ops.at(Op::kAllReduce).zero_copy;
   context.registered = c.heap;

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -45,9 +46,10 @@ ProcessResult run_group(std::vector<std::string> run_args, std::vector<std::stri
   argv.push_back(kWorker);
   argv.insert(argv.end(), worker_args.begin(), worker_args.end());
   argv.push_back(mark);
-  for (const char* k : {"TPCOMM_FAULT", "TPCOMM_CHECK", "TPCOMM_LOG", "TPCOMM_DISABLE",
-                        "TPCOMM_SHM_WORKSPACE", "TPCOMM_SHM_STREAMING_FILL", "TEST_SKIP_RANK",
-                        "TEST_KILL_RANK", "TEST_STOP_RANK", "TEST_AFTER", "TPCOMM_DUMP_FACTS"}) {
+  for (const char* k :
+       {"TPCOMM_FAULT", "TPCOMM_CHECK", "TPCOMM_LOG", "TPCOMM_DISABLE", "TPCOMM_SHM_WORKSPACE",
+        "TPCOMM_SHM_STREAMING_FILL", "TPCOMM_SHM_SPIN_US", "TEST_SKIP_RANK", "TEST_KILL_RANK",
+        "TEST_STOP_RANK", "TEST_AFTER", "TPCOMM_DUMP_FACTS"}) {
     env.emplace(k, "");
   }
   return test::run_process(argv, env);
@@ -473,6 +475,39 @@ TEST(Faults, SigstopOfOneRankTimesOutTheOthers) {
     std::cout << "[ info ] SIGSTOP detected after " << detected << " ms (TPCOMM_TIMEOUT_MS=2000)\n";
   }
   EXPECT_EQ(processes_with(mark), 0);
+}
+
+TEST(Waiting, ARankWaitingForASlowPeerSpinsForTheSpinTimeThenSleeps) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+    GTEST_SKIP() << "needs 2 CPUs: where 2 ranks outnumber the CPUs a wait yields at once, "
+                    "whatever TPCOMM_SHM_SPIN_US says";
+  }
+  // Rank 1 starts its call 1.2 s after rank 0; rank 0's thread CPU time over its wait tells
+  // whether it spun (burning the CPU) or slept. The bounds leave room for a parallel test.
+  auto rank0 = [](const ProcessResult& r, long long* waited) {
+    const auto line = lines_with(r.out, "rank 0: waited");
+    if (line.size() != 1) return -1.0;
+    double cpu = -1;
+    const std::string text = line[0].substr(line[0].find("rank 0: waited"));  // after "[0] "
+    if (std::sscanf(text.c_str(), "rank 0: waited %lld ms, %lf ms of CPU", waited, &cpu) != 2) {
+      return -1.0;
+    }
+    return cpu;
+  };
+  long long waited = 0;
+  auto brief = run_group({"-n", "2"}, {"slow_peer", "1200"}, {}, marker());
+  ASSERT_EQ(brief.exit_code, 0) << brief.out << brief.err;
+  EXPECT_EQ(lines_with(brief.out, ", 0 wrong").size(), 2u) << brief.out;
+  const double brief_cpu = rank0(brief, &waited);
+  EXPECT_GE(waited, 1000) << brief.out;
+  EXPECT_GE(brief_cpu, 0) << brief.out;
+  EXPECT_LT(brief_cpu, 50) << "the default spins 1 ms, then sleeps\n" << brief.out;
+  auto spinning =
+      run_group({"-n", "2"}, {"slow_peer", "1200"}, {{"TPCOMM_SHM_SPIN_US", "1000000"}}, marker());
+  ASSERT_EQ(spinning.exit_code, 0) << spinning.out << spinning.err;
+  EXPECT_EQ(lines_with(spinning.out, ", 0 wrong").size(), 2u) << spinning.out;
+  EXPECT_GE(rank0(spinning, &waited), 300) << "asked to spin 1 s\n" << spinning.out;
+  EXPECT_GE(waited, 1000) << spinning.out;
 }
 
 TEST(Faults, InjectedCallFailureIsNamedOnEveryRank) {

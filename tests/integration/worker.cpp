@@ -5,6 +5,8 @@
 //                 TEST_AFTER make one rank SIGKILL / SIGSTOP itself after that many calls
 //   mismatch KIND rank 1 calls with another count, dtype or op (run with TPCOMM_CHECK=1)
 //   random N      N all-reduces of random small sizes, types and ops, each checked
+//   slow_peer MS  rank 1 starts its second all-reduce MS ms after rank 0 does; rank 0 prints
+//                 how long it waited and how much CPU its thread spent waiting
 //   create        create the communicator, print the plan, exit
 //   leak_and_die  create a /dev/shm segment named like tpcomm's, then SIGKILL itself
 // TEST_SKIP_RANK=r: rank r exits at once, never joining. TEST_LATE_RANK=r: rank r joins the
@@ -13,6 +15,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -251,6 +254,32 @@ int run_random(tpcomm::Communicator& comm, int iterations) {
   return k.failures == 0 ? 0 : 1;
 }
 
+int run_slow_peer(tpcomm::Communicator& comm, int late_ms) {
+  const int rank = comm.rank();
+  std::vector<float> data(1024);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(rank + 1) * i;
+  comm.all_reduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
+  if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(late_ms));
+  auto thread_cpu_ms = [] {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
+  };
+  const double cpu0 = thread_cpu_ms();
+  const long long wall0 = wall_ms();
+  comm.all_reduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
+  const double cpu = thread_cpu_ms() - cpu0;
+  const long long wall = wall_ms() - wall0;
+  // Twice summed over W ranks: W * (1 + ... + W) * i.
+  const int w = comm.size();
+  int wrong = 0;
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    wrong += data[i] != static_cast<float>(w * w * (w + 1) / 2) * static_cast<float>(i);
+  }
+  std::printf("rank %d: waited %lld ms, %.1f ms of CPU, %d wrong\n", rank, wall, cpu, wrong);
+  return wrong == 0 ? 0 : 1;
+}
+
 int run_mismatch(tpcomm::Communicator& comm, const std::string& kind) {
   std::vector<float> data(2048, 1.0f);
   comm.all_reduce(data.data(), data.data(), 1024, DataType::kFloat32, ReduceOp::kSum);
@@ -300,6 +329,7 @@ int main(int argc, char** argv) {
     }
     if (mode == "mismatch") return run_mismatch(*comm, argc > 2 ? argv[2] : "count");
     if (mode == "random") return run_random(*comm, argc > 2 ? std::atoi(argv[2]) : 1000);
+    if (mode == "slow_peer") return run_slow_peer(*comm, argc > 2 ? std::atoi(argv[2]) : 400);
     const auto& rejected = comm->plan().ops.at(Op::kAllReduce).rejected;
     for (auto b : {tpcomm::Backend::kShm, tpcomm::Backend::kHier}) {
       if (auto it = rejected.find(b); it != rejected.end()) {

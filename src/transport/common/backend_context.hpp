@@ -31,6 +31,9 @@ struct BackendContext {
   bool shm_single_copy = true;  // shm may read peers' memory directly (TPCOMM_SHM_SINGLE_COPY)
   // shm all-reduces this large stream their lane fills; 0: never (TPCOMM_SHM_STREAMING_FILL)
   std::size_t shm_streaming_fill_bytes = 16u << 20;
+  // How long a shm wait spins before yielding and sleeping, while every rank has a core
+  // (TPCOMM_SHM_SPIN_US)
+  std::chrono::microseconds shm_spin{1000};
   std::size_t graph_slots = 16384;  // captured calls that may be registered (TPCOMM_GRAPH_SLOTS)
   int cuda_device = 0;              // this rank's CUDA device (GPU backends)
   bool zero_copy = false;           // the graph plan lets user buffers be read in place (custom)

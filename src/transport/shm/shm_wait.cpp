@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <optional>
 #include <vector>
@@ -20,17 +21,20 @@
 namespace tpcomm::transport::shm {
 namespace {
 
-// Spinning pays while every rank has a core; when ranks outnumber cores the peer we wait for
+// Spinning pays while every rank has a core of its own, for as long as the caller allows
+// (TPCOMM_SHM_SPIN_US): a peer that is still copying or reading is usually done within tens of
+// microseconds, and a rank that went to sleep wakes tens of microseconds late on a VM, which
+// the next call's arrival then waits for too. When ranks outnumber cores the peer we wait for
 // may need this core, so yield almost at once.
-constexpr int kSpinsWithOwnCore = 1 << 11;
-constexpr int kSpinsOversubscribed = 8;
+constexpr int kMinSpins = 8;     // before yielding, in any case
+constexpr int kClockEvery = 64;  // spins between reads of the clock while spinning
 constexpr int kYields = 64;
 constexpr int kAbortCheckEvery = 64;  // spins between reads of the shared abort word
 constexpr int kFlushWakeAfter = 16;   // spins before a pending wake is flushed
 
-int spin_budget(int world) {
+bool ranks_have_own_cores(int world) {
   static const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  return world <= cores ? kSpinsWithOwnCore : kSpinsOversubscribed;
+  return world <= cores;
 }
 constexpr long kSleepSliceNs = 2'000'000;  // 2 ms between checks while asleep
 
@@ -61,7 +65,8 @@ void wake_sleepers(SegmentHeader& header) {
 
 void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int self, Flag which,
                     std::uint64_t seq, std::chrono::milliseconds timeout,
-                    const std::function<std::string()>& what, bool& wake_pending) {
+                    std::chrono::microseconds spin, const std::function<std::string()>& what,
+                    bool& wake_pending) {
   auto ready = [&](int p) {
     return flag(control[p], which, seq).load(std::memory_order_acquire) >= seq;
   };
@@ -79,7 +84,9 @@ void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int 
     }
     return out;
   };
-  const int spins = spin_budget(world);
+  const bool spin_long = ranks_have_own_cores(world) && spin.count() > 0;
+  std::optional<std::chrono::steady_clock::time_point> spin_since;  // read from kClockEvery on
+  long yields_from = -1;  // the round spinning ended; -1 while spinning
   std::optional<Deadline> deadline;
   for (long round = 0;; ++round) {
     if (all_ready()) return;
@@ -89,13 +96,26 @@ void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int 
                     fmt::format("rank {} aborted the group ({})", by - 1, what()));
       }
     }
-    if (round >= std::min(spins, kFlushWakeAfter)) flush_wake(header, wake_pending);
-    if (round < spins) {
-      cpu_relax();
-      continue;
+    if (round >= kFlushWakeAfter) flush_wake(header, wake_pending);
+    if (yields_from < 0) {
+      bool spinning = round < kMinSpins;
+      if (!spinning && spin_long) {
+        spinning = true;
+        if (round % kClockEvery == 0) {  // the clock is not read by a wait shorter than this
+          const auto now = std::chrono::steady_clock::now();
+          if (!spin_since) spin_since = now;
+          spinning = now - *spin_since < spin;
+        }
+      }
+      if (spinning) {
+        cpu_relax();
+        continue;
+      }
+      flush_wake(header, wake_pending);
+      yields_from = round;
+      deadline = Deadline::after(timeout);
     }
-    if (round == spins) deadline = Deadline::after(timeout);
-    if (round < spins + kYields) {
+    if (round < yields_from + kYields) {
       sched_yield();
       continue;
     }

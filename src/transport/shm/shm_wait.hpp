@@ -30,14 +30,16 @@ inline void flush_wake(SegmentHeader& header, bool& wake_pending) {
   }
 }
 
-// Waits until flag(control[p], which, seq) >= seq for every peer p != self, for at most
-// `timeout` from the end of the first spin phase (the clock is not read while a call that
-// completes by spinning, the common case, is still spinning). `what` names the call
-// for errors, such as "all_reduce(float32 x 1024, sum) #7 (shm one_shot)"; it is only called to
+// Waits until flag(control[p], which, seq) >= seq for every peer p != self: spinning for up to
+// `spin` while every rank has a core of its own (a few rounds otherwise), then yielding, then
+// asleep, for at most `timeout` from the end of the spinning (the clock is not read by a wait
+// that ends within the first few dozen spins, the common case). `what` names the call for
+// errors, such as "all_reduce(float32 x 1024, sum) #7 (shm one_shot)"; it is only called to
 // build one. Throws kTimeout naming the ranks that did not arrive, kUnavailable for a dead peer,
 // kAborted when a peer aborted.
 void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int self, Flag which,
                     std::uint64_t seq, std::chrono::milliseconds timeout,
-                    const std::function<std::string()>& what, bool& wake_pending);
+                    std::chrono::microseconds spin, const std::function<std::string()>& what,
+                    bool& wake_pending);
 
 }  // namespace tpcomm::transport::shm
