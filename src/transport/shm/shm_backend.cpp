@@ -64,6 +64,11 @@ void ShmBackend::setup_complete() {
   segment_.unlink();
   single_copy_ =
       agree_on_single_copy(*ctx_.bootstrap, ctx_.shm_single_copy, Deadline::after(ctx_.timeout));
+  // Every rank stored its pid before that agreement, which waited for all of them.
+  for (int r = 0; r < ctx_.size; ++r) {
+    peer_pid_[static_cast<std::size_t>(r)] =
+        peer_process(control(r)->pid.load(std::memory_order_acquire));
+  }
 }
 
 void ShmBackend::abort() {

@@ -26,7 +26,8 @@ class ShmBackend final : public CollectiveBackend {
         lane_bytes_(lane_bytes(ctx_.shm_workspace_bytes)),
         sources_(static_cast<std::size_t>(ctx_.size)),
         peer_in_(static_cast<std::size_t>(ctx_.size)),
-        peer_address_(static_cast<std::size_t>(ctx_.size)) {}
+        peer_address_(static_cast<std::size_t>(ctx_.size)),
+        peer_pid_(static_cast<std::size_t>(ctx_.size)) {}
 
   Backend kind() const override { return Backend::kShm; }
   int setup_steps() const override { return 2; }
@@ -170,12 +171,13 @@ class ShmBackend final : public CollectiveBackend {
   std::vector<const std::uint8_t*> peer_in_;  // each rank's registered input this step, or null
   RegisteredAt mine_at_;                      // this rank's, posted in its lane header
   std::vector<std::uint64_t> peer_address_;   // each rank's input for a single-copy read, or 0
-  std::vector<std::uint8_t> peer_chunks_;     // single-copy all-reduce: a step of each peer
-  std::uint64_t mine_single_copy_ = 0;        // this rank's, with kSingleCopyFlag, or 0
-  bool single_copy_ = false;                  // every rank can read every peer (set-up vote)
-  bool any_in_place_ = false;                 // some rank's input this step is read in place
-  bool logged_[2] = {false, false};           // [single copy]: first in-place read logged
-  bool logged_streaming_ = false;             // first streaming lane fill logged
+  std::vector<int> peer_pid_;  // each rank's process for read_peer_memory (set-up), 0: this one
+  std::vector<std::uint8_t> peer_chunks_;  // single-copy all-reduce: a step of each peer
+  std::uint64_t mine_single_copy_ = 0;     // this rank's, with kSingleCopyFlag, or 0
+  bool single_copy_ = false;               // every rank can read every peer (set-up vote)
+  bool any_in_place_ = false;              // some rank's input this step is read in place
+  bool logged_[2] = {false, false};        // [single copy]: first in-place read logged
+  bool logged_streaming_ = false;          // first streaming lane fill logged
   Segment segment_;
   std::uint64_t seq_ = 0;
   std::atomic<std::uint64_t> current_call_{1};  // read by abort() on another thread

@@ -38,8 +38,7 @@ void ShmBackend::all_reduce_single_copy(const Call& c) {
               const auto ur = static_cast<std::size_t>(r);
               if (r == ctx_.rank || peer_address_[ur] == 0) continue;
               std::uint8_t* to = peer_chunks_.data() + ur * step * es;
-              read_peer_memory(r, control(r)->pid.load(std::memory_order_acquire),
-                               peer_address_[ur] + base * es, to, n * es);
+              read_peer_memory(r, peer_pid_[ur], peer_address_[ur] + base * es, to, n * es);
               sources_[ur] = to;
             }
             reduce_slots(srcs, ctx_.size, n, c.type, c.reduce,
@@ -92,8 +91,7 @@ void ShmBackend::all_gather(const Call& c) {
               const auto ur = static_cast<std::size_t>(r);
               std::uint8_t* to = out + (ur * c.count + base) * es;
               if (peer_address_[ur] != 0 && r != ctx_.rank) {
-                read_peer_memory(r, control(r)->pid.load(std::memory_order_acquire),
-                                 peer_address_[ur] + base * es, to, n * es);
+                read_peer_memory(r, peer_pid_[ur], peer_address_[ur] + base * es, to, n * es);
                 continue;
               }
               const std::uint8_t* from = r == ctx_.rank && peer_address_[ur] != 0 ? in + base * es

@@ -19,8 +19,12 @@ namespace tpcomm::transport::shm {
 
 using detail::to_bytes;
 
+int peer_process(int pid) {
+  return pid == getpid() ? 0 : pid;
+}
+
 void read_peer_memory(int peer, int pid, std::uint64_t address, void* to, std::size_t bytes) {
-  if (pid == getpid()) {  // ranks as threads of one process
+  if (pid == 0) {  // ranks as threads of one process
     std::memcpy(to, reinterpret_cast<const void*>(address), bytes);
     return;
   }
@@ -57,7 +61,7 @@ bool agree_on_single_copy(Bootstrap& bs, bool enabled, const Deadline& deadline)
     in >> pid >> address;
     std::uint64_t got = 0;
     try {
-      read_peer_memory(r, pid, address, &got, sizeof(got));
+      read_peer_memory(r, peer_process(pid), address, &got, sizeof(got));
       if (got != 0x7c0ffee000000000ULL + static_cast<std::uint64_t>(r)) {
         why = fmt::format("rank {}'s probe word read back wrong", r);
       }
