@@ -64,12 +64,7 @@ template <int Op, bool Avg, int Ranks = 0>
 void reduce_bf16_native(const void* const* srcs, int ranks, std::size_t n, void* out, float w) {
   if constexpr (Ranks != 0) ranks = Ranks;
   auto at = [](const void* p, std::size_t i) { return static_cast<const char*>(p) + i * 2; };
-  std::size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    constexpr std::size_t kAhead = 1024;  // elements: 2 KiB, as the generic loop
-    if (i + kAhead < n) {
-      for (int r = 0; r < ranks; ++r) __builtin_prefetch(at(srcs[r], i + kAhead));
-    }
+  auto one = [&](std::size_t i) TPCOMM_INLINE_LAMBDA {
     U pairs;
     std::memcpy(&pairs, at(srcs[0], i), sizeof(pairs));
     V even = floats_of(pairs << 16);
@@ -85,6 +80,11 @@ void reduce_bf16_native(const void* const* srcs, int ranks, std::size_t n, void*
     }
     const U packed = pack_pairs(even, odd);
     std::memcpy(static_cast<char*>(out) + i * 2, &packed, sizeof(packed));
+  };
+  std::size_t i = 0;
+  for (; i + 32 <= n; i += 32) {  // a register is a cache line
+    prefetch_line_ahead<2>(srcs, ranks, i, n);
+    one(i);
   }
   for (; i < n; ++i) {  // the scalar reference conversions: the same rounding
     auto value = [&](int r) {

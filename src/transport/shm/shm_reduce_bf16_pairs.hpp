@@ -175,21 +175,11 @@ TPCOMM_INLINE std::size_t reduce_bf16_pairs(const void* const* srcs, int ranks, 
                                          : round_to_bf16<B>(even) | (round_to_bf16<B>(odd) << 16);
     std::memcpy(static_cast<char*>(out) + i * es, &packed, sizeof(packed));
   };
-  // A cache line of each source per iteration (two registers on AVX2, four on the baseline),
-  // each line prefetched once: per register, a prefetch per rank, its test and the loop's own
-  // bookkeeping cost as much as a quarter of the rounding.
-  constexpr std::size_t per_line = B >= 64 ? 1 : 64 / B;
+  constexpr std::size_t kLine = step * kRegistersPerLine<es, step>;  // elements
   std::size_t i = 0;
-  for (; i + step * per_line <= n; i += step * per_line) {
-    // Peers' lanes sit in other cores' caches, hundreds of ns per line away, and this loop
-    // spends enough instructions per line that too few loads are in flight to cover that:
-    // prefetching 2 KiB ahead made bf16 W = 2 all-reduces 25-35% faster at 8-64 KiB. (The
-    // float32 loop keeps enough loads in flight by itself; there it did not help.)
-    constexpr std::size_t kAhead = 2048 / es;
-    if (i + kAhead < n) {
-      for (int r = 0; r < ranks; ++r) __builtin_prefetch(at(srcs[r], i + kAhead));
-    }
-    for (std::size_t u = 0; u < per_line; ++u) one(i + u * step);
+  for (; i + kLine <= n; i += kLine) {
+    prefetch_line_ahead<es>(srcs, ranks, i, n);
+    for (std::size_t u = 0; u < kLine; u += step) one(i + u);
   }
   for (; i + step <= n; i += step) one(i);
   return i;

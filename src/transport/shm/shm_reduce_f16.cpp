@@ -41,16 +41,10 @@ TPCOMM_INLINE void reduce_f16_registers(const void* const* srcs, int ranks, std:
     if constexpr (Avg) acc = acc / w;
     store(o + i, acc);
   };
-  // A cache line of each source per iteration, prefetched 2 KiB ahead, as the bf16 loop does
-  // (shm_reduce_bf16_pairs.hpp): the conversions leave too few loads in flight to cover the
-  // peers' lanes arriving from other cores.
-  constexpr std::size_t kLine = 32;     // fp16 elements of a cache line
-  constexpr std::size_t kAhead = 1024;  // elements: 2 KiB
+  constexpr std::size_t kLine = Lanes * kRegistersPerLine<2, Lanes>;  // elements
   std::size_t i = 0;
   for (; i + kLine <= n; i += kLine) {
-    if (i + kAhead < n) {
-      for (int r = 0; r < ranks; ++r) __builtin_prefetch(src(r) + i + kAhead);
-    }
+    prefetch_line_ahead<2>(srcs, ranks, i, n);
     for (std::size_t u = 0; u < kLine; u += Lanes) one(i + u);
   }
   for (; i + Lanes <= n; i += Lanes) one(i);
