@@ -3,7 +3,9 @@
 // to separate arithmetic from waiting in tpcomm bench; and
 // the machine's memory-copy bandwidth beside them, the scale for tpcomm bench's bus bandwidth.
 // Sizes are bytes per rank, the same for every dtype, so bf16 and fp16 against float32 at one
-// size is the "same bytes" comparison (half as many elements as float32's twice).
+// size is the "same bytes" comparison (half as many elements as float32's twice). At 8 KiB per
+// rank every buffer stays in L1, so that row times the loop's instructions alone: its compute
+// bound, which shows where a dtype's larger rows are bound by arithmetic rather than memory.
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -60,6 +62,7 @@ const bool kRegistered = [] {
                                tpcomm::transport::shm::to_string(isa);
       benchmark::RegisterBenchmark(name.c_str(), BM_ReduceSlots, type, isa)
           ->ArgNames({"ranks", "bytes"})
+          ->Args({2, 8 << 10})
           ->Args({2, 64 << 10})
           ->Args({2, 256 << 10})
           ->Args({4, 256 << 10})
