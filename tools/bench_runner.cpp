@@ -125,7 +125,7 @@ BenchRow measure(const BenchArgs& a, Engines& e, std::uint64_t bytes) {
     e.comm->free(reg);
   }
   if (e.gloo) {
-    row.gloo = time_calls(*e.bs, a.warmup, a.iters,
+    row.gloo = time_calls(*e.bs, warmup, a.iters,
                           [&] { call(a, *e.gloo, b.in.data(), b.out.data(), b.per); });
   }
   if (e.mpi) {
