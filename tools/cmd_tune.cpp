@@ -126,10 +126,16 @@ struct Measured {
   std::vector<std::uint64_t> sizes;
 };
 
-// The fastest candidate measured at `size`, or -1.
+// The fastest candidate measured at `size`, or -1. A candidate with a step of at least `size`
+// moves the message in one step, as its sibling without a step does (also measured): the same
+// run, so only noise could put it ahead, and it is not chosen there (on the 2-vCPU VM one tune
+// had one_shot at 17.1 us and one_shot/256K at 12.0 for 256 KiB, where alternating the two in
+// tpcomm bench gave 23.0-24.1 against 23.0-23.8).
 int fastest(const Measured& m, std::uint64_t size) {
   int best = -1;
   for (std::size_t i = 0; i < m.candidates.size(); ++i) {
+    const auto& step = m.candidates[i].step_bytes;
+    if (step && *step >= size) continue;
     auto t = m.times[i].find(size);
     if (t == m.times[i].end()) continue;
     if (best < 0 || t->second < m.times[static_cast<std::size_t>(best)].at(size)) {
