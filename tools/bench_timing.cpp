@@ -18,11 +18,6 @@ constexpr double kAutoTimeUs = 25'000;
 constexpr int kAutoMinIters = 35;  // at least 7 per batch
 constexpr int kAutoMaxIters = 100'000;
 constexpr int kBatches = 5;
-// The least time the warm-up of every timing takes. Ten calls of a microsecond were too few
-// after another engine's timing: on the 2-vCPU VM the tpcomm row after a Gloo row took 35-50 us
-// per call in every batch (1.3-3.3 us otherwise, and with 300 warm-up calls), as if the ranks
-// needed a few milliseconds to settle back on their cores.
-constexpr double kSettleUs = 2'000;
 
 // Each value's largest over the ranks.
 std::vector<double> max_over_ranks(Bootstrap& bs, std::vector<double> mine, const char* what) {
@@ -41,22 +36,23 @@ std::vector<double> max_over_ranks(Bootstrap& bs, std::vector<double> mine, cons
 }  // namespace
 
 Timing time_calls(Bootstrap& bs, int warmup, int iters, const std::function<void()>& call) {
-  // Warm-up rounds of `warmup`, 2x, 4x ... calls until the slowest rank has spent kSettleUs in
-  // them (ranks agree after each round, so all make the same calls).
-  int warmed = 0;
-  double warm_us = 0;  // the slowest rank's time in warm-up calls
-  double mine_us = 0;
-  for (int round_calls = warmup; round_calls > 0; round_calls *= 2) {
-    const auto w0 = Clock::now();
-    for (int i = 0; i < round_calls; ++i) call();
-    mine_us += std::chrono::duration<double, std::micro>(Clock::now() - w0).count();
-    warmed += round_calls;
-    warm_us = max_over_ranks(bs, {mine_us}, "bench warm-up")[0];
-    if (warm_us >= kSettleUs || round_calls > kAutoMaxIters) break;
-  }
+  // Every timed run of calls starts after one untimed call, `line_up`: the store's barriers and
+  // gathers release the ranks up to milliseconds apart on a loaded machine (on the 2-vCPU VM the
+  // first call after a barrier took 1.4-6.8 ms), and that skew, charged to a batch of a few
+  // hundred one-microsecond calls, made whole rows of `tpcomm bench` read 10-33 us where the
+  // calls take 1.5-4 (8 of 12 runs of a 4-64 KiB sweep had such a row; none of 12 after). The
+  // untimed call ends on every rank within microseconds of the others, whatever engine it goes
+  // through.
+  const auto& line_up = call;
+  line_up();
+  const auto w0 = Clock::now();
+  for (int i = 0; i < warmup; ++i) call();
   if (iters == 0) {
-    const double per_call = warmed > 0 ? warm_us / warmed : kAutoTimeUs / kAutoMinIters;
-    iters = static_cast<int>(std::clamp(kAutoTimeUs / std::max(per_call, 1e-3),
+    const double warm_us =
+        warmup > 0 ? std::chrono::duration<double, std::micro>(Clock::now() - w0).count() / warmup
+                   : kAutoTimeUs / kAutoMinIters;
+    const double slowest = max_over_ranks(bs, {warm_us}, "bench calibration")[0];
+    iters = static_cast<int>(std::clamp(kAutoTimeUs / std::max(slowest, 1e-3),
                                         double{kAutoMinIters}, double{kAutoMaxIters}));
   }
   // Five batches, each started together; the best batch mean counts, so one preemption by a
@@ -65,6 +61,7 @@ Timing time_calls(Bootstrap& bs, int warmup, int iters, const std::function<void
   std::vector<double> means;
   for (int batch = 0; batch < kBatches; ++batch) {
     bs.barrier("bench", Deadline::from_env());
+    line_up();
     const int n = std::max(1, iters / kBatches);
     const auto t0 = Clock::now();
     for (int i = 0; i < n; ++i) call();

@@ -21,9 +21,9 @@ struct Timing {
   double spread() const { return best > 0 ? median / best : 0; }
 };
 
-// Times `call` in batches, after at least `warmup` untimed calls that last at least 2 ms (more
-// rounds of them, doubling, until they do). The warm-up is timed too, and with iters == 0 its
-// slowest rank's mean sets the number of timed calls, the same on every rank.
+// Times `call` in batches, after `warmup` untimed calls; each timed run starts after one more
+// call that lines the ranks up. The warm-up is timed too, and with iters == 0 its slowest rank's
+// mean sets the number of timed calls, the same on every rank.
 Timing time_calls(Bootstrap& bs, int warmup, int iters, const std::function<void()>& call);
 
 // The sum of every rank's value.
