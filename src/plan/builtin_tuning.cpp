@@ -118,13 +118,13 @@ TuningEntry cpu_entry(int w) {
                              {std::nullopt, {use(Backend::kShm, Algorithm::kTwoShot), hier, gloo}}};
   }
   // All-gather, W = 2: each peer's input read where it lies (single copy) for outputs above
-  // 32 KiB; below, the system call and the closing barrier cost more than the second copy through
-  // the lanes (tpcomm tune: one_shot ahead up to 32 KiB, single_copy 1.4-5x ahead from 64 KiB). W =
-  // 3 and 4 on 2 cores: through the lanes at every size (single_copy 1.3-3.2x slower: every rank
-  // waits until all its peers have read it, costly when ranks share cores); larger groups
-  // (unmeasured) alike.
+  // 64 KiB; below, the system call and the closing barrier cost more than the second copy through
+  // the lanes (tpcomm tune on a Zen 5 VM, 5 rounds: one_shot 1.43-1.47x ahead at 64 KiB, the two
+  // even at 128 KiB, single_copy 5-30% ahead from 256 KiB to 8 MiB). W = 3 and 4 on 2 cores:
+  // through the lanes at every size (single_copy 1.3-3.2x slower: every rank waits until all its
+  // peers have read it, costly when ranks share cores); larger groups (unmeasured) alike.
   if (w == 2) {
-    e.ops[Op::kAllGather] = {{32 * KiB, {use(Backend::kShm, Algorithm::kOneShot), gloo}},
+    e.ops[Op::kAllGather] = {{64 * KiB, {use(Backend::kShm, Algorithm::kOneShot), gloo}},
                              {std::nullopt, {use(Backend::kShm, Algorithm::kSingleCopy), gloo}}};
   } else {
     e.ops[Op::kAllGather] = {{std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), gloo}}};

@@ -264,7 +264,7 @@ TEST(Cli, PlanOfTwoCpuRanksShowsShmStepsAndSingleCopy) {
                        "  up to 8 MiB  shm        one_shot      -\n"
                        "  above 8 MiB  shm        one_shot      256 KiB\n"))
       << text.out;
-  EXPECT_TRUE(contains(text.out, "  above 32 KiB  shm        single_copy   -\n")) << text.out;
+  EXPECT_TRUE(contains(text.out, "  above 64 KiB  shm        single_copy   -\n")) << text.out;
   const json table = json::parse(js.out)["ops"]["all_reduce"]["table"];
   ASSERT_EQ(table.size(), 2u) << js.out;
   EXPECT_FALSE(table[0].contains("step_bytes")) << js.out;

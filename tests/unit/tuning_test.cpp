@@ -60,12 +60,12 @@ TEST(BuiltinTuning, ThresholdsFollowPublicFigures) {
   EXPECT_EQ(rows.back().use.front().backend, Backend::kNccl);
 }
 
-// shm all-gather: W = 2 through the lanes up to 32 KiB, then each peer's input read in place;
+// shm all-gather: W = 2 through the lanes up to 64 KiB, then each peer's input read in place;
 // larger groups (measured only with ranks sharing cores) through the lanes at every size.
 TEST(BuiltinTuning, CpuAllGatherSwitchesToSingleCopyForTwoRanksOnly) {
   const auto& two = cpu_rows(2, Op::kAllGather);
   ASSERT_EQ(two.size(), 2u);
-  EXPECT_EQ(two[0].max_bytes, 32 * KiB);
+  EXPECT_EQ(two[0].max_bytes, 64 * KiB);
   EXPECT_EQ(two[0].use.front(), shm(Algorithm::kOneShot));
   EXPECT_EQ(two[1].use.front(), shm(Algorithm::kSingleCopy));
   for (int w : {3, 4, 8, 16}) {
