@@ -78,11 +78,18 @@ def test_calls_that_differ_across_ranks_are_a_mismatch_error_on_every_rank(tmp_p
 
 
 def test_a_rank_that_does_not_come_is_a_timeout_error_which_is_a_builtin_timeout_error(tmp_path):
+    # The timeout also bounds creation, which under the sanitizers with other tests beside took
+    # more than 2 s on the 2-vCPU VM: 8 s, and rank 1 stays alive (absent, not dead: that would
+    # be another error) until rank 0 has had its timeout, however long creation took.
     run = run_ranks(tmp_path, """
         import time
-        comm = tpcomm.Communicator.from_env(timeout=2)
+        comm = tpcomm.Communicator.from_env(timeout=8)
+        done = os.path.join(os.getcwd(), "rank0-done")
         if comm.rank == 1:
-            time.sleep(5)
+            for _ in range(900):
+                if os.path.exists(done):
+                    break
+                time.sleep(0.1)
             os._exit(0)
         try:
             comm.all_reduce(torch.ones(4))
@@ -90,6 +97,8 @@ def test_a_rank_that_does_not_come_is_a_timeout_error_which_is_a_builtin_timeout
             assert isinstance(e, tpcomm.TimeoutError) and e.code == "timeout", repr(e)
             assert "rank 1" in str(e), str(e)
             ok()
+        finally:
+            open(done, "w").close()
     """, args=("--keep-going",))
     assert run.ok_ranks() == [0], run.output
 
