@@ -6,7 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -165,11 +168,22 @@ int index_of(const Measured& m, const TableRow& row, std::uint64_t size) {
 // built-in table runs at that size (when that was measured too).
 std::vector<TuningRow> report_and_choose(const TuneArgs& a, Op op, const Measured& m,
                                          const Plan& builtin) {
-  std::cout << fmt::format("\n{} {} on {} ranks: time per call (us, best of {} rounds)\n",
-                           to_string(op), to_string(a.dtype), a.ranks, a.rounds);
+  std::cout << fmt::format("\n{} {} on {} ranks: time per call (us, best of {} round{})\n",
+                           to_string(op), to_string(a.dtype), a.ranks, a.rounds,
+                           a.rounds == 1 ? "" : "s");
+  // Every column as wide as its candidate's name (at least 14), so long names such as
+  // shm/single_copy/256K keep the numbers under their heading.
+  std::vector<std::size_t> width;
+  std::size_t chosen_width = 14;
+  for (const auto& c : m.candidates) {
+    width.push_back(std::max<std::size_t>(14, name_of(c).size()));
+    chosen_width = std::max(chosen_width, name_of(c).size());
+  }
   std::cout << fmt::format("{:>10}", "size");
-  for (const auto& c : m.candidates) std::cout << fmt::format(" {:>14}", name_of(c));
-  std::cout << fmt::format("  {:<14} {:>16}\n", "chosen", "gain vs built-in");
+  for (std::size_t i = 0; i < m.candidates.size(); ++i) {
+    std::cout << fmt::format(" {:>{}}", name_of(m.candidates[i]), width[i]);
+  }
+  std::cout << fmt::format("  {:<{}} {:>16}\n", "chosen", chosen_width, "gain vs built-in");
   std::vector<TuningRow> rows;
   for (std::uint64_t size : m.sizes) {
     int best = fastest(m, size);
@@ -185,17 +199,17 @@ std::vector<TuningRow> report_and_choose(const TuneArgs& a, Op op, const Measure
     }
     const Candidate& chosen = m.candidates[static_cast<std::size_t>(best)];
     std::cout << fmt::format("{:>10}", size);
-    for (const auto& t : m.times) {
-      auto it = t.find(size);
-      std::cout << (it == t.end() ? fmt::format(" {:>14}", "-")
-                                  : fmt::format(" {:>14.2f}", it->second));
+    for (std::size_t i = 0; i < m.times.size(); ++i) {
+      auto it = m.times[i].find(size);
+      std::cout << (it == m.times[i].end() ? fmt::format(" {:>{}}", "-", width[i])
+                                           : fmt::format(" {:>{}.2f}", it->second, width[i]));
     }
     const std::string gain =
         builtin_index < 0
             ? std::string("-")
             : fmt::format("{:.2f}x", m.times[static_cast<std::size_t>(builtin_index)].at(size) /
                                          m.times[static_cast<std::size_t>(best)].at(size));
-    std::cout << fmt::format("  {:<14} {:>16}\n", name_of(chosen), gain);
+    std::cout << fmt::format("  {:<{}} {:>16}\n", name_of(chosen), chosen_width, gain);
     if (!rows.empty() && rows.back().use.front() == chosen) {
       rows.back().max_bytes = size;
     } else {
@@ -203,19 +217,52 @@ std::vector<TuningRow> report_and_choose(const TuneArgs& a, Op op, const Measure
     }
   }
   if (!rows.empty()) rows.back().max_bytes = std::nullopt;
+  // "one_shot up to 4 MiB, two_shot above": the last row has no limit.
   std::cout << "switch points:";
-  for (const auto& r : rows) {
-    std::cout << fmt::format(" {} up to {};", name_of(r.use.front()),
-                             r.max_bytes ? format_bytes(*r.max_bytes) : std::string("any size"));
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const std::string name = name_of(rows[i].use.front());
+    const std::string range = rows[i].max_bytes ? "up to " + format_bytes(*rows[i].max_bytes)
+                              : i == 0          ? std::string("at every size")
+                                                : std::string("above");
+    std::cout << fmt::format("{} {} {}", i == 0 ? "" : ",", name, range);
   }
   std::cout << "\n";
   return rows;
+}
+
+// A tune measures for minutes: an output it could not write must fail before that, not after.
+void check_writable(const std::string& path) {
+  const std::filesystem::path p(path);
+  const std::filesystem::path folder = p.has_parent_path() ? p.parent_path() : ".";
+  std::error_code ec;
+  if (std::filesystem::is_directory(p, ec)) {
+    throw invalid_input(fmt::format("tune: cannot write {}: it is a folder", path));
+  }
+  if (access(folder.c_str(), W_OK | X_OK) != 0 ||
+      (access(p.c_str(), F_OK) == 0 && access(p.c_str(), W_OK) != 0)) {
+    throw invalid_input(fmt::format("tune: cannot write {}: {}", path, std::strerror(errno)));
+  }
+}
+
+// Written beside the target and renamed over it: an interrupted or failed write leaves the
+// previous file (or none), never half a tuning file that every rank would then fail to decode.
+void write_atomically(const std::string& path, const std::string& text) {
+  const std::string partial = fmt::format("{}.partial-{}", path, getpid());
+  std::ofstream file(partial);
+  file << text;
+  file.close();
+  if (!file || std::rename(partial.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(partial.c_str());
+    throw invalid_input(fmt::format("tune: cannot write {}: {}", path, std::strerror(err)));
+  }
 }
 
 void run_tune(const TuneArgs& a) {
   if (a.min_bytes == 0 || a.max_bytes < a.min_bytes || a.factor < 2) {
     throw invalid_input("-b, -e, -f: expected 0 < MIN <= MAX and FACTOR >= 2");
   }
+  check_writable(a.output);
   char dir_template[] = "/tmp/tpcomm-tune-XXXXXX";
   const char* dir = mkdtemp(dir_template);
   if (dir == nullptr) throw Error(ErrorCode::kUnavailable, "tune: cannot make a temporary folder");
@@ -254,9 +301,7 @@ void run_tune(const TuneArgs& a) {
   out.source =
       fmt::format("measured by tpcomm tune: {} ranks, {}, {} to {} bytes, best of {} rounds",
                   a.ranks, to_string(a.dtype), a.min_bytes, a.max_bytes, a.rounds);
-  std::ofstream file(a.output);
-  file << encode_tuning(out);
-  if (!file) throw invalid_input(fmt::format("tune: cannot write {}", a.output));
+  write_atomically(a.output, encode_tuning(out));
   std::cout << fmt::format("\nwrote {}: use it with TPCOMM_TUNING={} or tpcomm plan --tuning {}\n",
                            a.output, a.output, a.output);
 }

@@ -402,6 +402,7 @@ namespace {
 struct TuneTable {
   std::vector<std::string> candidates;
   std::map<std::uint64_t, std::pair<std::vector<double>, std::string>> rows;
+  std::string switch_points;  // the line after the rows
 };
 
 TuneTable parse_tune_table(const std::string& out, const std::string& op) {
@@ -425,6 +426,7 @@ TuneTable parse_tune_table(const std::string& out, const std::string& op) {
     row >> chosen;
     t.rows[size] = {times, chosen};
   }
+  t.switch_points = line;
   return t;
 }
 
@@ -453,6 +455,11 @@ TEST(Cli, TuneTimesEveryCandidateChoosesTheFastestAndWritesAFilePlanUses) {
                   t.candidates.end())
           << r.out;
     }
+    // The switch points name the largest size's choice last, without a limit.
+    const std::string last = t.rows.rbegin()->second.second;
+    const std::string open_end =
+        t.switch_points.find(',') == std::string::npos ? " at every size" : " above";
+    EXPECT_TRUE(t.switch_points.ends_with(" " + last + open_end)) << t.switch_points;
     for (const auto& [size, row] : t.rows) {
       const auto& [times, chosen] = row;
       // A candidate whose step holds the whole message runs as its sibling without one does:
@@ -489,7 +496,27 @@ TEST(Cli, TuneTimesEveryCandidateChoosesTheFastestAndWritesAFilePlanUses) {
   EXPECT_EQ(planned["ops"]["all_gather"]["table"].size(),
             tuned["entries"][0]["ops"]["all_gather"].size())
       << plan.out;
+  // The file was written beside itself and renamed: nothing else is left in the folder.
+  std::vector<std::string> left;
+  for (const auto& f : std::filesystem::directory_iterator(dir)) {
+    left.push_back(f.path().filename().string());
+  }
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"facts.json", "tuned.json"}));
   std::filesystem::remove_all(dir);
+}
+
+// An output tune cannot write fails at once, before minutes of measuring, and says why.
+TEST(Cli, TuneRefusesAnOutputItCannotWriteBeforeMeasuring) {
+  auto missing = tpcomm({"tune", "-o", "/nonexistent/tuned.json"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_TRUE(contains(missing.err,
+                       "tune: cannot write /nonexistent/tuned.json: No such file or directory"))
+      << missing.err;
+  EXPECT_FALSE(contains(missing.err, " via ")) << missing.err;  // no candidate was timed
+  auto folder = tpcomm({"tune", "-o", "/tmp"});
+  EXPECT_EQ(folder.exit_code, 2);
+  EXPECT_TRUE(contains(folder.err, "tune: cannot write /tmp: it is a folder")) << folder.err;
 }
 
 }  // namespace
