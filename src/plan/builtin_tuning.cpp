@@ -98,10 +98,14 @@ TuningEntry cuda_entry(int sm, int w, Mode mode) {
 // reads half, then the other half reduced), and one-shot needs one wait instead of two. Measured
 // on 2 cores, one-shot was 25-30% faster from 128 KiB to 16 MiB, with the AVX-512 and the AVX2
 // kernels alike (tpcomm tune, TPCOMM_CPU_KERNELS). From three ranks on, one-shot reads W - 1
-// buffers against two-shot's 2 (W - 1) / W. W = 4: two-shot won at 64 KiB in all four tune runs
-// with either kernel (1.15-2.0x), 16 KiB went to one-shot in two of three; hence 32 KiB.
+// buffers against two-shot's 2 (W - 1) / W. W = 4, ranks sharing 2 cores: one-shot 1.11-1.21x
+// ahead at 64 KiB by the median of five alternations with either kernel, and in two tunes of
+// three; two-shot ahead from 256 KiB (docs/tuning.md). (Before tpcomm bench stopped timing the
+// store barrier's skew, tunes had put two-shot ahead at 64 KiB, and the switch at 32 KiB.) Not
+// raised to 128 KiB, where one-shot led here too: a second wait costs most when ranks share
+// cores, so where each has its own two-shot can only gain.
 TuningEntry cpu_entry(int w) {
-  const std::uint64_t one_shot_max = w <= 3 ? 64 * KiB : w <= 8 ? 32 * KiB : 16 * KiB;
+  const std::uint64_t one_shot_max = w <= 4 ? 64 * KiB : w <= 8 ? 32 * KiB : 16 * KiB;
   const Candidate gloo = use(Backend::kGloo, Algorithm::kGloo);
   const Candidate hier = use(Backend::kHier, Algorithm::kHierarchical);
   TuningEntry e;

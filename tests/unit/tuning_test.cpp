@@ -1,6 +1,8 @@
 // Tuning tables: the built-in coverage and thresholds, the file codec and its errors, lookup.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "support/test_support.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/tuning.hpp"
@@ -72,6 +74,20 @@ TEST(BuiltinTuning, CpuAllGatherSwitchesToSingleCopyForTwoRanksOnly) {
     const auto& rows = cpu_rows(w, Op::kAllGather);
     ASSERT_EQ(rows.size(), 1u) << "W " << w;
     EXPECT_EQ(rows[0].use.front().algorithm, Algorithm::kOneShot) << "W " << w;
+  }
+}
+
+// shm all-reduce for groups of three or more: one-shot up to 64 KiB (W <= 4), 32 KiB (W <= 8) or
+// 16 KiB, two-shot above.
+TEST(BuiltinTuning, CpuLargerGroupsSwitchToTwoShotSoonerTheLargerTheyAre) {
+  const std::map<int, std::uint64_t> one_shot_max = {{3, 64 * KiB}, {4, 64 * KiB}, {5, 32 * KiB},
+                                                     {8, 32 * KiB}, {9, 16 * KiB}, {16, 16 * KiB}};
+  for (const auto& [w, max] : one_shot_max) {
+    const auto& rows = cpu_rows(w, Op::kAllReduce);
+    ASSERT_EQ(rows.size(), 2u) << "W " << w;
+    EXPECT_EQ(rows[0].max_bytes, max) << "W " << w;
+    EXPECT_EQ(rows[0].use.front(), shm(Algorithm::kOneShot)) << "W " << w;
+    EXPECT_EQ(rows[1].use.front(), shm(Algorithm::kTwoShot)) << "W " << w;
   }
 }
 
