@@ -14,8 +14,10 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
@@ -30,7 +32,8 @@ namespace tpcomm::cli {
 namespace {
 
 struct TuneArgs {
-  int ranks = 2;
+  std::vector<int> groups = {2};  // -n: the group sizes to tune, one entry of the file each
+  int ranks = 2;                  // the group being tuned now
   std::vector<Op> ops = {Op::kAllReduce, Op::kAllGather, Op::kReduceScatter};
   DataType dtype = DataType::kFloat32;
   std::uint64_t min_bytes = 4096;
@@ -258,21 +261,10 @@ void write_atomically(const std::string& path, const std::string& text) {
   }
 }
 
-void run_tune(const TuneArgs& a) {
-  if (a.min_bytes == 0 || a.max_bytes < a.min_bytes || a.factor < 2) {
-    throw invalid_input("-b, -e, -f: expected 0 < MIN <= MAX and FACTOR >= 2");
-  }
-  check_writable(a.output);
-  char dir_template[] = "/tmp/tpcomm-tune-XXXXXX";
-  const char* dir = mkdtemp(dir_template);
-  if (dir == nullptr) throw Error(ErrorCode::kUnavailable, "tune: cannot make a temporary folder");
-  const std::unique_ptr<const char, void (*)(const char*)> cleanup(dir, [](const char* d) {
-    std::remove((std::string(d) + "/forced.json").c_str());
-    std::remove((std::string(d) + "/rows.json").c_str());
-    rmdir(d);
-  });
+// The entry of one group size: every op's candidates timed in alternating rounds, and the rows
+// of the fastest.
+TuningEntry tune_group(const TuneArgs& a, const std::string& self, const char* dir) {
   const Plan builtin = builtin_plan(a.ranks);
-  const std::string self = self_executable();
   TuningEntry entry;
   entry.key.device = DeviceType::kCpu;
   entry.key.world_size = a.ranks;
@@ -286,8 +278,8 @@ void run_tune(const TuneArgs& a) {
     m.times.resize(m.candidates.size());
     for (int round = 1; round <= a.rounds; ++round) {
       for (std::size_t i = 0; i < m.candidates.size(); ++i) {
-        std::cerr << fmt::format("tune: {} via {} (round {} of {}) ...\n", to_string(op),
-                                 name_of(m.candidates[i]), round, a.rounds);
+        std::cerr << fmt::format("tune: {} ranks, {} via {} (round {} of {}) ...\n", a.ranks,
+                                 to_string(op), name_of(m.candidates[i]), round, a.rounds);
         for (const auto& [size, us] : measure(a, op, m.candidates[i], self, dir)) {
           auto [it, first] = m.times[i].emplace(size, us);
           if (!first) it->second = std::min(it->second, us);
@@ -296,11 +288,36 @@ void run_tune(const TuneArgs& a) {
     }
     entry.ops[op] = report_and_choose(a, op, m, builtin);
   }
+  return entry;
+}
+
+void run_tune(const TuneArgs& a) {
+  if (a.min_bytes == 0 || a.max_bytes < a.min_bytes || a.factor < 2) {
+    throw invalid_input("-b, -e, -f: expected 0 < MIN <= MAX and FACTOR >= 2");
+  }
+  std::set<int> seen;  // a file has one entry per group size
+  for (int w : a.groups) {
+    if (!seen.insert(w).second) throw invalid_input(fmt::format("-n: {} ranks given twice", w));
+  }
+  check_writable(a.output);
+  char dir_template[] = "/tmp/tpcomm-tune-XXXXXX";
+  const char* dir = mkdtemp(dir_template);
+  if (dir == nullptr) throw Error(ErrorCode::kUnavailable, "tune: cannot make a temporary folder");
+  const std::unique_ptr<const char, void (*)(const char*)> cleanup(dir, [](const char* d) {
+    std::remove((std::string(d) + "/forced.json").c_str());
+    std::remove((std::string(d) + "/rows.json").c_str());
+    rmdir(d);
+  });
+  const std::string self = self_executable();
   Tuning out;
-  out.entries.push_back(entry);
-  out.source =
-      fmt::format("measured by tpcomm tune: {} ranks, {}, {} to {} bytes, best of {} rounds",
-                  a.ranks, to_string(a.dtype), a.min_bytes, a.max_bytes, a.rounds);
+  for (int w : a.groups) {
+    TuneArgs group = a;
+    group.ranks = w;
+    out.entries.push_back(tune_group(group, self, dir));
+  }
+  out.source = fmt::format(
+      "measured by tpcomm tune: {} ranks, {}, {} to {} bytes, best of {} rounds",
+      fmt::join(a.groups, ", "), to_string(a.dtype), a.min_bytes, a.max_bytes, a.rounds);
   write_atomically(a.output, encode_tuning(out));
   std::cout << fmt::format("\nwrote {}: use it with TPCOMM_TUNING={} or tpcomm plan --tuning {}\n",
                            a.output, a.output, a.output);
@@ -315,8 +332,11 @@ void add_tune_command(CLI::App& app) {
       "Time every eligible backend and algorithm of each operation on this machine and write the "
       "tuning file that picks the fastest at each size (docs/tuning.md)");
   cmd->add_option("-o,--output", a->output, "the tuning file to write")->required();
-  cmd->add_option("-n,--ranks", a->ranks, "ranks of the group to tune for")
+  cmd->add_option("-n,--ranks", a->groups,
+                  "ranks of the group to tune for; several (-n 2,4) write one file with an entry "
+                  "for each")
       ->capture_default_str()
+      ->delimiter(',')
       ->check(CLI::Range(2, 64));
   cmd->add_option_function<std::vector<std::string>>(
          "--ops",

@@ -442,7 +442,8 @@ TEST(Cli, TuneTimesEveryCandidateChoosesTheFastestAndWritesAFilePlanUses) {
   EXPECT_NE(r.out.find("all_reduce float32 on 2 ranks: time per call (us, best of 2 rounds)"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.err.find("tune: all_gather via shm/single_copy (round 2 of 2)"), std::string::npos)
+  EXPECT_NE(r.err.find("tune: 2 ranks, all_gather via shm/single_copy (round 2 of 2)"),
+            std::string::npos)
       << r.err;
   for (const char* op : {"all_reduce", "all_gather"}) {
     const TuneTable t = parse_tune_table(r.out, op);
@@ -503,6 +504,37 @@ TEST(Cli, TuneTimesEveryCandidateChoosesTheFastestAndWritesAFilePlanUses) {
   }
   std::sort(left.begin(), left.end());
   EXPECT_EQ(left, (std::vector<std::string>{"facts.json", "tuned.json"}));
+  std::filesystem::remove_all(dir);
+}
+
+// Several group sizes give one file with an entry each, and a plan of either size uses its own.
+TEST(Cli, TuneForSeveralGroupSizesWritesAnEntryForEach) {
+  char dir[] = "/tmp/tpcomm_tune_test_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string file = std::string(dir) + "/tuned.json";
+  auto r = tpcomm({"tune", "-n", "2,3", "--ops", "reduce_scatter", "-b", "12288", "-e", "12288",
+                   "--rounds", "1", "-o", file});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const char* title :
+       {"reduce_scatter float32 on 2 ranks", "reduce_scatter float32 on 3 ranks"}) {
+    EXPECT_TRUE(contains(r.out, title)) << r.out;
+  }
+  const auto tuned = json::parse(test::read_file(file));
+  ASSERT_EQ(tuned["entries"].size(), 2u) << tuned.dump();
+  for (int i = 0; i < 2; ++i) {
+    const auto& e = tuned["entries"][i];
+    EXPECT_EQ(e["world_size"], 2 + i);
+    EXPECT_EQ(e["ops"]["reduce_scatter"].size(), 1u) << e.dump();
+    // The plan of a group of that size names the file's entry as its tuning.
+    auto topo = tpcomm({"topo", "--json", "--ranks", std::to_string(2 + i), "--device", "cpu"});
+    const std::string facts = std::string(dir) + "/facts.json";
+    std::ofstream(facts) << topo.out;
+    auto plan = tpcomm({"plan", "--tuning", file, facts});
+    EXPECT_TRUE(contains(plan.out, file + ": cpu world size " + std::to_string(2 + i))) << plan.out;
+  }
+  auto twice = tpcomm({"tune", "-n", "2,2", "-o", file});
+  EXPECT_EQ(twice.exit_code, 2);
+  EXPECT_TRUE(contains(twice.err, "-n: 2 ranks given twice")) << twice.err;
   std::filesystem::remove_all(dir);
 }
 
