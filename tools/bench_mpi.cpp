@@ -1,7 +1,10 @@
 // The MPI comparison engine of tpcomm bench (bench_mpi.hpp).
 #include "bench_mpi.hpp"
 
+#include <climits>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "tpcomm/convert.hpp"
 #include "tpcomm/error.hpp"
@@ -13,6 +16,32 @@
 #endif
 
 namespace tpcomm::cli {
+
+std::optional<Error> mpi_refusal(Op op, DataType type, ReduceOp redop, std::uint64_t max_bytes) {
+#ifndef TPCOMM_HAVE_MPI
+  (void)op, (void)type, (void)redop, (void)max_bytes;
+  return Error(ErrorCode::kUnavailable, "--compare mpi: this tpcomm was built without Open MPI");
+#else
+  // An all-gather moves bytes: any type goes as 16- or 32-bit words.
+  const bool reduces = op != Op::kAllGather;
+  if (reduces && type == DataType::kFloat16) {
+    return invalid_input(
+        "--compare mpi: MPI has no float16 reduction (all_gather compares any type)");
+  }
+  if (reduces && type == DataType::kBFloat16 && redop != ReduceOp::kSum) {
+    return invalid_input(fmt::format(
+        "--compare mpi: bfloat16 {} has no MPI reduction here (sum has one)", to_string(redop)));
+  }
+  // The largest buffer's elements (an all-gather's output holds every rank's): a bound on one
+  // rank's count whatever the group size.
+  if (max_bytes / size_of(type) > static_cast<std::uint64_t>(INT_MAX)) {
+    return invalid_input(
+        fmt::format("--compare mpi: {} bytes is more {} elements than MPI's int counts hold",
+                    max_bytes, to_string(type)));
+  }
+  return std::nullopt;
+#endif
+}
 
 #ifdef TPCOMM_HAVE_MPI
 
@@ -36,17 +65,16 @@ struct MpiEngine::Impl {
   bool own_op = false;
 };
 
-MpiEngine::MpiEngine(DataType type, ReduceOp redop) : impl_(std::make_unique<Impl>()) {
+MpiEngine::MpiEngine(Op op, DataType type, ReduceOp redop, std::uint64_t max_bytes)
+    : impl_(std::make_unique<Impl>()) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized)
     throw Error(ErrorCode::kUnavailable, "--compare mpi needs the ranks started by mpirun");
-  const bool bf16_sum_op = type == DataType::kBFloat16 && redop == ReduceOp::kSum;
-  if (type != DataType::kFloat32 && !bf16_sum_op) {
-    throw invalid_input(
-        "--compare mpi: float16, and bfloat16 other than sum, have no MPI reduction here");
-  }
+  if (auto why = mpi_refusal(op, type, redop, max_bytes)) throw *why;
   impl_->type = type == DataType::kFloat32 ? MPI_FLOAT : MPI_UINT16_T;
+  const bool bf16_sum_op =
+      op != Op::kAllGather && type == DataType::kBFloat16 && redop == ReduceOp::kSum;
   if (bf16_sum_op) {
     MPI_Op_create(bf16_sum, 1, &impl_->op);
     impl_->own_op = true;
@@ -76,8 +104,8 @@ void MpiEngine::call(Op op, const void* in, void* out, std::size_t per) const {
 
 struct MpiEngine::Impl {};
 
-MpiEngine::MpiEngine(DataType, ReduceOp) {
-  throw Error(ErrorCode::kUnavailable, "--compare mpi: this tpcomm was built without Open MPI");
+MpiEngine::MpiEngine(Op op, DataType type, ReduceOp redop, std::uint64_t max_bytes) {
+  throw *mpi_refusal(op, type, redop, max_bytes);
 }
 MpiEngine::~MpiEngine() = default;
 void MpiEngine::call(Op, const void*, void*, std::size_t) const {}

@@ -3,17 +3,26 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
 
+#include "tpcomm/error.hpp"
 #include "tpcomm/types.hpp"
 
 namespace tpcomm::cli {
 
+// Why Open MPI cannot run this sweep here (the error to throw), or nothing: this tpcomm built
+// without it (kUnavailable), a type and reduction it has no operation for (fp16 reductions; bf16
+// other than sum), or more elements per rank than MPI's int counts hold. The launcher asks before
+// it starts mpirun, so a refusal is one line, not a rank's error amid mpirun's abort report.
+std::optional<Error> mpi_refusal(Op op, DataType type, ReduceOp redop, std::uint64_t max_bytes);
+
 class MpiEngine {
  public:
   // Throws kUnavailable when this tpcomm has no MPI or the ranks were not started by mpirun, and
-  // kInvalidInput for a type and reduction MPI cannot do here (fp16; bf16 other than sum).
-  MpiEngine(DataType type, ReduceOp redop);
+  // kInvalidInput where mpi_refusal refuses.
+  MpiEngine(Op op, DataType type, ReduceOp redop, std::uint64_t max_bytes);
   ~MpiEngine();
   MpiEngine(const MpiEngine&) = delete;
   MpiEngine& operator=(const MpiEngine&) = delete;

@@ -44,7 +44,7 @@ Engines start_engines(const BenchArgs& a) {
     e.gloo = Communicator::create(e.bs, only(Backend::kGloo));
   }
   if (a.compare.find("mpi") != std::string::npos) {
-    e.mpi = std::make_unique<MpiEngine>(a.dtype, a.redop);
+    e.mpi = std::make_unique<MpiEngine>(a.op, a.dtype, a.redop, a.max_bytes);
   }
   return e;
 }

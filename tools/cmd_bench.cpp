@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "bench.hpp"
+#include "bench_mpi.hpp"
 #include "cli_util.hpp"
 #include "commands.hpp"
 #include "launcher.hpp"
@@ -39,6 +40,7 @@ int run_bench(const BenchArgs& a) {
   if (a.compare.find("mpi") != std::string::npos) {
     if (a.nodes > 1)
       throw invalid_input("--compare mpi runs under mpirun, which cannot make simulated nodes");
+    if (auto why = mpi_refusal(a.op, a.dtype, a.redop, a.max_bytes)) throw *why;
     // Open MPI refuses root unless told; these are our own local ranks.
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);

@@ -986,6 +986,39 @@ TEST(Bench, ComparesWithOpenMpiUnderMpirun) {
   EXPECT_NE(r.out.find("mpi"), std::string::npos) << r.out;
 }
 
+// A sweep Open MPI cannot run is refused before mpirun starts: the reason is the one line, not a
+// rank's error inside mpirun's abort report. An all-gather moves bytes, so any type compares.
+TEST(Bench, AComparisonOpenMpiCannotRunIsRefusedBeforeMpirunAndAllGatherTakesAnyType) {
+  if (!mpi_available()) GTEST_SKIP() << "this build has no MPI or mpirun is missing: not run";
+  const std::map<std::string, std::string> env = {kNoLeakCheckUnderMpi,
+                                                  {"RANK", ""},
+                                                  {"WORLD_SIZE", ""},
+                                                  {"MASTER_ADDR", ""},
+                                                  {"MASTER_PORT", ""}};
+  auto fp16 = test::run_process({TPCOMM_BIN, "bench", "-n", "2", "--dtype", "float16", "-b", "4096",
+                                 "-e", "4096", "--compare", "mpi"},
+                                env);
+  EXPECT_EQ(fp16.exit_code, 2);
+  EXPECT_EQ(fp16.err,
+            "tpcomm: error: --compare mpi: MPI has no float16 reduction (all_gather compares any "
+            "type)\n");
+  auto bf16_max =
+      test::run_process({TPCOMM_BIN, "bench", "-n", "2", "--dtype", "bfloat16", "--redop", "max",
+                         "-b", "4096", "-e", "4096", "--compare", "mpi"},
+                        env);
+  EXPECT_EQ(bf16_max.exit_code, 2);
+  EXPECT_NE(bf16_max.err.find("bfloat16 max has no MPI reduction here"), std::string::npos)
+      << bf16_max.err;
+  EXPECT_EQ(bf16_max.err.find("mpirun"), std::string::npos) << bf16_max.err;
+  auto gather = test::run_process(
+      {TPCOMM_BIN, "bench", "-n", "2", "--op", "all_gather", "--dtype", "float16", "-b", "4096",
+       "-e", "16384", "-f", "4", "--iters", "3", "--check", "--compare", "mpi"},
+      env);
+  EXPECT_EQ(gather.exit_code, 0) << gather.out << gather.err;
+  EXPECT_NE(gather.out.find("# Out of bounds values : 0 OK"), std::string::npos) << gather.out;
+  EXPECT_NE(gather.out.find("speed-up"), std::string::npos) << gather.out;
+}
+
 TEST(StandaloneStore, GarbageClientIsDroppedAndAGroupStillRendezvousThroughIt) {
   char log_path[] = "/tmp/tpcomm_store_log_XXXXXX";
   int log_fd = mkstemp(log_path);
