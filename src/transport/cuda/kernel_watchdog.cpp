@@ -36,7 +36,7 @@ void KernelWatchdog::create(std::string what, std::chrono::milliseconds timeout)
 
 KernelFailure KernelWatchdog::read() const {
   const volatile KernelFailure& v = host_->failure;
-  KernelFailure f;
+  KernelFailure f{};  // claimed and unused stay zero: only the published fields are read
   f.code = v.code;
   f.rank = v.rank;
   f.peer = v.peer;
