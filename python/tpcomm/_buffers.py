@@ -30,15 +30,18 @@ class View:
         return self.numel * _ITEMSIZE[self.dtype]
 
 
-_TORCH_DTYPES = {}  # torch dtype -> name, filled on first use (torch is imported by then)
+TORCH_DTYPES = {}  # torch dtype -> name, filled on first use (torch is imported by then)
+TENSOR = None  # torch.Tensor once a tensor has been seen: Communicator.all_reduce's fast path
 
 
 def _torch_view(t, what):
-    if not _TORCH_DTYPES:
+    global TENSOR
+    if not TORCH_DTYPES:
         torch = sys.modules["torch"]
-        _TORCH_DTYPES.update({torch.float32: "float32", torch.float16: "float16",
-                              torch.bfloat16: "bfloat16"})
-    dtype = _TORCH_DTYPES.get(t.dtype)
+        TORCH_DTYPES.update({torch.float32: "float32", torch.float16: "float16",
+                             torch.bfloat16: "bfloat16"})
+        TENSOR = torch.Tensor
+    dtype = TORCH_DTYPES.get(t.dtype)
     if dtype is None:
         raise ValueError(f"{what}: dtype {t.dtype} is not one of torch.float32, torch.float16, "
                          "torch.bfloat16")
@@ -111,10 +114,12 @@ def empty_like(v, shape):
 
 def stream_of(v):
     """The handle of the current CUDA stream of v's device, or None for host memory."""
-    if v.device != "cuda":
-        return None
-    torch = sys.modules["torch"]
-    return torch.cuda.current_stream(v.obj.device).cuda_stream
+    return cuda_stream(v.obj) if v.device == "cuda" else None
+
+
+def cuda_stream(t):
+    """The handle of the current CUDA stream of CUDA tensor t's device."""
+    return sys.modules["torch"].cuda.current_stream(t.device).cuda_stream
 
 
 def dtype_name(dtype):

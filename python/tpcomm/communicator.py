@@ -32,6 +32,7 @@ class Communicator:
     def __init__(self, native, device):
         self._native = native
         self.device = device
+        self._cuda = device == "cuda"
 
     # --- creation ------------------------------------------------------------------------------
 
@@ -94,6 +95,17 @@ class Communicator:
 
     def all_reduce(self, t, op="sum", out=None):
         """Reduces t over the group: in place (returns t), or into `out` (returns out)."""
+        # A TP layer's call: a contiguous torch.Tensor of this communicator's device, reduced in
+        # place. It builds no View, which was half the Python cost of a call (one rank, 4 KiB:
+        # 1.16 against 0.71 us, of which the extension call is 0.27); anything else, and every
+        # error, goes the checked way below.
+        if out is None and type(t) is _buffers.TENSOR and op in _OPS:
+            name = _buffers.TORCH_DTYPES.get(t.dtype)
+            if name is not None and t.is_contiguous() and (t.is_cuda if self._cuda else t.is_cpu):
+                ptr = t.data_ptr()
+                self._native.all_reduce(ptr, ptr, t.numel(), name, op,
+                                        _buffers.cuda_stream(t) if self._cuda else None)
+                return t
         _check_op(op)
         v = self._input(t, writable=out is None)
         o = v if out is None else self._output(out, v, v.numel, v.shape)

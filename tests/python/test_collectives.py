@@ -49,6 +49,41 @@ def test_every_call_and_dtype_on_torch_tensors(tmp_path):
     """, n=3).expect_ok(3)
 
 
+def test_in_place_all_reduce_of_a_plain_tensor_skips_the_checked_path_and_others_take_it(tmp_path):
+    run_ranks(tmp_path, """
+        from tpcomm import _buffers
+        comm = tpcomm.Communicator.from_env(timeout=30)
+        n, r = comm.size, comm.rank
+        comm.all_reduce(torch.zeros(4))  # the first tensor the package sees
+        checked = _buffers.view
+        def no_view(*args, **kwargs):
+            raise AssertionError("the checked path ran")
+        _buffers.view = no_view
+        for dt in (torch.float32, torch.float16, torch.bfloat16):
+            t = (torch.arange(300) % 7 + r).to(dt)
+            assert comm.all_reduce(t, op="max") is t
+            assert torch.equal(t, (torch.arange(300) % 7 + n - 1).to(dt)), dt
+        _buffers.view = checked
+        # A subclass of torch.Tensor goes the checked way, with the same result.
+        p = torch.nn.Parameter(torch.full((5,), float(r + 1)), requires_grad=False)
+        assert comm.all_reduce(p) is p
+        assert torch.equal(p.data, torch.full((5,), float(sum(range(1, n + 1)))))
+        # So does every call the fast path cannot take, and each is refused as before.
+        for bad, op, says in ((torch.zeros(4, 4).t(), "sum", "not contiguous"),
+                              (torch.zeros(4, dtype=torch.int32), "sum", "dtype torch.int32"),
+                              (torch.zeros(4, device="meta"), "sum", "a meta buffer on a cpu"),
+                              (torch.zeros(4), "prod", "op 'prod'")):
+            try:
+                comm.all_reduce(bad, op=op)
+            except ValueError as e:
+                assert says in str(e), (says, str(e))
+            else:
+                raise AssertionError(f"accepted: {says}")
+        comm.barrier()
+        ok()
+    """, n=2).expect_ok(2)
+
+
 def test_random_fp16_and_bf16_round_as_one_fp32_addition_rounded_to_nearest_even(tmp_path):
     run_ranks(tmp_path, """
         comm = tpcomm.Communicator.from_env(timeout=30)
