@@ -238,6 +238,7 @@ void check_writable(const std::string& path) {
   const std::filesystem::path p(path);
   const std::filesystem::path folder = p.has_parent_path() ? p.parent_path() : ".";
   std::error_code ec;
+  if (path.empty()) throw invalid_input("tune: -o: the output path is empty");
   if (std::filesystem::is_directory(p, ec)) {
     throw invalid_input(fmt::format("tune: cannot write {}: it is a folder", path));
   }

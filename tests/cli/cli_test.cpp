@@ -549,6 +549,9 @@ TEST(Cli, TuneRefusesAnOutputItCannotWriteBeforeMeasuring) {
   auto folder = tpcomm({"tune", "-o", "/tmp"});
   EXPECT_EQ(folder.exit_code, 2);
   EXPECT_TRUE(contains(folder.err, "tune: cannot write /tmp: it is a folder")) << folder.err;
+  auto empty = tpcomm({"tune", "-o", ""});
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_TRUE(contains(empty.err, "tune: -o: the output path is empty")) << empty.err;
 }
 
 }  // namespace
