@@ -36,7 +36,8 @@ std::optional<Error> mpi_refusal(Op op, DataType type, ReduceOp redop, std::uint
   // rank's count whatever the group size.
   if (max_bytes / size_of(type) > static_cast<std::uint64_t>(INT_MAX)) {
     return invalid_input(
-        fmt::format("--compare mpi: {} bytes is more {} elements than MPI's int counts hold",
+        fmt::format("--compare mpi: {} bytes of {} are more elements than an MPI count (an int) "
+                    "holds",
                     max_bytes, to_string(type)));
   }
   return std::nullopt;

@@ -1010,6 +1010,13 @@ TEST(Bench, AComparisonOpenMpiCannotRunIsRefusedBeforeMpirunAndAllGatherTakesAny
   EXPECT_NE(bf16_max.err.find("bfloat16 max has no MPI reduction here"), std::string::npos)
       << bf16_max.err;
   EXPECT_EQ(bf16_max.err.find("mpirun"), std::string::npos) << bf16_max.err;
+  auto huge = test::run_process({TPCOMM_BIN, "bench", "-n", "2", "-b", "17179869184", "-e",
+                                 "17179869184", "--compare", "mpi"},
+                                env);
+  EXPECT_EQ(huge.exit_code, 2);
+  EXPECT_NE(huge.err.find("17179869184 bytes of float32 are more elements than an MPI count"),
+            std::string::npos)
+      << huge.err;
   auto gather = test::run_process(
       {TPCOMM_BIN, "bench", "-n", "2", "--op", "all_gather", "--dtype", "float16", "-b", "4096",
        "-e", "16384", "-f", "4", "--iters", "3", "--check", "--compare", "mpi"},
