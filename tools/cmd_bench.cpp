@@ -11,6 +11,7 @@
 #include "bench_mpi.hpp"
 #include "cli_util.hpp"
 #include "commands.hpp"
+#include "cpu_binding.hpp"
 #include "launcher.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/error.hpp"
@@ -19,10 +20,12 @@
 namespace tpcomm::cli {
 namespace {
 
-int usable_cpus() {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  return sched_getaffinity(0, sizeof(allowed), &allowed) == 0 ? CPU_COUNT(&allowed) : 1;
+// mpirun's --bind-to for the binding `tpcomm run` would give: a core each, or nothing. A thread
+// each (more ranks than cores) stays unbound here: mpirun maps ranks to a core's threads in turn,
+// not every core's first thread first, so the two launchers would place ranks differently.
+const char* mpirun_binding(const BenchArgs& a) {
+  if (a.bind_to != "core") return "none";
+  return bind_ranks(usable_cores_here(), a.ranks).level == BindLevel::kCore ? "core" : "none";
 }
 
 bool in_group() {
@@ -46,9 +49,8 @@ int run_bench(const BenchArgs& a) {
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
     unsetenv("MASTER_ADDR");
     unsetenv("MASTER_PORT");
-    const bool bind = a.bind_to == "core" && a.ranks <= usable_cpus();
     std::vector<std::string> mpi = {"mpirun",    "--oversubscribe",
-                                    "--bind-to", bind ? "core" : "none",
+                                    "--bind-to", mpirun_binding(a),
                                     "-np",       std::to_string(a.ranks)};
     argv.insert(argv.begin(), mpi.begin(), mpi.end());
     std::vector<char*> args;
@@ -123,9 +125,10 @@ void add_bench_command(CLI::App& app, int& exit_status) {
                   "tuning file for the plan (as TPCOMM_TUNING), e.g. one tpcomm tune wrote");
   cmd->add_option("--plot", a->plot,
                   "draw latency and bus bandwidth per engine into this PNG (gnuplot)");
-  cmd->add_option("--bind-to", a->bind_to,
-                  "core: each rank (tpcomm's and Open MPI's alike) on its own CPU when there are "
-                  "enough")
+  cmd->add_option(
+         "--bind-to", a->bind_to,
+         "core: each rank on a core of its own, as mpirun --bind-to core (tpcomm's launch: "
+         "a hardware thread of its own when cores are fewer)")
       ->check(CLI::IsMember({"core", "none"}))
       ->capture_default_str();
   cmd->callback([a, &exit_status] { exit_status = run_bench(*a); });

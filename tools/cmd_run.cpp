@@ -35,8 +35,10 @@ void add_run_command(CLI::App& app, int& exit_status) {
       "when a rank fails, let the others end on their own (within TPCOMM_TIMEOUT_MS + 2 s, "
       "then they are stopped)");
   auto bind_to = std::make_shared<std::string>("none");
-  cmd->add_option("--bind-to", *bind_to,
-                  "core: bind rank r to the r-th usable CPU when every rank gets its own")
+  cmd->add_option(
+         "--bind-to", *bind_to,
+         "core: each rank on a core of its own, or a hardware thread of its own when cores "
+         "are fewer (docs/communicator.md)")
       ->check(CLI::IsMember({"core", "none"}))
       ->capture_default_str();
   cmd->add_option("command", opts->command, "-- PROGRAM ARGS...")->required();

@@ -24,6 +24,7 @@
 
 #include "common/segment_names.hpp"
 #include "control/store_auth.hpp"
+#include "cpu_binding.hpp"
 #include "rank_process.hpp"
 #include "sim_nodes.hpp"
 #include "tpcomm/deadline.hpp"
@@ -113,7 +114,7 @@ void Launcher::start_ranks(const GroupLaunch& group, SimulatedNodes* nodes,
   std::vector<char*> argv = pointers(argv_strings);
   const int n = options_.ranks;
   const std::vector<cpu_set_t> cpus =
-      options_.bind_cores ? one_cpu_per_rank(n) : std::vector<cpu_set_t>();
+      options_.bind_cores ? bind_ranks(usable_cores_here(), n).cpus : std::vector<cpu_set_t>();
   for (int r = 0; r < n; ++r) {
     const int node = static_cast<int>(static_cast<long>(r) * options_.nodes / n);
     int first = 0, count = 0;

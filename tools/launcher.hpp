@@ -15,10 +15,11 @@ struct LaunchOptions {
   std::optional<double> timeout_s;  // the whole job; then the ranks are stopped
   double grace_s = 3.0;             // between SIGTERM and SIGKILL
   bool keep_going = false;          // a failing rank does not stop the others
-  bool prefix_output = true;
-  // Rank r runs on the r-th CPU this process may use, when every rank gets its own (as mpirun
-  // --bind-to core): no migrations, so shm latency stays steady. Otherwise nothing is bound.
-  bool bind_cores = false;  // "[rank] " before each line (tpcomm bench prints raw)
+  bool prefix_output = true;        // "[rank] " before each line (tpcomm bench prints raw)
+  // Rank r runs on a core of its own, or a hardware thread of its own when there are fewer cores
+  // than ranks (bind_ranks, cpu_binding.hpp): no migrations, so shm latency stays steady. With
+  // more ranks than hardware threads nothing is bound.
+  bool bind_cores = false;
   std::vector<std::string> command;
 };
 

@@ -49,22 +49,6 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
   return out;
 }
 
-std::vector<cpu_set_t> one_cpu_per_rank(int ranks) {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return {};
-  std::vector<cpu_set_t> out;
-  for (int cpu = 0; cpu < CPU_SETSIZE && static_cast<int>(out.size()) < ranks; ++cpu) {
-    if (!CPU_ISSET(cpu, &allowed)) continue;
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    out.push_back(one);
-  }
-  if (static_cast<int>(out.size()) < ranks) out.clear();
-  return out;
-}
-
 // Between fork and exec: only async-signal-safe calls on data prepared before fork.
 [[noreturn]] void exec_rank(int out_write, int err_write, const std::vector<std::string>* ns_paths,
                             const std::string& cwd, char** argv, char** envp,

@@ -1,4 +1,4 @@
-// What one rank's process is given by tpcomm run: its environment, its CPU, and the exec itself
+// What one rank's process is given by tpcomm run: its environment, its CPUs, and the exec itself
 // (between fork and exec, so only async-signal-safe calls on data prepared before the fork).
 #pragma once
 
@@ -26,10 +26,6 @@ std::vector<std::string> rank_environment(int rank, int size, int local_rank, in
 
 // argv-style pointers into `strings`, null-terminated.
 std::vector<char*> pointers(std::vector<std::string>& strings);
-
-// One single-CPU set per rank from the CPUs this process may use; none when there are fewer
-// CPUs than ranks (binding would then stack ranks on one CPU).
-std::vector<cpu_set_t> one_cpu_per_rank(int ranks);
 
 // In the child: its own process group, death with the launcher, output to the pipes, the
 // simulated node's namespaces, the CPU, default signals, then exec; on failure a message and

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -166,25 +166,42 @@ TEST(Cli, DisableFromOptionAndEnvironment) {
 
 // `tpcomm run --bind-to core` gives each rank its own CPU (when there are enough of them) and
 // `none` leaves every rank the whole set.
-TEST(Cli, RunBindsEachRankToItsOwnCpu) {
-  auto cpus_of_ranks = [](const std::string& bind, int ranks) {
+TEST(Cli, RunBindsEachRankToACoreOfItsOwn) {
+  // The CPU list of each rank (lines "[r] Cpus_allowed_list:\tLIST"); `machine`: an hwloc
+  // synthetic description standing in for this machine's cores (HWLOC_SYNTHETIC).
+  auto cpus_of_ranks = [](const std::string& bind, int ranks, const std::string& machine = "") {
+    std::map<std::string, std::string> env;
+    if (!machine.empty()) env["HWLOC_SYNTHETIC"] = machine;
     auto r = tpcomm({"run", "-n", std::to_string(ranks), "--bind-to", bind, "--", "sh", "-c",
-                     "grep Cpus_allowed_list /proc/self/status"});
+                     "grep Cpus_allowed_list /proc/self/status"},
+                    env);
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    std::set<std::string> lists;
+    std::map<int, std::string> lists;
     std::istringstream lines(r.out);
     for (std::string line; std::getline(lines, line);)
-      lists.insert(line.substr(line.find('\t') + 1));
+      lists[std::stoi(line.substr(1))] = line.substr(line.find('\t') + 1);
     return lists;
   };
+  using Lists = std::map<int, std::string>;
   cpu_set_t allowed;
   ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
   const int cpus = CPU_COUNT(&allowed);
   ASSERT_GE(cpus, 2) << "this test needs two usable CPUs";
-  EXPECT_EQ(cpus_of_ranks("core", 2).size(), 2u);  // two different single CPUs
-  EXPECT_EQ(cpus_of_ranks("none", 2).size(), 1u);  // both the same, full list
-  // More ranks than CPUs: nobody is bound, rather than two ranks stacked on one CPU.
-  EXPECT_EQ(cpus_of_ranks("core", cpus + 1).size(), 1u);
+  ASSERT_TRUE(CPU_ISSET(0, &allowed) && CPU_ISSET(1, &allowed)) << "this test needs CPUs 0 and 1";
+  // Two single-thread cores: a core each. Unbound: both the whole list.
+  EXPECT_EQ(cpus_of_ranks("core", 2, "core:2 pu:1"), (Lists{{0, "0"}, {1, "1"}}));
+  const Lists none = cpus_of_ranks("none", 2);
+  ASSERT_EQ(none.size(), 2u);
+  EXPECT_EQ(none.at(0), none.at(1));
+  // CPUs 0 and 1 as two threads of one core: one rank gets the whole core, two get a thread each.
+  EXPECT_EQ(cpus_of_ranks("core", 1, "core:1 pu:2"), (Lists{{0, "0-1"}}));
+  EXPECT_EQ(cpus_of_ranks("core", 2, "core:1 pu:2"), (Lists{{0, "0"}, {1, "1"}}));
+  // This machine; more ranks than CPUs: nobody is bound, rather than two ranks stacked on one CPU.
+  const Lists here = cpus_of_ranks("core", 2);
+  ASSERT_EQ(here.size(), 2u);
+  EXPECT_NE(here.at(0), here.at(1));
+  const Lists over = cpus_of_ranks("core", cpus + 1);
+  EXPECT_EQ(std::set<std::string>({over.at(0), over.at(cpus)}).size(), 1u);
   EXPECT_EQ(tpcomm({"run", "-n", "2", "--bind-to", "socket", "--", "true"}).exit_code, 2);
 }
 
@@ -226,6 +243,12 @@ TEST(Cli, TopoWithoutGpuPrintsCpuFactsAndSaysWhy) {
       << baseline.out;
   auto quiet = tpcomm({"topo"});
   EXPECT_FALSE(contains(quiet.err, "[tpcomm info")) << "info must be off by default: " << quiet.err;
+  // The cores --bind-to core hands out, each with its hardware threads (hwloc's view, here a
+  // synthetic machine: CPUs 0 and 1 as one core's two threads, then as two cores).
+  auto smt = tpcomm({"topo"}, {{"HWLOC_SYNTHETIC", "core:1 pu:2"}});
+  EXPECT_TRUE(contains(smt.out, "\ncores   1 usable, 2 hardware threads: 0,1\n")) << smt.out;
+  auto two = tpcomm({"topo"}, {{"HWLOC_SYNTHETIC", "core:2 pu:1"}});
+  EXPECT_TRUE(contains(two.out, "\ncores   2 usable, a hardware thread each: 0 | 1\n")) << two.out;
 }
 
 TEST(Cli, TopoJsonIsAFactsFileThatPlanReads) {
