@@ -7,7 +7,7 @@
 
 #include "cli_util.hpp"
 #include "commands.hpp"
-#include "cpu_binding.hpp"
+#include "machine_text.hpp"
 #include "tpcomm/facts_json.hpp"
 #include "tpcomm/probe.hpp"
 #include "transport/shm/shm_reduce.hpp"
@@ -35,23 +35,15 @@ std::string runnable_kernel_variants() {
   return out;
 }
 
-// The cores this process may use, each with its hardware threads: what `--bind-to core` hands
-// out, and whether ranks on "different CPUs" would in fact share a core.
-std::string cores_line(const CoreThreads& cores) {
-  std::size_t threads = 0;
-  for (const auto& c : cores) threads += c.size();
-  const std::string each = threads == cores.size() ? "a hardware thread each"
-                                                   : fmt::format("{} hardware threads", threads);
-  return fmt::format("cores   {} usable, {}: {}\n", cores.size(), each, describe_cores(cores));
-}
-
 void print_human(const LocalFacts& f) {
   std::cout << fmt::format("host    {} (boot id {})\n", f.host.hostname,
                            f.host.boot_id.empty() ? "unknown" : f.host.boot_id);
   std::cout << fmt::format(
-      "cpu     numa node {}, isa: {}\n", f.numa ? fmt::format("{}", *f.numa) : "unknown",
+      "cpu     {}, numa node {}, isa: {}\n", cpu_model(),
+      f.numa ? fmt::format("{}", *f.numa) : "unknown",
       f.cpu_isa.empty() ? "none of interest" : fmt::format("{}", fmt::join(f.cpu_isa, " ")));
-  std::cout << cores_line(usable_cores_here());
+  // What --bind-to core hands out, and whether ranks on "different CPUs" would share a core.
+  std::cout << fmt::format("cores   {}\n", cores_text(usable_cores_here()));
   std::cout << fmt::format("kernels shm reductions: {} (this CPU runs {})\n",
                            transport::shm::kernel_isa(), runnable_kernel_variants());
   std::cout << fmt::format("cuda    {}\n", f.cuda_status);

@@ -32,6 +32,24 @@ ProcessResult tpcomm(std::vector<std::string> args, std::map<std::string, std::s
   return test::run_process(args, env);
 }
 
+// A field of lscpu's report ("Model name"), the reference for what tpcomm says of this CPU.
+std::string lscpu_field(const std::string& name) {
+  auto r = test::run_process({"/usr/bin/lscpu"}, {{"LC_ALL", "C"}});
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(name + ":", 0) != 0) continue;
+    const auto start = line.find_first_not_of(" ", name.size() + 1);
+    return start == std::string::npos ? "" : line.substr(start);
+  }
+  return "";
+}
+
+// "AMD EPYC (family 26 model 2)", as lscpu gives it.
+std::string cpu_model_from_lscpu() {
+  return lscpu_field("Model name") + " (family " + lscpu_field("CPU family") + " model " +
+         lscpu_field("Model") + ")";
+}
+
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
@@ -209,7 +227,7 @@ TEST(Cli, TopoWithoutGpuPrintsCpuFactsAndSaysWhy) {
   auto r = tpcomm({"topo"}, {{"TPCOMM_LOG", "info"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "host ")) << r.out;
-  EXPECT_TRUE(contains(r.out, "cpu     numa node")) << r.out;
+  EXPECT_TRUE(contains(r.out, "\ncpu     " + cpu_model_from_lscpu() + ", numa node")) << r.out;
   EXPECT_TRUE(contains(r.out, "cuda    the CUDA driver library libcuda.so.1 could not be loaded"))
       << r.out;
   EXPECT_TRUE(contains(r.err, "[tpcomm info probe] no CUDA device")) << r.err;
@@ -542,7 +560,18 @@ TEST(Cli, TuneForSeveralGroupSizesWritesAnEntryForEach) {
        {"reduce_scatter float32 on 2 ranks", "reduce_scatter float32 on 3 ranks"}) {
     EXPECT_TRUE(contains(r.out, title)) << r.out;
   }
+  // The output and the file say which machine the times are from: CPU, kernels and cores.
+  const std::string topo_out = tpcomm({"topo"}).out;
+  const auto kernels_at = topo_out.find("kernels shm reductions: ");
+  ASSERT_NE(kernels_at, std::string::npos) << topo_out;
+  const std::string kernels =
+      topo_out.substr(kernels_at + 24, topo_out.find(' ', kernels_at + 24) - (kernels_at + 24));
+  const std::string machine = cpu_model_from_lscpu() + ", shm kernels " + kernels + ", ";
+  EXPECT_EQ(r.out.rfind("tpcomm tune on " + machine, 0), 0u) << r.out;
   const auto tuned = json::parse(test::read_file(file));
+  EXPECT_TRUE(
+      contains(tuned["comment"].get<std::string>(), "measured by tpcomm tune on " + machine))
+      << tuned.dump();
   ASSERT_EQ(tuned["entries"].size(), 2u) << tuned.dump();
   for (int i = 0; i < 2; ++i) {
     const auto& e = tuned["entries"][i];
