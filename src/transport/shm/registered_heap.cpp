@@ -64,8 +64,10 @@ void* RegisteredHeap::allocate(std::size_t bytes, Bootstrap& bs, const Deadline&
                               RegisteredAt::kMaxId));
     }
     std::random_device rd;
+    // All of it this rank's own: its pages on this rank's node, like its slot of the workspace.
     own->create(detail::segment_name("buf", fmt::format("{:016x}{:04x}{:08x}", comm_id_, id, rd())),
-                rounded, "the bytes asked of allocate");
+                rounded, rounded, "the bytes asked of allocate");
+    own->populate();
     mine = fmt::format("ok {} {}", bytes, own->name());
   } catch (const Error& e) {
     mine = fmt::format("error {}", e.what());
@@ -90,6 +92,7 @@ void* RegisteredHeap::allocate(std::size_t bytes, Bootstrap& bs, const Deadline&
       if (r == rank_ || !shared_) continue;
       auto peer = std::make_unique<Segment>();
       peer->open(name, rounded);
+      peer->populate();
       a.mapped[static_cast<std::size_t>(r)] = std::move(peer);
     }
   } catch (const Error& e) {

@@ -28,16 +28,17 @@ namespace tpcomm::transport {
 namespace shm {
 
 void ShmBackend::run_setup_step(int step, const Deadline& deadline) {
-  const std::size_t bytes =
-      segment_bytes(static_cast<std::size_t>(ctx_.size), ctx_.shm_workspace_bytes);
+  const std::size_t world = static_cast<std::size_t>(ctx_.size);
+  const std::size_t bytes = segment_bytes(world, ctx_.shm_workspace_bytes);
+  const std::string hint =
+      fmt::format("TPCOMM_SHM_WORKSPACE (now {} bytes per rank)", ctx_.shm_workspace_bytes);
   if (step == 0) {
     if (ctx_.rank != 0) return;
     std::random_device rd;
     const std::string name =
         detail::segment_name("shm", fmt::format("{:016x}{:08x}", ctx_.comm_id, rd()));
-    segment_.create(
-        name, bytes,
-        fmt::format("TPCOMM_SHM_WORKSPACE (now {} bytes per rank)", ctx_.shm_workspace_bytes));
+    // Rank 0 reserves the header and the ranks' control blocks; each rank its own slot (step 1).
+    segment_.create(name, bytes, slots_offset(world), hint);
     auto* h = new (segment_.base()) SegmentHeader();
     h->magic = kMagic;
     h->world_size = static_cast<std::uint32_t>(ctx_.size);
@@ -56,11 +57,17 @@ void ShmBackend::run_setup_step(int step, const Deadline& deadline) {
                 "shm: the segment's header does not match this group "
                 "(ranks with different TPCOMM_SHM_WORKSPACE?)");
   }
+  // This rank's slot, which it writes and the others read, on this rank's NUMA node
+  // (shm_segment.hpp); nobody touches it before this step's vote.
+  segment_.reserve(
+      slots_offset(world) + static_cast<std::size_t>(ctx_.rank) * ctx_.shm_workspace_bytes,
+      ctx_.shm_workspace_bytes, hint);
   control(ctx_.rank)->pid.store(getpid(), std::memory_order_release);
   control(ctx_.rank)->mapped.store(1, std::memory_order_release);
 }
 
 void ShmBackend::setup_complete() {
+  segment_.populate();  // every slot is reserved: the last step's vote saw every rank's
   segment_.unlink();
   single_copy_ =
       agree_on_single_copy(*ctx_.bootstrap, ctx_.shm_single_copy, Deadline::after(ctx_.timeout));

@@ -21,14 +21,11 @@ std::string mib(std::size_t bytes) {
   return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
 }
 
-void* map(int fd, std::size_t bytes, const std::string& name) {
-  // Populated now, at set-up, so that no call pays a page fault on its first touch of a lane.
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-  if (p == MAP_FAILED) {
-    throw Error(ErrorCode::kUnavailable, fmt::format("shm: cannot map /dev/shm{} ({}): {}", name,
-                                                     mib(bytes), std::strerror(errno)));
-  }
-  return p;
+std::string reserve_failed(std::size_t bytes, int error, const std::string& workspace_hint) {
+  return fmt::format(
+      "shm: cannot reserve {} in /dev/shm: {}: enlarge /dev/shm (mount -o remount,size=2G "
+      "/dev/shm, or docker run --shm-size=2g) or lower {}",
+      mib(bytes), std::strerror(error), workspace_hint);
 }
 
 }  // namespace
@@ -43,11 +40,29 @@ std::string no_space_message(std::size_t needed, std::size_t free_bytes,
 }
 
 Segment::~Segment() {
+  close_fd();
   if (base_ != nullptr) munmap(base_, bytes_);
   unlink();
 }
 
-void Segment::create(const std::string& name, std::size_t bytes,
+void Segment::map(int fd, std::size_t bytes) {
+  // Not MAP_POPULATE: that would allocate every rank's range here, on this rank's node.
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    throw Error(ErrorCode::kUnavailable, fmt::format("shm: cannot map /dev/shm{} ({}): {}", name_,
+                                                     mib(bytes), std::strerror(errno)));
+  }
+  base_ = p;
+  bytes_ = bytes;
+  fd_ = fd;
+}
+
+void Segment::close_fd() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void Segment::create(const std::string& name, std::size_t bytes, std::size_t own_bytes,
                      const std::string& workspace_hint) {
   struct statvfs fs {};
   if (statvfs("/dev/shm", &fs) == 0) {
@@ -69,23 +84,25 @@ void Segment::create(const std::string& name, std::size_t bytes,
   }
   name_ = name;
   linked_ = true;
-  if (int rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes)); rc != 0) {
+  // The size without pages (tmpfs allocates none for ftruncate); then only our own range.
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    const int error = errno;
     ::close(fd);
     unlink();
-    throw Error(ErrorCode::kUnavailable,
-                fmt::format("shm: cannot reserve {} in /dev/shm: {}: enlarge /dev/shm (mount -o "
-                            "remount,size=2G /dev/shm, or docker run --shm-size=2g) or lower {}",
-                            mib(bytes), std::strerror(rc), workspace_hint));
+    throw Error(ErrorCode::kUnavailable, reserve_failed(bytes, error, workspace_hint));
+  }
+  if (int rc = posix_fallocate(fd, 0, static_cast<off_t>(own_bytes)); rc != 0) {
+    ::close(fd);
+    unlink();
+    throw Error(ErrorCode::kUnavailable, reserve_failed(own_bytes, rc, workspace_hint));
   }
   try {
-    base_ = map(fd, bytes, name);
+    map(fd, bytes);
   } catch (...) {
     ::close(fd);
     unlink();
     throw;
   }
-  bytes_ = bytes;
-  ::close(fd);
 }
 
 void Segment::open(const std::string& name, std::size_t bytes) {
@@ -97,13 +114,28 @@ void Segment::open(const std::string& name, std::size_t bytes) {
   }
   name_ = name;
   try {
-    base_ = map(fd, bytes, name);
+    map(fd, bytes);
   } catch (...) {
     ::close(fd);
     throw;
   }
-  bytes_ = bytes;
-  ::close(fd);
+}
+
+void Segment::reserve(std::size_t offset, std::size_t length, const std::string& workspace_hint) {
+  if (int rc = posix_fallocate(fd_, static_cast<off_t>(offset), static_cast<off_t>(length));
+      rc != 0) {
+    throw Error(ErrorCode::kUnavailable, reserve_failed(length, rc, workspace_hint));
+  }
+}
+
+void Segment::populate() {
+  close_fd();
+  if (base_ == nullptr) return;
+  if (madvise(base_, bytes_, MADV_POPULATE_WRITE) == 0) return;
+  // Kernels before 5.14: a read of each page maps it (every page is allocated by now).
+  const long page = sysconf(_SC_PAGESIZE);
+  const auto* bytes = static_cast<const volatile char*>(base_);
+  for (std::size_t at = 0; at < bytes_; at += static_cast<std::size_t>(page)) (void)bytes[at];
 }
 
 void Segment::unlink() {
