@@ -311,17 +311,17 @@ void run_tune(const TuneArgs& a) {
     rmdir(d);
   });
   const std::string self = self_executable();
-  std::cout << fmt::format("tpcomm tune on {}\n", machine_summary());
+  const std::string machine = machine_summary();
+  std::cout << fmt::format("tpcomm tune on {}\n", machine);
   Tuning out;
   for (int w : a.groups) {
     TuneArgs group = a;
     group.ranks = w;
     out.entries.push_back(tune_group(group, self, dir));
   }
-  out.source =
-      fmt::format("measured by tpcomm tune on {}: {} ranks, {}, {} to {} bytes, best of {} rounds",
-                  machine_summary(), fmt::join(a.groups, ", "), to_string(a.dtype), a.min_bytes,
-                  a.max_bytes, a.rounds);
+  out.source = fmt::format(
+      "measured by tpcomm tune on {}: {} ranks, {}, {} to {} bytes, best of {} rounds", machine,
+      fmt::join(a.groups, ", "), to_string(a.dtype), a.min_bytes, a.max_bytes, a.rounds);
   write_atomically(a.output, encode_tuning(out));
   std::cout << fmt::format("\nwrote {}: use it with TPCOMM_TUNING={} or tpcomm plan --tuning {}\n",
                            a.output, a.output, a.output);
