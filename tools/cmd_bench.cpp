@@ -1,6 +1,5 @@
 // tpcomm bench: inside a group it runs the sweep; outside one it starts the group itself —
 // under tpcomm run, or under mpirun when MPI is compared.
-#include <sched.h>
 #include <unistd.h>
 
 #include <memory>
