@@ -30,8 +30,8 @@ run: build
 	@PYTHONPATH=build/python $(BIN) run -n 4 -- /usr/bin/python3 examples/python/tp_mlp.py
 	@PYTHONPATH=build/python torchrun --redirects 2 --tee 2 --nproc_per_node 2 examples/python/tp_mlp.py
 	@echo; echo "== tpcomm bench -n 2 --check --compare mpi,gloo (float32, then bfloat16)"
-	@$(BIN) bench -n 2 -b 4096 -e 16777216 --check --compare mpi,gloo
-	@$(BIN) bench -n 2 -b 4096 -e 16777216 --check --compare mpi,gloo --dtype bfloat16
+	@$(BIN) bench -n 2 -b 4K -e 16M --check --compare mpi,gloo
+	@$(BIN) bench -n 2 -b 4K -e 16M --check --compare mpi,gloo --dtype bfloat16
 
 bench: build
 	build/bench/plan_bench

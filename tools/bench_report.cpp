@@ -1,6 +1,7 @@
 // The output of tpcomm bench (bench_report.hpp).
 #include "bench_report.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 
@@ -98,13 +99,32 @@ void write_json(const BenchArgs& a, int w, const std::vector<BenchRow>& rows) {
   std::ofstream(a.json) << j.dump(2) << "\n";
 }
 
+// "0 | 1": each rank's CPUs in rank order (the first 16); ranks all on one set of several CPUs
+// say so, since then the scheduler, not the launcher, placed them.
+std::string rank_cpus_text(const std::vector<std::string>& cpus) {
+  const bool alike =
+      std::all_of(cpus.begin(), cpus.end(), [&](const auto& c) { return c == cpus[0]; });
+  if (cpus.size() > 1 && alike && cpus[0].find_first_of(",-") != std::string::npos) {
+    return fmt::format("{}, every rank (not bound apart)", cpus[0]);
+  }
+  constexpr std::size_t kShown = 16;
+  std::string out;
+  for (std::size_t r = 0; r < cpus.size() && r < kShown; ++r) {
+    out += fmt::format("{}{}", r == 0 ? "" : " | ", cpus[r]);
+  }
+  if (cpus.size() > kShown) out += " | ...";
+  return out;
+}
+
 }  // namespace
 
-void print_table_header(const BenchArgs& a, int w, int nodes, const std::string& digest) {
+void print_table_header(const BenchArgs& a, int w, int nodes, const std::string& digest,
+                        const std::vector<std::string>& rank_cpus) {
   std::cout << fmt::format(
       "# tpcomm bench: {} {} {} on {} ranks ({} node{}), plan {}, shm reductions {}\n",
       to_string(a.op), to_string(a.dtype), to_string(a.redop), w, nodes, nodes == 1 ? "" : "s",
       digest, transport::shm::kernel_isa());
+  std::cout << fmt::format("# CPUs of each rank: {}\n", rank_cpus_text(rank_cpus));
   std::cout << fmt::format(
       "# {:>10} {:>12} {:>9} {:>6} {:>5}   {:>9} {:>7} {:>7} {:>6}   {:>9} {:>7} {:>7} {:>6}  "
       "{}\n",

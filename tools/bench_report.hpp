@@ -23,7 +23,9 @@ struct BenchRow {
   std::optional<Timing> registered;  // out of place, the input in a registered buffer
 };
 
-void print_table_header(const BenchArgs& a, int w, int nodes, const std::string& digest);
+// rank_cpus[r]: the CPUs rank r may run on ("0-3,8"), shown under the title.
+void print_table_header(const BenchArgs& a, int w, int nodes, const std::string& digest,
+                        const std::vector<std::string>& rank_cpus);
 void print_table_row(const BenchArgs& a, int w, const BenchRow& row);
 // The closing lines (and the --compare table); then --plot and --json.
 void finish_report(const BenchArgs& a, int w, const std::vector<BenchRow>& rows,

@@ -1,6 +1,7 @@
 // The sweep of tpcomm bench inside a group: for every size, out-of-place and in-place timings
 // (bench_timing.hpp), an optional data check (#wrong, bench_data.hpp), and the same through MPI
 // and Gloo for --compare; bench_report.hpp prints and writes the results.
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "bench_mpi.hpp"
 #include "bench_report.hpp"
 #include "bench_timing.hpp"
+#include "cpu_binding.hpp"
 #include "tpcomm/tpcomm.hpp"
 
 namespace tpcomm::cli {
@@ -135,6 +137,21 @@ BenchRow measure(const BenchArgs& a, Engines& e, std::uint64_t bytes) {
   return row;
 }
 
+// Every rank's CPUs, in rank order: where the times came from, whoever launched the ranks
+// (tpcomm's binding, mpirun's, or none under torchrun).
+std::vector<std::string> rank_cpus(Bootstrap& bs) {
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  const std::string text =
+      sched_getaffinity(0, sizeof(mine), &mine) == 0 ? cpu_list_text(mine) : std::string("?");
+  std::vector<std::string> out;
+  for (const Bytes& b :
+       bs.all_gather(Bytes(text.begin(), text.end()), "bench cpus", Deadline::from_env())) {
+    out.emplace_back(b.begin(), b.end());
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> bench_argv(const BenchArgs& a, const std::string& self) {
@@ -160,7 +177,8 @@ int run_bench_in_group(const BenchArgs& a) {
   Engines e = start_engines(a);
   const int rank = e.bs->rank();
   const int w = e.bs->size();
-  if (rank == 0) print_table_header(a, w, e.comm->plan().nodes, e.comm->plan().digest);
+  const std::vector<std::string> cpus = rank_cpus(*e.bs);
+  if (rank == 0) print_table_header(a, w, e.comm->plan().nodes, e.comm->plan().digest, cpus);
   const bool progress = isatty(2) != 0;  // a progress line for people, not for logs
   std::vector<BenchRow> rows;
   std::uint64_t total_wrong = 0;

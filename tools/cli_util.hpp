@@ -19,6 +19,11 @@ std::string format_bytes(std::uint64_t bytes);
 // This program's own path (/proc/self/exe), for re-running it as ranks or sub-steps.
 std::string self_executable();
 
+// An option taking a byte count as nccl-tests writes it: 4096, 4K, 16M, 1G (K, M, G and KiB, MiB,
+// GiB are powers of 1024, any case). The default shows in the help as format_bytes writes it.
+CLI::Option* add_size_option(CLI::App* cmd, const std::string& flags, std::uint64_t& target,
+                             const std::string& help);
+
 // Left-aligns text in a column of `width` characters.
 std::string pad(std::string_view text, std::size_t width);
 

@@ -90,8 +90,8 @@ void add_bench_command(CLI::App& app, int& exit_status) {
   add_enum_option(cmd, "--op", a->op, "the collective");
   add_enum_option(cmd, "--dtype", a->dtype, "the element type");
   add_enum_option(cmd, "--redop", a->redop, "the reduction");
-  cmd->add_option("-b,--minbytes", a->min_bytes, "smallest size in bytes")->capture_default_str();
-  cmd->add_option("-e,--maxbytes", a->max_bytes, "largest size in bytes")->capture_default_str();
+  add_size_option(cmd, "-b,--minbytes", a->min_bytes, "smallest size");
+  add_size_option(cmd, "-e,--maxbytes", a->max_bytes, "largest size");
   cmd->add_option("-f,--stepfactor", a->factor, "size multiplier between rows")
       ->capture_default_str();
   cmd->add_option("--iters", a->iters,

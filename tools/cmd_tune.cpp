@@ -352,18 +352,19 @@ void add_tune_command(CLI::App& app) {
       ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter"}))
       ->delimiter(',');
   add_enum_option(cmd, "--dtype", a->dtype, "the element type timed");
-  cmd->add_option("-b,--minbytes", a->min_bytes, "smallest size")->capture_default_str();
-  cmd->add_option("-e,--maxbytes", a->max_bytes, "largest size")->capture_default_str();
+  add_size_option(cmd, "-b,--minbytes", a->min_bytes, "smallest size");
+  add_size_option(cmd, "-e,--maxbytes", a->max_bytes, "largest size");
   cmd->add_option("-f,--stepfactor", a->factor, "size multiplier")->capture_default_str();
   cmd->add_option("--rounds", a->rounds,
                   "times each candidate is run, alternating with the others; the best counts")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
   cmd->add_option("--steps", a->steps,
-                  "shm step sizes to time besides the lane, bytes (a multiple of 64, at least "
-                  "4096)")
-      ->capture_default_str()
+                  "shm step sizes to time besides the lane (bytes, or K, M: a multiple of 64, "
+                  "at least 4K)")
+      ->default_str("256K")
       ->delimiter(',')
+      ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(kMinStepBytes, kMaxStepBytes));
   cmd->add_option("--bind-to", a->bind_to, "as tpcomm bench --bind-to")
       ->capture_default_str()

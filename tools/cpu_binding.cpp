@@ -91,6 +91,19 @@ RankBinding bind_ranks(const CoreThreads& cores, int ranks) {
   return out;
 }
 
+std::string cpu_list_text(const cpu_set_t& cpus) {
+  std::string out;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &cpus)) continue;
+    int last = cpu;
+    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &cpus)) ++last;
+    out += fmt::format("{}{}", out.empty() ? "" : ",", cpu);
+    if (last > cpu) out += fmt::format("-{}", last);
+    cpu = last;
+  }
+  return out;
+}
+
 std::string describe_cores(const CoreThreads& cores, std::size_t max_cores) {
   std::string out;
   for (std::size_t i = 0; i < cores.size() && i < max_cores; ++i) {

@@ -31,6 +31,9 @@ struct RankBinding {
 // two ranks bound to one CPU would wait out each other's time slices at every barrier.
 RankBinding bind_ranks(const CoreThreads& cores, int ranks);
 
+// The CPUs of a set as ranges, as taskset and /sys write them: "0-3,8".
+std::string cpu_list_text(const cpu_set_t& cpus);
+
 // "0,4 | 1,5": each core's threads, cores apart; at most `max_cores`, then "| ...".
 std::string describe_cores(const CoreThreads& cores, std::size_t max_cores = 8);
 

@@ -76,6 +76,16 @@ TEST(Cli, UsageErrorsExitWithTwo) {
   EXPECT_EQ(tpcomm({"plan", fixture_path("topologies/cpu_2x2.json"), "--mode", "lazy"}).exit_code,
             2);
   EXPECT_EQ(tpcomm({"topo", "--ranks", "0"}).exit_code, 2);
+  // Sizes take nccl-tests' units; anything else names the option and the units it takes,
+  // before any rank starts.
+  for (const char* bad : {"4X", "4.5K", "99999999999G"}) {
+    auto size = tpcomm({"bench", "-b", bad});
+    EXPECT_EQ(size.exit_code, 2) << bad;
+    EXPECT_TRUE(contains(size.err, "--minbytes: ")) << size.err;
+    EXPECT_FALSE(contains(size.out, "# tpcomm bench")) << size.out;
+  }
+  EXPECT_TRUE(contains(tpcomm({"tune", "-o", "/tmp/x.json", "--steps", "4Q"}).err,
+                       "q unit not recognized"));
   auto missing = tpcomm({"plan", "/nonexistent/facts.json"});
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_TRUE(contains(missing.err, "cannot read facts file /nonexistent/facts.json: No such file"))
@@ -477,8 +487,9 @@ TEST(Cli, TuneTimesEveryCandidateChoosesTheFastestAndWritesAFilePlanUses) {
   const std::string file = std::string(dir) + "/tuned.json";
   // A 16 KiB step: the same run as the lane at 4 and 16 KiB (not to be chosen there), its own
   // at 64 and 256 KiB.
-  auto r = tpcomm({"tune", "-n", "2", "--ops", "all_reduce,all_gather", "-b", "4096", "-e",
-                   "262144", "-f", "4", "--rounds", "2", "--steps", "16384", "-o", file});
+  // Sizes as nccl-tests writes them (4K = 4096): the rows below are 4, 16, 64 and 256 KiB.
+  auto r = tpcomm({"tune", "-n", "2", "--ops", "all_reduce,all_gather", "-b", "4K", "-e", "256k",
+                   "-f", "4", "--rounds", "2", "--steps", "16KiB", "-o", file});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("all_reduce float32 on 2 ranks: time per call (us, best of 2 rounds)"),
             std::string::npos)

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -20,6 +21,7 @@
 #include <fstream>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "support/test_support.hpp"
@@ -932,8 +934,9 @@ TEST(Launcher, SimulatedNodesWithoutPrivilegesExitTwo) {
 TEST(Bench, NcclTestsTableWithChecksAndGlooComparison) {
   char json_path[] = "/tmp/tpcomm_bench_XXXXXX";
   close(mkstemp(json_path));
-  auto r = test::run_process({TPCOMM_BIN, "bench", "-n", "3", "-b", "1024", "-e", "1048576", "-f",
-                              "16", "--iters", "3", "--warmup", "1", "--check", "--compare", "gloo",
+  // Sizes in nccl-tests' units: rows of 1, 16 and 256 KiB (the JSON's 262144).
+  auto r = test::run_process({TPCOMM_BIN, "bench", "-n", "3", "-b", "1K", "-e", "1M", "-f", "16",
+                              "--iters", "3", "--warmup", "1", "--check", "--compare", "gloo",
                               "--json", json_path});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   for (const char* part : {"#wrong", "backend/algorithm", "shm/one_shot", "shm/two_shot",
@@ -953,6 +956,29 @@ TEST(Bench, NcclTestsTableWithChecksAndGlooComparison) {
     EXPECT_NE(o.out.find("# Out of bounds values : 0 OK"), std::string::npos) << o.out;
     EXPECT_NE(o.out.find("gloo/gloo"), std::string::npos) << o.out;
   }
+}
+
+// The header says which CPUs each rank ran on, as the kernel reports them (/proc/self/status).
+TEST(Bench, HeaderNamesTheCpusOfEachRank) {
+  std::string allowed;
+  std::istringstream status(test::read_file("/proc/self/status"));
+  for (std::string line; std::getline(status, line);) {
+    if (line.starts_with("Cpus_allowed_list:")) allowed = line.substr(line.find('\t') + 1);
+  }
+  cpu_set_t usable;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(usable), &usable), 0);
+  ASSERT_TRUE(CPU_ISSET(0, &usable) && CPU_ISSET(1, &usable)) << "this test needs CPUs 0 and 1";
+  auto header = [](const std::string& bind) {
+    // hwloc is told CPUs 0 and 1 are two cores, whatever this machine has beyond them.
+    auto r = test::run_process({TPCOMM_BIN, "bench", "-n", "2", "-b", "4K", "-e", "4K", "--iters",
+                                "2", "--warmup", "1", "--bind-to", bind},
+                               {{"HWLOC_SYNTHETIC", "core:2 pu:1"}});
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    const std::size_t at = r.out.find("# CPUs of each rank: ");
+    return at == std::string::npos ? r.out : r.out.substr(at, r.out.find('\n', at) - at);
+  };
+  EXPECT_EQ(header("core"), "# CPUs of each rank: 0 | 1");
+  EXPECT_EQ(header("none"), "# CPUs of each rank: " + allowed + ", every rank (not bound apart)");
 }
 
 TEST(Bench, PlotIsAPicture) {

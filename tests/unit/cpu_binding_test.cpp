@@ -102,5 +102,15 @@ TEST(CpuBinding, DescriptionListsEachCoresThreadsAndStopsAtTheLimit) {
   EXPECT_EQ(describe_cores(cores, 2), "0,1 | 2,3 | ...");
 }
 
+TEST(CpuBinding, CpuListsAreWrittenAsRangesAsTasksetWritesThem) {
+  EXPECT_EQ(cpu_list_text(cpus({3})), "3");
+  EXPECT_EQ(cpu_list_text(cpus({0, 1})), "0-1");
+  EXPECT_EQ(cpu_list_text(cpus({0, 1, 2, 3, 8, 10, 11})), "0-3,8,10-11");
+  EXPECT_EQ(cpu_list_text(cpus({0, 2, 4})), "0,2,4");
+  EXPECT_EQ(cpu_list_text(cpus({CPU_SETSIZE - 2, CPU_SETSIZE - 1})),
+            std::to_string(CPU_SETSIZE - 2) + "-" + std::to_string(CPU_SETSIZE - 1));
+  EXPECT_EQ(cpu_list_text(cpus({})), "");
+}
+
 }  // namespace
 }  // namespace tpcomm::cli
