@@ -112,6 +112,32 @@ def empty_like(v, shape):
     return sys.modules["numpy"].empty(shape, dtype=v.obj.dtype)
 
 
+def moved(v, source, destination):
+    """v's tensor or array with dimension `source` moved to `destination` (a view)."""
+    if v.kind == "torch":
+        return v.obj.movedim(source, destination)
+    return sys.modules["numpy"].moveaxis(v.obj, source, destination)
+
+
+def copy_into(o, shape, x):
+    """Copies x into o's buffer seen with `shape` (o is contiguous, so that is a view of it)."""
+    if o.kind == "torch":
+        o.obj.view(shape).copy_(x)
+    else:
+        sys.modules["numpy"].copyto(o.obj.reshape(shape), x)
+
+
+def contiguous_moved(v, split, d, what):
+    """A new contiguous buffer holding v seen with shape `split` (dimension d split into
+    (parts, part size)), the parts dimension moved to the front: part q is block q."""
+    if v.kind == "torch":
+        x = v.obj.view(split).movedim(d, 0).contiguous()
+    else:
+        np = sys.modules["numpy"]
+        x = np.ascontiguousarray(np.moveaxis(v.obj.reshape(split), d, 0))
+    return view(x, what)
+
+
 def stream_of(v):
     """The handle of the current CUDA stream of v's device, or None for host memory."""
     return cuda_stream(v.obj) if v.device == "cuda" else None

@@ -1,6 +1,7 @@
 """tpcomm.Communicator: a TP group's collectives on torch tensors and numpy arrays."""
 
 import json
+import operator
 
 from . import _buffers
 from . import _tpcomm
@@ -22,6 +23,31 @@ def _check_op(op):
     if op not in _OPS:
         raise ValueError(f"op '{op}' is not one of {', '.join(_OPS)}")
     return op
+
+
+def _dimension(what, dim, shape):
+    """dim as an index of shape (negative counts from the end, as torch); a 0-d shape takes 0."""
+    rank = max(len(shape), 1)
+    try:
+        d = operator.index(dim)  # an int, numpy's too; not a float
+    except TypeError:
+        d = None
+    if d is None or not -rank <= d < rank:
+        raise ValueError(f"{what}: dim {dim!r} is not a dimension of shape {tuple(shape)}")
+    return d % rank
+
+
+def _leading(shape, d):
+    """The product of the dimensions before d: 1 when only size-1 dimensions come before d, so
+    that splitting d splits memory into contiguous parts."""
+    n = 1
+    for s in shape[:d]:
+        n *= s
+    return n
+
+
+def _with(shape, d, size):
+    return shape[:d] + (size,) + shape[d + 1:]
 
 
 class Communicator:
@@ -112,28 +138,51 @@ class Communicator:
         self._native.all_reduce(v.ptr, o.ptr, v.numel, v.dtype, op, _buffers.stream_of(v))
         return o.obj
 
-    def all_gather(self, t, out=None):
-        """Every rank's t, in rank order, concatenated along dimension 0 (a 0-d t gives a 1-d
-        result of size elements)."""
+    def all_gather(self, t, out=None, dim=0):
+        """Every rank's t, in rank order, concatenated along dimension `dim` (as torch.cat; a 0-d
+        t gives a 1-d result of size elements). Along a dimension other than the first (a TP
+        layer's column-parallel output, dim=-1) the ranks' blocks are gathered whole, then
+        interleaved into place: one copy of the result more, as vLLM's all_gather does."""
         v = self._input(t)
-        shape = (self.size * v.shape[0],) + v.shape[1:] if v.shape else (self.size,)
+        d = 0 if dim.__class__ is int and dim == 0 else _dimension("all_gather", dim, v.shape)
+        if d == 0 or _leading(v.shape, d) == 1:  # blocks lie one after another: no copy
+            shape = _with(v.shape, d, self.size * v.shape[d]) if v.shape else (self.size,)
+            o = self._output(out, v, v.numel * self.size, shape)
+            self._native.all_gather(v.ptr, o.ptr, v.numel, v.dtype, _buffers.stream_of(v))
+            return o.obj
+        shape = _with(v.shape, d, self.size * v.shape[d])
         o = self._output(out, v, v.numel * self.size, shape)
-        self._native.all_gather(v.ptr, o.ptr, v.numel, v.dtype, _buffers.stream_of(v))
+        blocks = _buffers.view(_buffers.empty_like(v, (self.size,) + v.shape), "all_gather")
+        self._native.all_gather(v.ptr, blocks.ptr, v.numel, v.dtype, _buffers.stream_of(v))
+        # result[..., q * n + i, ...] = blocks[q][..., i, ...]: split the gathered dimension
+        # into (rank, index) and copy the rank-major blocks there.
+        split = v.shape[:d] + (self.size, v.shape[d]) + v.shape[d + 1:]
+        _buffers.copy_into(o, split, _buffers.moved(blocks, 0, d))
         return o.obj
 
-    def reduce_scatter(self, t, op="sum", out=None):
-        """This rank's 1/size of the reduction of t (dimension 0 split in rank order; a t whose
-        first dimension does not divide gives a 1-d result)."""
+    def reduce_scatter(self, t, op="sum", out=None, dim=0):
+        """This rank's 1/size of the reduction of t: dimension `dim` split in rank order into
+        size equal parts (as torch.chunk); with dim 0, a t whose first dimension does not divide
+        gives a 1-d result. Along another dimension (dim=-1) t is first copied so that each
+        rank's part is contiguous: one copy of the input more, as vLLM's reduce_scatter does."""
         _check_op(op)
         v = self._input(t)
+        d = 0 if dim.__class__ is int and dim == 0 else _dimension("reduce_scatter", dim, v.shape)
+        if d != 0 and v.shape[d] % self.size:
+            raise ValueError(f"reduce_scatter: dimension {d} of shape {v.shape} has "
+                             f"{v.shape[d]} elements, which do not divide among {self.size} ranks")
         if v.numel % self.size:
             raise ValueError(f"reduce_scatter: {v.numel} elements do not divide among "
                              f"{self.size} ranks")
-        if v.shape and v.shape[0] % self.size == 0:
-            shape = (v.shape[0] // self.size,) + v.shape[1:]
+        if v.shape and v.shape[d] % self.size == 0:
+            shape = _with(v.shape, d, v.shape[d] // self.size)
         else:
             shape = (v.numel // self.size,)
         o = self._output(out, v, v.numel // self.size, shape)
+        if d != 0 and _leading(v.shape, d) != 1:
+            # Rank q's part t[..., q * m:(q + 1) * m, ...] moved to the front, contiguous.
+            split = v.shape[:d] + (self.size, v.shape[d] // self.size) + v.shape[d + 1:]
+            v = _buffers.contiguous_moved(v, split, d, "reduce_scatter")
         self._native.reduce_scatter(v.ptr, o.ptr, o.numel, v.dtype, op, _buffers.stream_of(v))
         return o.obj
 

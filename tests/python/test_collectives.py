@@ -125,6 +125,64 @@ def test_numpy_arrays(tmp_path):
     """, n=2).expect_ok(2)
 
 
+def test_all_gather_and_reduce_scatter_along_any_dimension_as_torch_cat_and_chunk(tmp_path):
+    run_ranks(tmp_path, """
+        comm = tpcomm.Communicator.from_env(timeout=30)
+        n, r = comm.size, comm.rank
+        def mine(q, shape, dt):  # every element tells rank and position apart
+            k = 1
+            for s in shape:
+                k *= s
+            return ((torch.arange(k, dtype=torch.float32) % 61) * 3 + q).reshape(shape).to(dt)
+        for dt in (torch.float32, torch.float16, torch.bfloat16):
+            for shape in ((2, 3, 4), (1, 5), (1, 1, 6), (3,)):
+                for dim in range(-len(shape), len(shape)):
+                    want = torch.cat([mine(q, shape, dt) for q in range(n)], dim=dim)
+                    g = comm.all_gather(mine(r, shape, dt), dim=dim)
+                    assert g.shape == want.shape and torch.equal(g, want), (dt, shape, dim)
+                    o = torch.full(want.shape, -1.0, dtype=dt)
+                    assert comm.all_gather(mine(r, shape, dt), out=o, dim=dim) is o
+                    assert torch.equal(o, want), (dt, shape, dim, "out")
+                    big = list(shape)
+                    big[dim] *= n
+                    x = mine(r, big, dt)
+                    full = sum(mine(q, big, torch.float32) for q in range(n)).to(dt)
+                    want = torch.chunk(full, n, dim=dim)[r]
+                    s = comm.reduce_scatter(x, dim=dim)
+                    assert s.shape == want.shape and torch.equal(s, want), (dt, shape, dim)
+                    assert torch.equal(x, mine(r, big, dt)), "the input is unchanged"
+                    o = torch.full(want.shape, -1.0, dtype=dt)
+                    assert comm.reduce_scatter(x, out=o, dim=dim) is o
+                    assert torch.equal(o, want), (dt, shape, dim, "out")
+        # A 0-d tensor gathers into a 1-d one along its only dimension.
+        assert torch.equal(comm.all_gather(torch.tensor(float(r)), dim=-1),
+                           torch.arange(n, dtype=torch.float32))
+        # numpy alike, against np.concatenate and np.split.
+        a = (np.arange(24) % 13 + 5 * r).astype(np.float16).reshape(2, 3, 4)
+        g = comm.all_gather(a, dim=2)
+        assert np.array_equal(g, np.concatenate(
+            [(np.arange(24) % 13 + 5 * q).astype(np.float16).reshape(2, 3, 4) for q in range(n)], axis=2))
+        b = (np.arange(2 * 2 * n) % 7 + r).astype(np.float32).reshape(2, 2 * n)
+        full = sum((np.arange(2 * 2 * n) % 7 + q).astype(np.float32).reshape(2, 2 * n) for q in range(n))
+        assert np.array_equal(comm.reduce_scatter(b, dim=-1), np.split(full, n, axis=1)[r])
+        # What cannot be done says why, on every rank alike, before any rank waits.
+        for call, says in ((lambda: comm.all_gather(torch.zeros(2, 3), dim=2), "dim 2 is not a dimension of shape (2, 3)"),
+                           (lambda: comm.all_gather(torch.zeros(2, 3), dim=1.0), "dim 1.0 is not a dimension"),
+                           (lambda: comm.reduce_scatter(torch.zeros(2, n + 1), dim=1),
+                            f"dimension 1 of shape (2, {n + 1}) has {n + 1} elements, which do not divide among {n} ranks"),
+                           (lambda: comm.all_gather(torch.zeros(2, 3), dim=1, out=torch.zeros(2, 3)),
+                            f"out: 6 elements (shape (2, 3)), the call writes {6 * n} (shape (2, {3 * n}))")):
+            try:
+                call()
+            except ValueError as e:
+                assert says in str(e), (says, str(e))
+            else:
+                raise AssertionError(f"accepted: {says}")
+        comm.barrier()
+        ok()
+    """, n=3).expect_ok(3)
+
+
 def test_split_forms_groups_ranked_by_key_and_a_negative_color_gets_none(tmp_path):
     run_ranks(tmp_path, """
         comm = tpcomm.Communicator.from_env(timeout=30)
