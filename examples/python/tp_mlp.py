@@ -56,9 +56,11 @@ def main():
     # The errors themselves depend on the CPU's matmul kernels; the verdict does not.
     detail = (f"max error below {tolerance:g}" if good else
               f"max error {tp_error:.1e} (tensor-parallel), {sp_error:.1e} (sequence-parallel)")
+    # One write with its newline: ranks share the terminal, and under torchrun (unbuffered
+    # output) print's separate write of the newline let another rank's line in between.
     print(f"tp_mlp rank {rank} of {size}: tensor- and sequence-parallel outputs vs one process: "
-          f"{detail} (all_reduce via {backend}/{algorithm}): {'correct' if good else 'WRONG'}",
-          flush=True)
+          f"{detail} (all_reduce via {backend}/{algorithm}): {'correct' if good else 'WRONG'}\n",
+          end="", flush=True)
     comm.close()
     return 0 if good else 1
 
