@@ -127,13 +127,16 @@ TuningEntry cpu_entry(int w) {
   // even at 128 KiB, single_copy 5-30% ahead from 256 KiB to 8 MiB). W = 3 and 4 on 2 cores:
   // through the lanes at every size (single_copy 1.3-3.2x slower: every rank waits until all its
   // peers have read it, costly when ranks share cores); larger groups (unmeasured) alike.
+  // Across hosts, hier before gloo for every op: its stages inside a node go over shm where
+  // Gloo would send every byte through TCP.
   if (w == 2) {
-    e.ops[Op::kAllGather] = {{64 * KiB, {use(Backend::kShm, Algorithm::kOneShot), gloo}},
-                             {std::nullopt, {use(Backend::kShm, Algorithm::kSingleCopy), gloo}}};
+    e.ops[Op::kAllGather] = {{64 * KiB, {use(Backend::kShm, Algorithm::kOneShot), hier, gloo}},
+                             {std::nullopt, {use(Backend::kShm, Algorithm::kSingleCopy), hier, gloo}}};
   } else {
-    e.ops[Op::kAllGather] = {{std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), gloo}}};
+    e.ops[Op::kAllGather] = {{std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), hier, gloo}}};
   }
-  e.ops[Op::kReduceScatter] = {{std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), gloo}}};
+  e.ops[Op::kReduceScatter] = {
+      {std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), hier, gloo}}};
   return e;
 }
 
