@@ -70,6 +70,79 @@ TEST(HierOnThreads, TwoSimulatedNodesPlanHierAndSumEveryElement) {
   });
 }
 
+// Ranks dealt to `nodes` nodes in turn (6 ranks on 2 nodes: 0, 2, 4 and 1, 3, 5): no node holds
+// consecutive ranks, so hier's all-gather and reduce-scatter must put every block back in rank
+// order.
+detail::Platform nodes_in_turn(int nodes) {
+  detail::Platform p = detail::builtin_platform();
+  p.node_of_ranks = [nodes](int size) {
+    std::vector<int> node(static_cast<std::size_t>(size));
+    for (int r = 0; r < size; ++r) node[static_cast<std::size_t>(r)] = r % nodes;
+    return node;
+  };
+  return p;
+}
+
+TEST(HierOnThreads, AllGatherAndReduceScatterKeepRankOrderWhenNodesHoldRanksInTurn) {
+  for (const auto& [size, nodes] : {std::pair{4, 2}, std::pair{6, 2}, std::pair{6, 3}}) {
+    const auto group = make_thread_group(size);
+    test::on_ranks(group, [&, size = size, nodes = nodes](int r, std::shared_ptr<Bootstrap> bs) {
+      CommunicatorOptions o;
+      o.timeout = 20s;
+      auto comm = detail::create_communicator(bs, o, nodes_in_turn(nodes));
+      for (Op op : {Op::kAllGather, Op::kReduceScatter}) {
+        ASSERT_EQ(comm->plan().ops.at(op).table[0].backend, Backend::kHier) << to_string(op);
+      }
+      const auto w = static_cast<std::size_t>(size);
+      for (std::size_t n : {1u, 7u, 1000u, 70001u}) {
+        // All-gather: every rank's block in rank order, fp32 and bf16.
+        std::vector<float> in(n), out(n * w, -1.0f);
+        std::vector<std::uint16_t> in_h(n), out_h(n * w, 0xffff);
+        for (std::size_t i = 0; i < n; ++i) {
+          in[i] = value(r, i);
+          in_h[i] = bf16_of_exact(in[i]);
+        }
+        comm->all_gather(in.data(), out.data(), n, DataType::kFloat32);
+        comm->all_gather(in_h.data(), out_h.data(), n, DataType::kBFloat16);
+        int wrong = 0;
+        for (std::size_t q = 0; q < w; ++q) {
+          for (std::size_t i = 0; i < n; ++i) {
+            const float want = value(static_cast<int>(q), i);
+            if (out[q * n + i] != want || out_h[q * n + i] != bf16_of_exact(want)) ++wrong;
+          }
+        }
+        EXPECT_EQ(wrong, 0) << "all_gather, rank " << r << " of " << size << " on " << nodes
+                            << " nodes, " << n << " elements each";
+        // Reduce-scatter: block r of the reduction, sum and avg in fp32, max in bf16.
+        std::vector<float> full(n * w), sum(n), avg(n);
+        std::vector<std::uint16_t> full_h(n * w), max_h(n);
+        for (std::size_t j = 0; j < n * w; ++j) {
+          full[j] = value(r, j);
+          full_h[j] = bf16_of_exact(full[j]);
+        }
+        comm->reduce_scatter(full.data(), sum.data(), n, DataType::kFloat32, ReduceOp::kSum);
+        comm->reduce_scatter(full.data(), avg.data(), n, DataType::kFloat32, ReduceOp::kAvg);
+        comm->reduce_scatter(full_h.data(), max_h.data(), n, DataType::kBFloat16, ReduceOp::kMax);
+        wrong = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+          const std::size_t j = static_cast<std::size_t>(r) * n + i;
+          float want_sum = 0, want_max = value(0, j);
+          for (int q = 0; q < size; ++q) {
+            want_sum += value(q, j);
+            want_max = std::max(want_max, value(q, j));
+          }
+          if (sum[i] != want_sum || avg[i] != want_sum / static_cast<float>(size) ||
+              max_h[i] != bf16_of_exact(want_max)) {
+            ++wrong;
+          }
+        }
+        EXPECT_EQ(wrong, 0) << "reduce_scatter, rank " << r << " of " << size << " on " << nodes
+                            << " nodes, " << n << " elements each";
+      }
+    });
+  }
+}
+
 TEST(HierOnThreads, ARankThatNeverCallsIsATimeoutNamingIt) {
   const auto group = make_thread_group(4);
   std::vector<std::string> errors(4);
