@@ -130,8 +130,9 @@ TuningEntry cpu_entry(int w) {
   // Across hosts, hier before gloo for every op: its stages inside a node go over shm where
   // Gloo would send every byte through TCP.
   if (w == 2) {
-    e.ops[Op::kAllGather] = {{64 * KiB, {use(Backend::kShm, Algorithm::kOneShot), hier, gloo}},
-                             {std::nullopt, {use(Backend::kShm, Algorithm::kSingleCopy), hier, gloo}}};
+    e.ops[Op::kAllGather] = {
+        {64 * KiB, {use(Backend::kShm, Algorithm::kOneShot), hier, gloo}},
+        {std::nullopt, {use(Backend::kShm, Algorithm::kSingleCopy), hier, gloo}}};
   } else {
     e.ops[Op::kAllGather] = {{std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), hier, gloo}}};
   }
