@@ -26,11 +26,16 @@ using test::ProcessResult;
 const std::map<std::string, std::string> kCleanEnv = {
     {"TPCOMM_TUNING", ""}, {"TPCOMM_DISABLE", ""}, {"TPCOMM_LOG", ""}, {"LD_LIBRARY_PATH", ""}};
 
-ProcessResult tpcomm(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+ProcessResult tpcomm(std::vector<std::string> args, std::map<std::string, std::string> env = {},
+                     std::chrono::seconds limit = std::chrono::seconds(120)) {
   args.insert(args.begin(), TPCOMM_BIN);
   for (const auto& [k, v] : kCleanEnv) env.emplace(k, v);
-  return test::run_process(args, env);
+  return test::run_process(args, env, limit);
 }
+
+// A tune runs a benchmark per candidate and round: 45 s alone in the sanitizer build, more
+// beside another test; the test's own limit (ctest's) is 300 s.
+constexpr std::chrono::seconds kTuneLimit{280};
 
 // A field of lscpu's report ("Model name"), the reference for what tpcomm says of this CPU.
 std::string lscpu_field(const std::string& name) {
@@ -489,7 +494,8 @@ TEST(Cli, TuneTimesEveryCandidateChoosesTheFastestAndWritesAFilePlanUses) {
   // at 64 and 256 KiB.
   // Sizes as nccl-tests writes them (4K = 4096): the rows below are 4, 16, 64 and 256 KiB.
   auto r = tpcomm({"tune", "-n", "2", "--ops", "all_reduce,all_gather", "-b", "4K", "-e", "256k",
-                   "-f", "4", "--rounds", "2", "--steps", "16KiB", "-o", file});
+                   "-f", "4", "--rounds", "2", "--steps", "16KiB", "-o", file},
+                  {}, kTuneLimit);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("all_reduce float32 on 2 ranks: time per call (us, best of 2 rounds)"),
             std::string::npos)
@@ -565,7 +571,8 @@ TEST(Cli, TuneForSeveralGroupSizesWritesAnEntryForEach) {
   ASSERT_NE(mkdtemp(dir), nullptr);
   const std::string file = std::string(dir) + "/tuned.json";
   auto r = tpcomm({"tune", "-n", "2,3", "--ops", "reduce_scatter", "-b", "12288", "-e", "12288",
-                   "--rounds", "1", "-o", file});
+                   "--rounds", "1", "-o", file},
+                  {}, kTuneLimit);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   for (const char* title :
        {"reduce_scatter float32 on 2 ranks", "reduce_scatter float32 on 3 ranks"}) {
