@@ -25,13 +25,9 @@ std::string format_bytes(std::uint64_t bytes) {
 
 namespace {
 
-// 4096 -> "4K": a default the option itself accepts, as one word.
-std::string compact_bytes(std::uint64_t bytes) {
-  for (const char* unit : {"G", "M", "K"}) {
-    const std::uint64_t scale = std::uint64_t{1} << (*unit == 'G' ? 30 : *unit == 'M' ? 20 : 10);
-    if (bytes >= scale && bytes % scale == 0) return fmt::format("{}{}", bytes / scale, unit);
-  }
-  return std::to_string(bytes);
+std::string without_spaces(std::string text) {
+  std::erase(text, ' ');
+  return text;
 }
 
 }  // namespace
@@ -41,7 +37,7 @@ CLI::Option* add_size_option(CLI::App* cmd, const std::string& flags, std::uint6
   // CLI11's own parser; false: K is 1024 (as nccl-tests' -b/-e), not 1000.
   return cmd->add_option(flags, target, help + " (bytes; K, M, G: powers of 1024)")
       ->transform(CLI::AsSizeValue(false))
-      ->default_str(compact_bytes(target));
+      ->default_str(without_spaces(format_bytes(target)));  // "4KiB": one word it accepts
 }
 
 std::string pad(std::string_view text, std::size_t width) {

@@ -20,7 +20,8 @@ std::string format_bytes(std::uint64_t bytes);
 std::string self_executable();
 
 // An option taking a byte count as nccl-tests writes it: 4096, 4K, 16M, 1G (K, M, G and KiB, MiB,
-// GiB are powers of 1024, any case). The default shows in the help as format_bytes writes it.
+// GiB are powers of 1024, any case). The default shows in the help as format_bytes writes it,
+// without the space ("4KiB").
 CLI::Option* add_size_option(CLI::App* cmd, const std::string& flags, std::uint64_t& target,
                              const std::string& help);
 

@@ -36,6 +36,13 @@ RANK = int(os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK",
 REPO = {repo!r}
 def ok(what="done"):
     print(f"OK rank {{RANK}}: {{what}}", flush=True)
+def refused(call, says, kind=ValueError):
+    try:
+        call()
+    except kind as e:
+        assert says in str(e), (says, str(e))
+    else:
+        raise AssertionError(f"no {{kind.__name__}} for: {{says}}")
 """
 
 
