@@ -15,6 +15,7 @@
 #include "control/socket_util.hpp"
 #include "control/store_auth.hpp"
 #include "gloo_pairs.hpp"
+#include "gloo_ring_reduce_scatter.hpp"
 #include "gloo_store_adapter.hpp"
 #include "gloo_worker.hpp"
 #include "tpcomm/error.hpp"
@@ -25,8 +26,6 @@
 
 namespace tpcomm::transport {
 namespace {
-
-using ReduceFn = void (*)(void*, const void*, const void*, std::size_t);
 
 void sum_fn(void* c, const void* a, const void* b, std::size_t n) {
   auto* out = static_cast<float*>(c);
@@ -47,7 +46,7 @@ void min_fn(void* c, const void* a, const void* b, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) out[i] = std::min(x[i], y[i]);
 }
 
-ReduceFn reduce_fn(ReduceOp op) {
+GlooReduceFn reduce_fn(ReduceOp op) {
   switch (op) {
     case ReduceOp::kMax:
       return max_fn;
@@ -94,6 +93,13 @@ void check_same_call(const GlooGroup& g, CallIdentity mine, std::uint64_t sequen
   }
 }
 
+// Avg is a sum divided once, at the end (as NCCL's and the shm path's avg).
+void divide_if_avg(const GlooGroup& g, float* data, std::size_t count, ReduceOp op) {
+  if (op != ReduceOp::kAvg) return;
+  const float w = static_cast<float>(g.size);
+  for (std::size_t i = 0; i < count; ++i) data[i] /= w;
+}
+
 // Reduces `count` fp32 values in place across ranks.
 void reduce_floats(const GlooGroup& g, float* data, std::size_t count, ReduceOp op,
                    std::uint64_t sequence) {
@@ -104,10 +110,7 @@ void reduce_floats(const GlooGroup& g, float* data, std::size_t count, ReduceOp 
   opts.setTag(data_tag(sequence));
   opts.setTimeout(g.timeout);
   gloo::allreduce(opts);
-  if (op == ReduceOp::kAvg) {
-    const float w = static_cast<float>(g.size);
-    for (std::size_t i = 0; i < count; ++i) data[i] /= w;
-  }
+  divide_if_avg(g, data, count, op);
 }
 
 // `wide`: fp32 room the job owns, kept from call to call.
@@ -135,15 +138,25 @@ void all_gather(const GlooGroup& g, const Call& c) {
   gloo::allgather(opts);
 }
 
-// An all-reduce of the whole input in fp32, then this rank's slice (Gloo has no bounded-memory
-// reduce-scatter for arbitrary element types; the shm and CUDA paths have their own).
-void reduce_scatter(const GlooGroup& g, const Call& c, std::vector<float>& wide) {
+// A ring reduce-scatter in fp32: of a float32 input in the job's own copy of it, of fp16 / bf16
+// in `wide`; one rounding to the call's type at the end.
+void reduce_scatter(const GlooGroup& g, const Call& c, std::vector<float>& wide,
+                    std::vector<float>& received) {
   const std::size_t total = c.count * static_cast<std::size_t>(g.size);
   if (total == 0) return;
-  if (wide.size() < total) wide.resize(total);
-  to_float(c.input, c.type, total, wide.data());
-  reduce_floats(g, wide.data(), total, c.reduce, c.sequence);
-  from_float(wide.data() + static_cast<std::size_t>(g.rank) * c.count, c.type, c.count, c.output);
+  float* values = nullptr;
+  if (c.type == DataType::kFloat32) {
+    values = static_cast<float*>(const_cast<void*>(c.input));  // the job's copy (StagedCall)
+  } else {
+    if (wide.size() < total) wide.resize(total);
+    to_float(c.input, c.type, total, wide.data());
+    values = wide.data();
+  }
+  gloo_ring_reduce_scatter(*g.context, values, c.count, reduce_fn(c.reduce), data_tag(c.sequence),
+                           g.timeout, received);
+  float* mine = values + static_cast<std::size_t>(g.rank) * c.count;
+  divide_if_avg(g, mine, c.count, c.reduce);
+  from_float(mine, c.type, c.count, c.output);
 }
 
 // A call's data in buffers of its own: the caller's may be gone when an abandoned job ends.
@@ -166,7 +179,8 @@ struct StagedCall {
   Call call;
   std::vector<std::uint8_t> input;
   std::vector<std::uint8_t> output;
-  std::vector<float> wide;  // fp32 room of fp16 / bf16 reductions
+  std::vector<float> wide;      // fp32 room of fp16 / bf16 reductions
+  std::vector<float> received;  // a reduce-scatter's block in flight
 };
 
 void run_staged(const GlooGroup& g, StagedCall& staged, CallIdentity identity) {
@@ -178,7 +192,7 @@ void run_staged(const GlooGroup& g, StagedCall& staged, CallIdentity identity) {
     case Op::kAllGather:
       return all_gather(g, c);
     case Op::kReduceScatter:
-      return reduce_scatter(g, c, staged.wide);
+      return reduce_scatter(g, c, staged.wide, staged.received);
   }
 }
 
