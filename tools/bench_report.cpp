@@ -66,7 +66,8 @@ void plot(const BenchArgs& a, int w, const std::vector<BenchRow>& rows) {
   std::cout << fmt::format("# plot written to {}\n", a.plot);
 }
 
-void write_json(const BenchArgs& a, int w, const std::vector<BenchRow>& rows) {
+void write_json(const BenchArgs& a, int w, const BenchSetting& setting,
+                const std::vector<BenchRow>& rows) {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& r : rows) {
     nlohmann::json o = {{"op", to_string(a.op)},
@@ -81,7 +82,11 @@ void write_json(const BenchArgs& a, int w, const std::vector<BenchRow>& rows) {
                         {"algbw_gbs", static_cast<double>(r.bytes) / r.time_oop / 1e3},
                         {"busbw_gbs", busbw(a, w, r.bytes, r.time_oop)},
                         {"wrong", r.wrong_oop + r.wrong_ip},
-                        {"backend_algorithm", r.path}};
+                        {"backend_algorithm", r.path},
+                        {"plan", setting.digest},
+                        {"nodes", setting.nodes},
+                        {"shm_reductions", transport::shm::kernel_isa()},
+                        {"rank_cpus", setting.rank_cpus}};
     if (r.mpi) {
       o["mpi_time_us"] = r.mpi->best;
       o["mpi_spread"] = r.mpi->spread();
@@ -118,13 +123,12 @@ std::string rank_cpus_text(const std::vector<std::string>& cpus) {
 
 }  // namespace
 
-void print_table_header(const BenchArgs& a, int w, int nodes, const std::string& digest,
-                        const std::vector<std::string>& rank_cpus) {
+void print_table_header(const BenchArgs& a, int w, const BenchSetting& setting) {
   std::cout << fmt::format(
       "# tpcomm bench: {} {} {} on {} ranks ({} node{}), plan {}, shm reductions {}\n",
-      to_string(a.op), to_string(a.dtype), to_string(a.redop), w, nodes, nodes == 1 ? "" : "s",
-      digest, transport::shm::kernel_isa());
-  std::cout << fmt::format("# CPUs of each rank: {}\n", rank_cpus_text(rank_cpus));
+      to_string(a.op), to_string(a.dtype), to_string(a.redop), w, setting.nodes,
+      setting.nodes == 1 ? "" : "s", setting.digest, transport::shm::kernel_isa());
+  std::cout << fmt::format("# CPUs of each rank: {}\n", rank_cpus_text(setting.rank_cpus));
   std::cout << fmt::format(
       "# {:>10} {:>12} {:>9} {:>6} {:>5}   {:>9} {:>7} {:>7} {:>6}   {:>9} {:>7} {:>7} {:>6}  "
       "{}\n",
@@ -149,8 +153,8 @@ void print_table_row(const BenchArgs& a, int w, const BenchRow& row) {
             << std::flush;
 }
 
-void finish_report(const BenchArgs& a, int w, const std::vector<BenchRow>& rows,
-                   std::uint64_t total_wrong) {
+void finish_report(const BenchArgs& a, int w, const BenchSetting& setting,
+                   const std::vector<BenchRow>& rows, std::uint64_t total_wrong) {
   double busbw_sum = 0;
   for (const auto& r : rows) busbw_sum += busbw(a, w, r.bytes, r.time_oop);
   const std::size_t n = rows.empty() ? 1 : rows.size();
@@ -159,7 +163,7 @@ void finish_report(const BenchArgs& a, int w, const std::vector<BenchRow>& rows,
   std::cout << fmt::format("# Avg bus bandwidth    : {:.3f}\n", busbw_sum / static_cast<double>(n));
   if (!a.compare.empty() || a.registered) print_comparison(a, w, rows);
   if (!a.plot.empty()) plot(a, w, rows);
-  if (!a.json.empty()) write_json(a, w, rows);
+  if (!a.json.empty()) write_json(a, w, setting, rows);
 }
 
 }  // namespace tpcomm::cli

@@ -23,12 +23,17 @@ struct BenchRow {
   std::optional<Timing> registered;  // out of place, the input in a registered buffer
 };
 
-// rank_cpus[r]: the CPUs rank r may run on ("0-3,8"), shown under the title.
-void print_table_header(const BenchArgs& a, int w, int nodes, const std::string& digest,
-                        const std::vector<std::string>& rank_cpus);
+// Where the figures came from: in the table's header and in every --json row.
+struct BenchSetting {
+  int nodes = 1;
+  std::string digest;                  // of the plan every rank agreed on
+  std::vector<std::string> rank_cpus;  // [r]: the CPUs rank r may run on ("0-3,8")
+};
+
+void print_table_header(const BenchArgs& a, int w, const BenchSetting& setting);
 void print_table_row(const BenchArgs& a, int w, const BenchRow& row);
 // The closing lines (and the --compare table); then --plot and --json.
-void finish_report(const BenchArgs& a, int w, const std::vector<BenchRow>& rows,
-                   std::uint64_t total_wrong);
+void finish_report(const BenchArgs& a, int w, const BenchSetting& setting,
+                   const std::vector<BenchRow>& rows, std::uint64_t total_wrong);
 
 }  // namespace tpcomm::cli

@@ -177,8 +177,8 @@ int run_bench_in_group(const BenchArgs& a) {
   Engines e = start_engines(a);
   const int rank = e.bs->rank();
   const int w = e.bs->size();
-  const std::vector<std::string> cpus = rank_cpus(*e.bs);
-  if (rank == 0) print_table_header(a, w, e.comm->plan().nodes, e.comm->plan().digest, cpus);
+  const BenchSetting setting{e.comm->plan().nodes, e.comm->plan().digest, rank_cpus(*e.bs)};
+  if (rank == 0) print_table_header(a, w, setting);
   const bool progress = isatty(2) != 0;  // a progress line for people, not for logs
   std::vector<BenchRow> rows;
   std::uint64_t total_wrong = 0;
@@ -194,7 +194,7 @@ int run_bench_in_group(const BenchArgs& a) {
   }
   if (rank != 0) return 0;
   if (progress) std::cerr << "\n";
-  finish_report(a, w, rows, total_wrong);
+  finish_report(a, w, setting, rows, total_wrong);
   return total_wrong == 0 ? 0 : 1;
 }
 

@@ -16,6 +16,8 @@
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -968,17 +970,35 @@ TEST(Bench, HeaderNamesTheCpusOfEachRank) {
   cpu_set_t usable;
   ASSERT_EQ(sched_getaffinity(0, sizeof(usable), &usable), 0);
   ASSERT_TRUE(CPU_ISSET(0, &usable) && CPU_ISSET(1, &usable)) << "this test needs CPUs 0 and 1";
-  auto header = [](const std::string& bind) {
+  char json_path[] = "/tmp/tpcomm_bench_XXXXXX";
+  close(mkstemp(json_path));
+  std::string out, json;
+  auto header = [&](const std::string& bind) {
     // hwloc is told CPUs 0 and 1 are two cores, whatever this machine has beyond them.
-    auto r = test::run_process({TPCOMM_BIN, "bench", "-n", "2", "-b", "4K", "-e", "4K", "--iters",
-                                "2", "--warmup", "1", "--bind-to", bind},
+    auto r = test::run_process({TPCOMM_BIN, "bench", "-n", "2", "-b", "4K", "-e", "8K", "--iters",
+                                "2", "--warmup", "1", "--bind-to", bind, "--json", json_path},
                                {{"HWLOC_SYNTHETIC", "core:2 pu:1"}});
+    json = test::read_file(json_path);
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    out = r.out;
     const std::size_t at = r.out.find("# CPUs of each rank: ");
     return at == std::string::npos ? r.out : r.out.substr(at, r.out.find('\n', at) - at);
   };
-  EXPECT_EQ(header("core"), "# CPUs of each rank: 0 | 1");
   EXPECT_EQ(header("none"), "# CPUs of each rank: " + allowed + ", every rank (not bound apart)");
+  EXPECT_EQ(header("core"), "# CPUs of each rank: 0 | 1");
+  unlink(json_path);
+  // The --json rows carry the same facts as the header: a row read apart from the table still
+  // says where it was measured.
+  const auto rows = nlohmann::json::parse(json);
+  ASSERT_EQ(rows.size(), 2u) << rows.dump(2);
+  for (const auto& row : rows) {
+    EXPECT_EQ(row.at("rank_cpus"), nlohmann::json::array({"0", "1"})) << row.dump();
+    EXPECT_EQ(row.at("nodes"), 1) << row.dump();
+    EXPECT_NE(out.find(", plan " + row.at("plan").get<std::string>() + ", shm reductions " +
+                       row.at("shm_reductions").get<std::string>() + "\n"),
+              std::string::npos)
+        << row.dump() << out;
+  }
 }
 
 TEST(Bench, PlotIsAPicture) {
