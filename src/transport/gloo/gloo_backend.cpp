@@ -168,13 +168,15 @@ struct StagedCall {
     call = c;
     const std::size_t slice = c.count * size_of(c.type);
     const std::size_t all = slice * static_cast<std::size_t>(size);
-    const std::size_t in_bytes = c.op == Op::kReduceScatter ? all : slice;
-    input.resize(in_bytes);
-    if (in_bytes > 0) std::memcpy(input.data(), c.input, in_bytes);
     output.resize(c.op == Op::kAllGather ? all : slice);
-    call.input = input.data();
     call.output = output.data();
     call.outer = nullptr;
+    // An all-reduce works in place in `output`: one copy of the input fewer.
+    std::vector<std::uint8_t>& in = c.op == Op::kAllReduce ? output : input;
+    const std::size_t in_bytes = c.op == Op::kReduceScatter ? all : slice;
+    in.resize(in_bytes);
+    if (in_bytes > 0) std::memcpy(in.data(), c.input, in_bytes);
+    call.input = in.data();
   }
   Call call;
   std::vector<std::uint8_t> input;
