@@ -59,6 +59,10 @@ class Communicator {
 
   int rank() const;
   int size() const;
+  // The CUDA device (index among the visible ones) whose buffers and streams a kCuda
+  // communicator's calls take: CommunicatorOptions::cuda_device, else LOCAL_RANK modulo the
+  // visible devices (NCCL's ncclCommCuDevice). -1 for a kCpu communicator.
+  int cuda_device() const;
   // The plan every rank agreed on, including backends refused at set-up and why.
   const Plan& plan() const;
   // The plan of one mode (a kCpu communicator has only options.mode's; the other throws).

@@ -213,6 +213,7 @@ void bind_communicator(py::module_& m) {
       py::arg("cuda_device"), py::arg("host") = nullptr);
   c.def_property_readonly("rank", [](Comm& self) { return self.get().rank(); });
   c.def_property_readonly("size", [](Comm& self) { return self.get().size(); });
+  c.def_property_readonly("cuda_device", [](Comm& self) { return self.get().cuda_device(); });
   c.def_property_readonly("closed", &Comm::closed);
   c.def_property_readonly("aborted", [](Comm& self) { return self.get().aborted(); });
   c.def(

@@ -15,11 +15,16 @@ class View:
     """What one buffer argument is, checked. Built on every call, so it reads only what every
     call needs (the shape, wanted by few, is read when asked for)."""
 
-    __slots__ = ("obj", "ptr", "numel", "dtype", "device", "kind")
+    __slots__ = ("obj", "ptr", "numel", "dtype", "device", "kind", "gpu")
 
-    def __init__(self, obj, ptr, numel, dtype, device, kind):
+    def __init__(self, obj, ptr, numel, dtype, device, kind, gpu=-1):
         self.obj, self.ptr, self.numel, self.dtype = obj, ptr, numel, dtype
-        self.device, self.kind = device, kind
+        self.device, self.kind, self.gpu = device, kind, gpu  # gpu: a CUDA tensor's device index
+
+    @property
+    def where(self):
+        """"cpu", or "cuda:1": the device as torch writes it."""
+        return f"cuda:{self.gpu}" if self.device == "cuda" else self.device
 
     @property
     def shape(self):
@@ -48,7 +53,9 @@ def _torch_view(t, what):
     if not t.is_contiguous():
         raise ValueError(f"{what}: the tensor is not contiguous (pass t.contiguous())")
     # is_cuda / is_cpu are plain flags; t.device builds an object (a quarter of a microsecond).
-    device = "cuda" if t.is_cuda else "cpu" if t.is_cpu else t.device.type
+    if t.is_cuda:
+        return View(t, t.data_ptr(), t.numel(), dtype, "cuda", "torch", t.get_device())
+    device = "cpu" if t.is_cpu else t.device.type
     return View(t, t.data_ptr(), t.numel(), dtype, device, "torch")
 
 

@@ -59,6 +59,7 @@ class Communicator:
         self._native = native
         self.device = device
         self._cuda = device == "cuda"
+        self._gpu = native.cuda_device  # -1 on a CPU communicator
 
     # --- creation ------------------------------------------------------------------------------
 
@@ -95,6 +96,12 @@ class Communicator:
         return self._native.size
 
     @property
+    def cuda_device(self):
+        """The index of the GPU whose tensors and current stream the calls take (cuda_device=,
+        else LOCAL_RANK modulo the visible GPUs); None on a CPU communicator."""
+        return self._gpu if self._cuda else None
+
+    @property
     def aborted(self):
         return self._native.aborted
 
@@ -105,15 +112,19 @@ class Communicator:
         if v.device != self.device:
             raise ValueError(f"{what}: a {v.device} buffer on a {self.device} communicator "
                              f"(create it with device=\"{v.device}\")")
+        if self._cuda and v.gpu != self._gpu:
+            # The call would run on this GPU's stream over another GPU's memory.
+            raise ValueError(f"{what}: a tensor on {v.where}, but this communicator's calls run on "
+                             f"cuda:{self._gpu} (one communicator per GPU; cuda_device= picks it)")
         return v
 
     def _output(self, out, like, numel, shape, what="out"):
         if out is None:
             return _buffers.view(_buffers.empty_like(like, shape), what)
         v = _buffers.view(out, what, writable=True)
-        if v.dtype != like.dtype or v.device != like.device:
-            raise ValueError(f"{what}: {v.dtype} on {v.device}, but the input is {like.dtype} on "
-                             f"{like.device}")
+        if v.dtype != like.dtype or v.where != like.where:
+            raise ValueError(f"{what}: {v.dtype} on {v.where}, but the input is {like.dtype} on "
+                             f"{like.where}")
         if v.numel != numel:
             raise ValueError(f"{what}: {v.numel} elements (shape {v.shape}), the call writes "
                              f"{numel} (shape {shape})")
@@ -127,7 +138,8 @@ class Communicator:
         # error, goes the checked way below.
         if out is None and type(t) is _buffers.TENSOR and op in _OPS:
             name = _buffers.TORCH_DTYPES.get(t.dtype)
-            if name is not None and t.is_contiguous() and (t.is_cuda if self._cuda else t.is_cpu):
+            if name is not None and t.is_contiguous() and (
+                    t.is_cuda and t.get_device() == self._gpu if self._cuda else t.is_cpu):
                 ptr = t.data_ptr()
                 self._native.all_reduce(ptr, ptr, t.numel(), name, op,
                                         _buffers.cuda_stream(t) if self._cuda else None)
@@ -190,9 +202,7 @@ class Communicator:
         """src's t on every rank, bit for bit, in place; returns t."""
         if not 0 <= src < self.size:
             raise ValueError(f"broadcast: src {src} is not a rank of this group of {self.size}")
-        v = _buffers.view(t, "broadcast", writable=True)
-        if v.device != self.device:
-            raise ValueError(f"broadcast: a {v.device} buffer on a {self.device} communicator")
+        v = self._input(t, "broadcast", writable=True)
         self._native.broadcast(v.ptr, v.numel, v.dtype, src, _buffers.stream_of(v))
         return t
 

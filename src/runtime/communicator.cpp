@@ -98,6 +98,9 @@ int Communicator::rank() const {
 int Communicator::size() const {
   return impl_->bootstrap->size();
 }
+int Communicator::cuda_device() const {
+  return impl_->cuda_device;
+}
 const Plan& Communicator::plan() const {
   return impl_->plan;
 }

@@ -32,6 +32,8 @@ def main():
     comm = tpcomm.Communicator.from_env(device="cuda", cuda_device=0)
     print(f"python: CUDA communicator of {comm.size} rank created", flush=True)
     wrong = []
+    if comm.cuda_device != 0:
+        wrong.append(f"cuda_device is {comm.cuda_device}, not 0")
 
     def expect(what, got, want):
         ok = got.shape == want.shape and torch.equal(

@@ -122,8 +122,9 @@ TEST(Communicator, OneNodeGroupsUseShm) {
     comm->all_reduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
     expect_every_element(
         data, [](std::size_t i) { return rank_value(0, i) + rank_value(1, i); }, "shm sum");
-    // Host buffers are never captured: nothing to register, and no graph table.
+    // Host buffers are never captured: nothing to register, and no graph table; no GPU.
     EXPECT_EQ(comm->register_graph_buffers(), 0u);
+    EXPECT_EQ(comm->cuda_device(), -1);
     EXPECT_EQ(&comm->plan(Mode::kEager), &comm->plan());
     EXPECT_THROW(comm->plan(Mode::kGraph), Error);
   });

@@ -120,6 +120,22 @@ TEST(GpuSetUpVotes, EveryStepRunsAndBothBackendsAreSetUpWithoutFaults) {
   });
 }
 
+// Each rank's communicator names the GPU its calls take (what the Python package checks every
+// CUDA tensor against): the option where given, else LOCAL_RANK modulo the visible GPUs.
+TEST(GpuSetUpVotes, EachRankNamesTheGpuItsCallsRunOn) {
+  StepLog log;
+  const auto platform = fake_gpu_platform(3, log);
+  on_ranks(make_thread_group(2), [&](int r, std::shared_ptr<Bootstrap> bs) {
+    CommunicatorOptions o = cuda_options();
+    o.cuda_device = 2 - r;
+    EXPECT_EQ(detail::create_communicator(bs, o, platform)->cuda_device(), 2 - r);
+  });
+  ScopedEnv local_rank("LOCAL_RANK", "4");  // 4 modulo 3 GPUs
+  on_ranks(make_thread_group(1), [&](int, std::shared_ptr<Bootstrap> bs) {
+    EXPECT_EQ(detail::create_communicator(bs, cuda_options(), platform)->cuda_device(), 1);
+  });
+}
+
 TEST(GpuSetUpVotes, AFailedCustomStepOnOneRankDisablesCustomEverywhereAndNcclCarriesTheCalls) {
   ScopedEnv fault("TPCOMM_FAULT", "custom.exchange:fail@1");
   StepLog log;

@@ -139,3 +139,49 @@ def test_a_store_port_held_by_a_socket_that_does_not_listen_is_named(tmp_path):
         run.expect_ok(2)
     finally:
         holder.close()
+
+
+def test_a_tensor_on_another_gpu_than_the_communicators_is_refused_before_any_call(tmp_path):
+    # No machine here has two GPUs to put a tensor on the wrong one (this one has none, the device
+    # machine one), so the package is handed a communicator's native side that says its GPU is
+    # cuda:0 and fails if called, and a CPU tensor that says it is on cuda:1 the way torch says
+    # so (is_cuda, get_device()); the package's own buffer checks run unchanged.
+    run_ranks(tmp_path, """
+        from tpcomm.communicator import Communicator
+        comm = tpcomm.Communicator.from_env(timeout=20)
+        assert comm.cuda_device is None, comm.cuda_device
+
+        class Native:
+            cuda_device, rank, size = 0, 0, 2
+            def __getattr__(self, name):
+                raise AssertionError(f"the native {name} was called for a refused buffer")
+
+        class OnGpu(torch.Tensor):
+            @property
+            def is_cuda(self):
+                return True
+            @property
+            def is_cpu(self):
+                return False
+            def get_device(self):
+                return self.gpu
+
+        def on_gpu(t, gpu):
+            t = t.as_subclass(OnGpu)
+            t.gpu = gpu
+            return t
+
+        gpu0 = Communicator(Native(), "cuda")
+        assert gpu0.cuda_device == 0
+        x = on_gpu(torch.ones(8), 1)
+        says = "a tensor on cuda:1, but this communicator's calls run on cuda:0"
+        for call in (lambda: gpu0.all_reduce(x), lambda: gpu0.all_gather(x),
+                     lambda: gpu0.reduce_scatter(x), lambda: gpu0.broadcast(x),
+                     lambda: gpu0.all_reduce(x, out=on_gpu(torch.ones(8), 1))):
+            refused(call, says)
+        # An output on another GPU than its input is refused too, naming both.
+        refused(lambda: gpu0.all_reduce(on_gpu(torch.ones(8), 0), out=x),
+                "out: float32 on cuda:1, but the input is float32 on cuda:0")
+        comm.barrier()
+        ok("refused")
+    """).expect_ok(2)
