@@ -769,6 +769,8 @@ INSTANTIATE_TEST_SUITE_P(
     Kinds, Mismatch,
     ::testing::Values(
         std::make_pair(std::string("count"), std::string("all_reduce(float32 x 2048, sum)")),
+        std::make_pair(std::string("count_large"),
+                       std::string("all_reduce(float32 x 1048576, sum)")),
         std::make_pair(std::string("dtype"), std::string("all_reduce(bfloat16 x 1024, sum)")),
         std::make_pair(std::string("op"), std::string("all_reduce(float32 x 1024, max)"))));
 

@@ -14,6 +14,7 @@
 
 #include "control/socket_util.hpp"
 #include "control/store_auth.hpp"
+#include "gloo_opening_exchange.hpp"
 #include "gloo_pairs.hpp"
 #include "gloo_ring_reduce_scatter.hpp"
 #include "gloo_store_adapter.hpp"
@@ -57,7 +58,7 @@ GlooReduceFn reduce_fn(ReduceOp op) {
   }
 }
 
-// Each call uses two tags: its check, then its data.
+// Each call uses two tags: its opening exchange, then its data.
 std::uint32_t check_tag(std::uint64_t sequence) {
   return static_cast<std::uint32_t>(sequence * 2);
 }
@@ -72,26 +73,6 @@ struct GlooGroup {
   int size;
   std::chrono::milliseconds timeout;
 };
-
-// Every rank's call, compared before any data moves: Gloo would mix the data of different calls
-// silently (sum on one rank, max on another), or abort the process on a size mismatch. One small
-// all-gather; Gloo's calls cost far more.
-void check_same_call(const GlooGroup& g, CallIdentity mine, std::uint64_t sequence) {
-  std::vector<CallIdentity> all(static_cast<std::size_t>(g.size));
-  gloo::AllgatherOptions opts(g.context);
-  opts.setInput(reinterpret_cast<std::uint8_t*>(&mine), sizeof(mine));
-  opts.setOutput(reinterpret_cast<std::uint8_t*>(all.data()), sizeof(CallIdentity) * all.size());
-  opts.setTag(check_tag(sequence));
-  opts.setTimeout(g.timeout);
-  gloo::allgather(opts);
-  for (int r = 0; r < g.size; ++r) {
-    const CallIdentity& theirs = all[static_cast<std::size_t>(r)];
-    if (!(theirs == mine)) {
-      throw Error(ErrorCode::kMismatch, fmt::format("rank {} called {} but rank {} called {}", r,
-                                                    describe(theirs), g.rank, describe(mine)));
-    }
-  }
-}
 
 // Avg is a sum divided once, at the end (as NCCL's and the shm path's avg).
 void divide_if_avg(const GlooGroup& g, float* data, std::size_t count, ReduceOp op) {
@@ -159,6 +140,31 @@ void reduce_scatter(const GlooGroup& g, const Call& c, std::vector<float>& wide,
   from_float(mine, c.type, c.count, c.output);
 }
 
+// A call whose data came with the opening exchange: every rank combines the same parts in rank
+// order, so the results agree bit for bit. `wide`: fp32 room for 2 * count values.
+void finish_inline(const GlooGroup& g, const Call& c, const OpeningExchange& x,
+                   std::vector<float>& wide) {
+  const std::size_t bytes = c.count * size_of(c.type);
+  if (c.op == Op::kAllGather) {
+    auto* out = static_cast<std::uint8_t*>(c.output);
+    for (int r = 0; r < g.size; ++r) {
+      std::memcpy(out + static_cast<std::size_t>(r) * bytes, x.data_from(r), bytes);
+    }
+    return;
+  }
+  const GlooReduceFn reduce = reduce_fn(c.reduce);
+  if (wide.size() < 2 * c.count) wide.resize(2 * c.count);
+  float* sum = wide.data();
+  float* part = wide.data() + c.count;
+  to_float(x.data_from(0), c.type, c.count, sum);
+  for (int r = 1; r < g.size; ++r) {
+    to_float(x.data_from(r), c.type, c.count, part);
+    reduce(sum, sum, part, c.count);
+  }
+  divide_if_avg(g, sum, c.count, c.reduce);
+  from_float(sum, c.type, c.count, c.output);
+}
+
 // A call's data in buffers of its own: the caller's may be gone when an abandoned job ends.
 // The backend hands the same one to the next call once no job holds it: buffers of megabytes
 // allocated afresh in every call cost a page fault per page (perf: most of a 4-rank 16 MiB
@@ -183,11 +189,13 @@ struct StagedCall {
   std::vector<std::uint8_t> output;
   std::vector<float> wide;      // fp32 room of fp16 / bf16 reductions
   std::vector<float> received;  // a reduce-scatter's block in flight
+  OpeningExchange opening;
 };
 
 void run_staged(const GlooGroup& g, StagedCall& staged, CallIdentity identity) {
   const Call& c = staged.call;
-  check_same_call(g, identity, c.sequence);
+  staged.opening.run(*g.context, c, identity, check_tag(c.sequence), g.timeout);
+  if (travels_inline(c, g.size)) return finish_inline(g, c, staged.opening, staged.wide);
   switch (c.op) {
     case Op::kAllReduce:
       return all_reduce(g, c, staged.wide);
