@@ -16,6 +16,7 @@
 #include "bench_report.hpp"
 #include "bench_timing.hpp"
 #include "cpu_binding.hpp"
+#include "runtime/communicator_impl.hpp"
 #include "tpcomm/tpcomm.hpp"
 
 namespace tpcomm::cli {
@@ -25,7 +26,7 @@ namespace {
 struct Engines {
   std::shared_ptr<Bootstrap> bs;
   std::unique_ptr<Communicator> comm;
-  std::unique_ptr<Communicator> gloo;  // tpcomm's Gloo fallback alone
+  std::unique_ptr<Communicator> gloo;  // Gloo alone, as PyTorch's users run it
   std::unique_ptr<MpiEngine> mpi;
 };
 
@@ -38,12 +39,23 @@ CommunicatorOptions only(Backend keep) {
   return o;
 }
 
+// The Gloo baseline: every call runs Gloo's own collective, as in PyTorch's Gloo backend, where
+// tpcomm's gloo fallback carries small calls' data in its opening exchange instead.
+detail::Platform plain_gloo_platform() {
+  detail::Platform p = detail::builtin_platform();
+  p.factories[Backend::kGloo] = [gloo = p.factories.at(Backend::kGloo)](BackendContext context) {
+    context.gloo_inline = false;
+    return gloo(context);
+  };
+  return p;
+}
+
 Engines start_engines(const BenchArgs& a) {
   Engines e;
   e.bs = bootstrap_from_environment(Deadline::from_env());
   e.comm = Communicator::create(e.bs, a.backend ? only(*a.backend) : CommunicatorOptions{});
   if (a.compare.find("gloo") != std::string::npos) {
-    e.gloo = Communicator::create(e.bs, only(Backend::kGloo));
+    e.gloo = detail::create_communicator(e.bs, only(Backend::kGloo), plain_gloo_platform());
   }
   if (a.compare.find("mpi") != std::string::npos) {
     e.mpi = std::make_unique<MpiEngine>(a.op, a.dtype, a.redop, a.max_bytes);

@@ -939,10 +939,14 @@ TEST(Bench, NcclTestsTableWithChecksAndGlooComparison) {
   char json_path[] = "/tmp/tpcomm_bench_XXXXXX";
   close(mkstemp(json_path));
   // Sizes in nccl-tests' units: rows of 1, 16 and 256 KiB (the JSON's 262144).
-  auto r = test::run_process({TPCOMM_BIN, "bench", "-n", "3", "-b", "1K", "-e", "1M", "-f", "16",
-                              "--iters", "3", "--warmup", "1", "--check", "--compare", "gloo",
-                              "--json", json_path});
+  auto r = test::run_process(
+      {TPCOMM_BIN, "bench", "-n", "3", "-b", "1K", "-e", "1M", "-f", "16", "--iters", "3",
+       "--warmup", "1", "--check", "--compare", "gloo", "--json", json_path},
+      {{"TPCOMM_LOG", "debug"}, {"TPCOMM_LOG_SUBSYS", "gloo"}});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  // The Gloo column is Gloo as PyTorch's users run it (tpcomm's gloo backend, below, carries
+  // small calls in its opening exchange).
+  EXPECT_EQ(lines_with(r.out + r.err, "every call runs Gloo's own collective").size(), 3u) << r.err;
   for (const char* part : {"#wrong", "backend/algorithm", "shm/one_shot", "shm/two_shot",
                            "# Out of bounds values : 0 OK", "# Avg bus bandwidth", "speed-up"}) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part << " missing in\n" << r.out;
@@ -953,10 +957,17 @@ TEST(Bench, NcclTestsTableWithChecksAndGlooComparison) {
   EXPECT_NE(json.find("\"bytes\": 262144"), std::string::npos) << json;
   // Every op and type checks out, through the backend forced too.
   for (const char* op : {"all_gather", "reduce_scatter"}) {
-    auto o = test::run_process({TPCOMM_BIN, "bench", "-n", "2", "--op", op, "--dtype", "bfloat16",
-                                "-b", "4096", "-e", "65536", "-f", "4", "--iters", "2", "--check",
-                                "--backend", "gloo"});
+    auto o = test::run_process(
+        {TPCOMM_BIN, "bench", "-n", "2", "--op", op, "--dtype", "bfloat16", "-b", "4096", "-e",
+         "262144", "-f", "4", "--iters", "2", "--check", "--backend", "gloo"},
+        {{"TPCOMM_LOG", "debug"}, {"TPCOMM_LOG_SUBSYS", "gloo"}});
     EXPECT_EQ(o.exit_code, 0) << o.out << o.err;
+    EXPECT_EQ(lines_with(o.out + o.err,
+                         "calls of at most 65536 bytes per peer travel in the "
+                         "opening exchange")
+                  .size(),
+              2u)
+        << o.err;
     EXPECT_NE(o.out.find("# Out of bounds values : 0 OK"), std::string::npos) << o.out;
     EXPECT_NE(o.out.find("gloo/gloo"), std::string::npos) << o.out;
   }

@@ -35,8 +35,12 @@ struct BackendContext {
   // (TPCOMM_SHM_SPIN_US)
   std::chrono::microseconds shm_spin{1000};
   std::size_t graph_slots = 16384;  // captured calls that may be registered (TPCOMM_GRAPH_SLOTS)
-  int cuda_device = 0;              // this rank's CUDA device (GPU backends)
-  bool zero_copy = false;           // the graph plan lets user buffers be read in place (custom)
+  // Small gloo calls travel with the opening exchange (gloo_opening_exchange.hpp); false: every
+  // call runs Gloo's own collective, as PyTorch's Gloo users run it (the bench's Gloo baseline).
+  // Every rank of a group must have the same: it sets the size of every message.
+  bool gloo_inline = true;
+  int cuda_device = 0;     // this rank's CUDA device (GPU backends)
+  bool zero_copy = false;  // the graph plan lets user buffers be read in place (custom)
   // The communicator's registered host buffers (Communicator::allocate), read in place by shm.
   std::shared_ptr<shm::RegisteredHeap> registered;
   // Aborts the communicator from another thread (a GPU backend's watchdog).

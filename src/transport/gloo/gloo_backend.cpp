@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "common/log_format.hpp"
 #include "control/socket_util.hpp"
 #include "control/store_auth.hpp"
 #include "gloo_opening_exchange.hpp"
@@ -170,6 +171,7 @@ void finish_inline(const GlooGroup& g, const Call& c, const OpeningExchange& x,
 // allocated afresh in every call cost a page fault per page (perf: most of a 4-rank 16 MiB
 // all-reduce's time, on a VM).
 struct StagedCall {
+  explicit StagedCall(std::size_t room) : opening(room) {}
   void stage(const Call& c, int size) {
     call = c;
     const std::size_t slice = c.count * size_of(c.type);
@@ -195,7 +197,9 @@ struct StagedCall {
 void run_staged(const GlooGroup& g, StagedCall& staged, CallIdentity identity) {
   const Call& c = staged.call;
   staged.opening.run(*g.context, c, identity, check_tag(c.sequence), g.timeout);
-  if (travels_inline(c, g.size)) return finish_inline(g, c, staged.opening, staged.wide);
+  if (travels_inline(c, staged.opening.room())) {
+    return finish_inline(g, c, staged.opening, staged.wide);
+  }
   switch (c.op) {
     case Op::kAllReduce:
       return all_reduce(g, c, staged.wide);
@@ -252,6 +256,13 @@ class GlooBackend final : public CollectiveBackend {
   // Every rank is connected and has read our rendezvous keys.
   void setup_complete() override {
     if (adapter_) adapter_->remove_own_keys();
+    if (ctx_.gloo_inline) {
+      TPCOMM_LOG(kDebug, "gloo",
+                 "rank {}: calls of at most {} bytes per peer travel in the opening exchange",
+                 ctx_.rank, gloo_inline_room(ctx_.size));
+    } else {
+      TPCOMM_LOG(kDebug, "gloo", "rank {}: every call runs Gloo's own collective", ctx_.rank);
+    }
   }
 
   // Runs on the worker thread; the caller waits for it or for abort().
@@ -259,7 +270,9 @@ class GlooBackend final : public CollectiveBackend {
     if (!context_) throw Error(ErrorCode::kInternal, "gloo backend used before set-up");
     const GlooGroup group{context_, ctx_.rank, ctx_.size, ctx_.timeout};
     // The last call's buffers, unless an abandoned job still holds them.
-    if (!staged_ || staged_.use_count() > 1) staged_ = std::make_shared<StagedCall>();
+    if (!staged_ || staged_.use_count() > 1) {
+      staged_ = std::make_shared<StagedCall>(ctx_.gloo_inline ? gloo_inline_room(ctx_.size) : 0);
+    }
     std::shared_ptr<StagedCall> staged = staged_;
     staged->stage(call, ctx_.size);
     const CallIdentity identity = identity_of(call);

@@ -29,8 +29,8 @@ std::size_t gloo_inline_room(int size) {
   return std::max(kLeast, kTotal / peers / kLeast * kLeast);
 }
 
-bool travels_inline(const Call& c, int size) {
-  return inline_bytes(c) <= gloo_inline_room(size);
+bool travels_inline(const Call& c, std::size_t room) {
+  return inline_bytes(c) <= room;
 }
 
 std::uint8_t* OpeningExchange::message(std::vector<std::uint8_t>& all, int r) const {
@@ -42,7 +42,7 @@ void OpeningExchange::bind(gloo::Context& context) {
   if (size_ == context.size) return;
   rank_ = context.rank;
   size_ = context.size;
-  message_bytes_ = sizeof(CallIdentity) + gloo_inline_room(size_);
+  message_bytes_ = sizeof(CallIdentity) + room_;
   sent_.assign(static_cast<std::size_t>(size_) * message_bytes_, 0);
   received_.assign(static_cast<std::size_t>(size_) * message_bytes_, 0);
   to_.clear();
@@ -63,7 +63,7 @@ void OpeningExchange::run(gloo::Context& context, const Call& c, CallIdentity mi
   bind(context);
   call_ = &c;
   const bool scatter = c.op == Op::kReduceScatter;
-  const std::size_t bytes = travels_inline(c, size_) ? inline_bytes(c) : 0;
+  const std::size_t bytes = travels_inline(c, room_) ? inline_bytes(c) : 0;
   const auto* input = static_cast<const std::uint8_t*>(c.input);
   // Slot r holds the message to rank r. An all-reduce or all-gather sends every peer the same
   // message, and keeps its own slot too: its input as sent, which the all-reduce (staged in its

@@ -26,18 +26,22 @@ namespace tpcomm::transport {
 // must still exchange messages of one size.
 std::size_t gloo_inline_room(int size);
 
-// Whether `c`'s data travels in the opening exchange of a group of `size` ranks (the same answer
+// Whether `c`'s data travels in an opening exchange with `room` bytes per peer (the same answer
 // on every rank whose call matches).
-bool travels_inline(const Call& c, int size);
+bool travels_inline(const Call& c, std::size_t room);
 
 // One message per rank and Gloo's buffers over them, kept from call to call.
 class OpeningExchange {
  public:
+  // `room`: gloo_inline_room(size), or 0 for identities alone; the same on every rank.
+  explicit OpeningExchange(std::size_t room) : room_(room) {}
+
   // Sends each peer this rank's identity (and, for an inline call, its input, or for a
   // reduce-scatter the peer's block of it) and receives theirs, all at once. Throws kMismatch
   // when a peer's call differs, naming both; gloo::IoException on a timeout or a dead peer.
   void run(gloo::Context& context, const Call& c, CallIdentity mine, std::uint32_t tag,
            std::chrono::milliseconds timeout);
+  std::size_t room() const { return room_; }
   // Rank r's data for this rank after run() (this rank's own: what it sent, or for a
   // reduce-scatter its block of its input).
   const void* data_from(int r) const;
@@ -46,6 +50,7 @@ class OpeningExchange {
   std::uint8_t* message(std::vector<std::uint8_t>& all, int r) const;
   void bind(gloo::Context& context);
 
+  std::size_t room_;
   const Call* call_ = nullptr;
   int rank_ = 0;
   int size_ = 0;
