@@ -1,6 +1,6 @@
 // What the ranks compare before a call moves data: the call, and the user's call it is a stage of
 // (hier). Plain bytes with one layout on every rank: shm posts it in its lane header, Gloo
-// all-gathers it.
+// sends it in its opening exchange.
 #pragma once
 
 #include <cstdint>
