@@ -95,35 +95,57 @@ void reduce_floats(const GlooGroup& g, float* data, std::size_t count, ReduceOp 
   divide_if_avg(g, data, count, op);
 }
 
-// `wide`: fp32 room the job owns, kept from call to call.
-void all_reduce(const GlooGroup& g, const Call& c, std::vector<float>& wide) {
-  if (c.type == DataType::kFloat32) {
-    auto* out = static_cast<float*>(c.output);
-    if (c.input != c.output) std::memcpy(out, c.input, c.count * sizeof(float));
-    reduce_floats(g, out, c.count, c.reduce, c.sequence);
-    return;
-  }
-  if (wide.size() < c.count) wide.resize(c.count);
-  to_float(c.input, c.type, c.count, wide.data());
-  reduce_floats(g, wide.data(), c.count, c.reduce, c.sequence);
-  from_float(wide.data(), c.type, c.count, c.output);
+// Gloo's all-gather of `bytes` per rank, in place in `out` (this rank's block already there).
+void gather_blocks(const GlooGroup& g, std::uint8_t* out, std::size_t bytes, std::uint64_t sequence) {
+  gloo::AllgatherOptions opts(g.context);
+  opts.setOutput(out, bytes * static_cast<std::size_t>(g.size));
+  opts.setTag(data_tag(sequence));
+  opts.setTimeout(g.timeout);
+  gloo::allgather(opts);
+}
+
+// fp16 / bf16: the ring reduce-scatter in fp32 over blocks padded to the same length, each rank
+// rounds its block once, and Gloo all-gathers the rounded blocks in the call's type. Half the
+// bytes of an fp32 all-reduce, and the same bits (every rank rounds the same fp32 sums).
+// `padded`: the job's room for the call's input padded to whole blocks (its staged input, which
+// an all-reduce staged in its output leaves free).
+void all_reduce_narrow(const GlooGroup& g, const Call& c, std::vector<std::uint8_t>& padded,
+                       std::vector<float>& wide, GlooRingScratch& ring) {
+  const auto w = static_cast<std::size_t>(g.size);
+  const std::size_t es = size_of(c.type);
+  const std::size_t block = (c.count + w - 1) / w;
+  padded.resize(block * w * es);
+  std::memcpy(padded.data(), c.input, c.count * es);
+  std::memset(padded.data() + c.count * es, 0, padded.size() - c.count * es);
+  if (wide.size() < block * w) wide.resize(block * w);
+  to_float(padded.data(), c.type, block * w, wide.data());
+  gloo_ring_reduce_scatter(*g.context, wide.data(), padded.data(), c.type, block,
+                           reduce_fn(c.reduce), data_tag(c.sequence), g.timeout, ring);
+  float* mine = wide.data() + static_cast<std::size_t>(g.rank) * block;
+  divide_if_avg(g, mine, block, c.reduce);
+  from_float(mine, c.type, block, padded.data() + static_cast<std::size_t>(g.rank) * block * es);
+  gather_blocks(g, padded.data(), block * es, c.sequence);
+  std::memcpy(c.output, padded.data(), c.count * es);
+}
+
+void all_reduce(const GlooGroup& g, const Call& c) {
+  auto* out = static_cast<float*>(c.output);
+  if (c.input != c.output) std::memcpy(out, c.input, c.count * sizeof(float));
+  reduce_floats(g, out, c.count, c.reduce, c.sequence);
 }
 
 void all_gather(const GlooGroup& g, const Call& c) {
   const std::size_t bytes = c.count * size_of(c.type);
   if (bytes == 0) return;
-  gloo::AllgatherOptions opts(g.context);
-  opts.setInput(const_cast<std::uint8_t*>(static_cast<const std::uint8_t*>(c.input)), bytes);
-  opts.setOutput(static_cast<std::uint8_t*>(c.output), bytes * static_cast<std::size_t>(g.size));
-  opts.setTag(data_tag(c.sequence));
-  opts.setTimeout(g.timeout);
-  gloo::allgather(opts);
+  auto* out = static_cast<std::uint8_t*>(c.output);
+  std::memcpy(out + static_cast<std::size_t>(g.rank) * bytes, c.input, bytes);
+  gather_blocks(g, out, bytes, c.sequence);
 }
 
 // A ring reduce-scatter in fp32: of a float32 input in the job's own copy of it, of fp16 / bf16
 // in `wide`; one rounding to the call's type at the end.
 void reduce_scatter(const GlooGroup& g, const Call& c, std::vector<float>& wide,
-                    std::vector<float>& received) {
+                    GlooRingScratch& ring) {
   const std::size_t total = c.count * static_cast<std::size_t>(g.size);
   if (total == 0) return;
   float* values = nullptr;
@@ -134,8 +156,8 @@ void reduce_scatter(const GlooGroup& g, const Call& c, std::vector<float>& wide,
     to_float(c.input, c.type, total, wide.data());
     values = wide.data();
   }
-  gloo_ring_reduce_scatter(*g.context, values, c.count, reduce_fn(c.reduce), data_tag(c.sequence),
-                           g.timeout, received);
+  gloo_ring_reduce_scatter(*g.context, values, c.input, c.type, c.count, reduce_fn(c.reduce),
+                           data_tag(c.sequence), g.timeout, ring);
   float* mine = values + static_cast<std::size_t>(g.rank) * c.count;
   divide_if_avg(g, mine, c.count, c.reduce);
   from_float(mine, c.type, c.count, c.output);
@@ -189,8 +211,8 @@ struct StagedCall {
   Call call;
   std::vector<std::uint8_t> input;
   std::vector<std::uint8_t> output;
-  std::vector<float> wide;      // fp32 room of fp16 / bf16 reductions
-  std::vector<float> received;  // a reduce-scatter's block in flight
+  std::vector<float> wide;  // fp32 room of fp16 / bf16 reductions
+  GlooRingScratch ring;     // a reduce-scatter's block in flight
   OpeningExchange opening;
 };
 
@@ -202,11 +224,12 @@ void run_staged(const GlooGroup& g, StagedCall& staged, CallIdentity identity) {
   }
   switch (c.op) {
     case Op::kAllReduce:
-      return all_reduce(g, c, staged.wide);
+      if (c.type == DataType::kFloat32) return all_reduce(g, c);
+      return all_reduce_narrow(g, c, staged.input, staged.wide, staged.ring);
     case Op::kAllGather:
       return all_gather(g, c);
     case Op::kReduceScatter:
-      return reduce_scatter(g, c, staged.wide, staged.received);
+      return reduce_scatter(g, c, staged.wide, staged.ring);
   }
 }
 
