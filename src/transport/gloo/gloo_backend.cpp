@@ -96,7 +96,8 @@ void reduce_floats(const GlooGroup& g, float* data, std::size_t count, ReduceOp 
 }
 
 // Gloo's all-gather of `bytes` per rank, in place in `out` (this rank's block already there).
-void gather_blocks(const GlooGroup& g, std::uint8_t* out, std::size_t bytes, std::uint64_t sequence) {
+void gather_blocks(const GlooGroup& g, std::uint8_t* out, std::size_t bytes,
+                   std::uint64_t sequence) {
   gloo::AllgatherOptions opts(g.context);
   opts.setOutput(out, bytes * static_cast<std::size_t>(g.size));
   opts.setTag(data_tag(sequence));
