@@ -81,8 +81,10 @@ void OpeningExchange::run(gloo::Context& context, const Call& c, CallIdentity mi
   for (int r = 0; r < size_; ++r) {
     if (r != rank_) from_[static_cast<std::size_t>(r)]->recv(r, slot);
   }
+  // A message is as long as what it carries: Gloo accepts one shorter than the receive posted
+  // for it (never a longer one), and the identity inside says how much data follows.
   for (int r = 0; r < size_; ++r) {
-    if (r != rank_) to_[static_cast<std::size_t>(r)]->send(r, slot);
+    if (r != rank_) to_[static_cast<std::size_t>(r)]->send(r, slot, 0, sizeof(mine) + bytes);
   }
   for (int r = 0; r < size_; ++r) {
     if (r != rank_ && !from_[static_cast<std::size_t>(r)]->waitRecv(timeout)) {

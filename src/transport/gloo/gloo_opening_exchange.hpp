@@ -20,10 +20,11 @@ namespace tpcomm::transport {
 
 // Data per peer that travels with the identity in a group of `size` ranks (an all-reduce's or
 // all-gather's input, a reduce-scatter's block): 64 KiB over the peers, at least 4 KiB each, so
-// a rank sends about 64 KiB in the exchange whatever the group's size. Every message has that
-// room, whatever the call: Gloo aborts the process when a message is longer or shorter than its
-// receiver expects, and ranks whose calls differ (the mismatch this exchange exists to catch)
-// must still exchange messages of one size.
+// a rank sends at most about 64 KiB in the exchange whatever the group's size. Every receive
+// has that room, whatever the call: Gloo aborts the process when a message is longer than the
+// receive posted for it, and ranks whose calls differ (the mismatch this exchange exists to
+// catch) must not be able to send each other more than that; a message carries only its
+// identity and its data.
 std::size_t gloo_inline_room(int size);
 
 // Whether `c`'s data travels in an opening exchange with `room` bytes per peer (the same answer
