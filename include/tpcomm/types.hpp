@@ -10,8 +10,11 @@
 
 namespace tpcomm {
 
-enum class DataType { kFloat32, kFloat16, kBFloat16 };
-// kAvg is the sum divided by the world size (computed in fp32 before rounding).
+// Floating-point types are reduced in fp32 and rounded once; integer types exactly, a sum wrapping
+// around as two's complement does (as NCCL's and Gloo's). All of them move bit for bit.
+enum class DataType { kFloat32, kFloat16, kBFloat16, kInt32, kInt64, kUInt8 };
+// kAvg is the sum divided by the world size (computed in fp32 before rounding); floating-point
+// types only.
 enum class ReduceOp { kSum, kMax, kMin, kAvg };
 enum class Op { kAllReduce, kAllGather, kReduceScatter };
 enum class Backend { kLocal, kCustom, kMultimem, kNccl, kShm, kGloo, kHier };
@@ -31,6 +34,9 @@ enum class Algorithm {
 enum class Mode { kEager, kGraph };
 
 std::size_t size_of(DataType type);
+constexpr bool is_floating(DataType type) {
+  return type == DataType::kFloat32 || type == DataType::kFloat16 || type == DataType::kBFloat16;
+}
 
 // One name per value. Every enum of the vocabulary has exactly one table (Names<E>::table), in
 // declaration order, so a value's name is table[value].
@@ -47,7 +53,10 @@ template <>
 struct Names<DataType> {
   static constexpr NamedValue<DataType> table[] = {{DataType::kFloat32, "float32"},
                                                    {DataType::kFloat16, "float16"},
-                                                   {DataType::kBFloat16, "bfloat16"}};
+                                                   {DataType::kBFloat16, "bfloat16"},
+                                                   {DataType::kInt32, "int32"},
+                                                   {DataType::kInt64, "int64"},
+                                                   {DataType::kUInt8, "uint8"}};
 };
 template <>
 struct Names<ReduceOp> {

@@ -7,8 +7,8 @@ import sys
 
 from . import _tpcomm
 
-DTYPE_NAMES = ("float32", "float16", "bfloat16")
-_ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
+DTYPE_NAMES = ("float32", "float16", "bfloat16", "int32", "int64", "uint8")
+_ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "int64": 8, "uint8": 1}
 
 
 class View:
@@ -43,13 +43,12 @@ def _torch_view(t, what):
     global TENSOR
     if not TORCH_DTYPES:
         torch = sys.modules["torch"]
-        TORCH_DTYPES.update({torch.float32: "float32", torch.float16: "float16",
-                             torch.bfloat16: "bfloat16"})
+        TORCH_DTYPES.update({getattr(torch, name): name for name in DTYPE_NAMES})
         TENSOR = torch.Tensor
     dtype = TORCH_DTYPES.get(t.dtype)
     if dtype is None:
-        raise ValueError(f"{what}: dtype {t.dtype} is not one of torch.float32, torch.float16, "
-                         "torch.bfloat16")
+        raise ValueError(f"{what}: dtype {t.dtype} is not one of "
+                         + ", ".join(f"torch.{name}" for name in DTYPE_NAMES))
     if not t.is_contiguous():
         raise ValueError(f"{what}: the tensor is not contiguous (pass t.contiguous())")
     # is_cuda / is_cpu are plain flags; t.device builds an object (a quarter of a microsecond).
@@ -65,11 +64,12 @@ _NUMPY_DTYPES = {}  # numpy dtype -> name, filled on first use
 def _numpy_view(a, what):
     if not _NUMPY_DTYPES:
         np = sys.modules["numpy"]
-        _NUMPY_DTYPES.update({np.dtype(np.float32): "float32", np.dtype(np.float16): "float16"})
+        _NUMPY_DTYPES.update({np.dtype(name): name for name in DTYPE_NAMES if name != "bfloat16"})
     dtype = _NUMPY_DTYPES.get(a.dtype)
     if dtype is None:
-        raise ValueError(f"{what}: dtype {a.dtype} is not one of numpy.float32, numpy.float16 "
-                         "(numpy has no bfloat16: use a torch tensor)")
+        raise ValueError(f"{what}: dtype {a.dtype} is not one of "
+                         + ", ".join(f"numpy.{name}" for name in DTYPE_NAMES if name != "bfloat16")
+                         + " (numpy has no bfloat16: use a torch tensor)")
     if not a.flags.c_contiguous:
         raise ValueError(f"{what}: the array is not C-contiguous (pass numpy.ascontiguousarray(a))")
     return View(a, _tpcomm.buffer_address(a), a.size, dtype, "cpu", "numpy")
@@ -97,7 +97,7 @@ def registered_empty(native, shape, dtype):
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     name = dtype_name(dtype)
     numel = math.prod(shape)
-    nbytes = max(numel * (4 if name == "float32" else 2), 1)
+    nbytes = max(numel * _ITEMSIZE[name], 1)
     ptr = native.allocate(nbytes)
     raw = (ctypes.c_byte * nbytes).from_address(ptr)
     torch = sys.modules.get("torch")

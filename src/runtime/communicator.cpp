@@ -20,6 +20,12 @@ std::uint64_t call_bytes(const transport::Call& c, int size) {
 
 }  // namespace
 
+std::optional<Backend> detail::backend_for_type(Backend planned, DataType type) {
+  const bool floating_only = planned == Backend::kCustom || planned == Backend::kMultimem;
+  if (floating_only && !is_floating(type)) return Backend::kNccl;
+  return std::nullopt;
+}
+
 std::string CommunicatorState::presence_key(int r) const {
   return fmt::format("tpcomm/c{:016x}/alive/{}", comm_id, r);
 }
@@ -223,6 +229,11 @@ void CommunicatorState::run_call(transport::Call call, bool device_call) {
         device_call ? "create it with CommunicatorOptions::device = kCuda for device buffers"
                     : "device buffers need the overload that takes a CUDA stream"));
   }
+  if (!is_floating(call.type) && call.reduce == ReduceOp::kAvg && call.op != Op::kAllGather) {
+    throw invalid_input(fmt::format("rank {}: {} of {}: avg is for floating-point types (an integer "
+                                    "average would round); use sum and divide",
+                                    rank, to_string(call.op), to_string(call.type)));
+  }
   call.sequence = ++sequence;
   if (call.count > 0 && (call.input == nullptr || call.output == nullptr)) {
     throw invalid_input(fmt::format("rank {}: {} #{}: null buffer for {} elements", rank,
@@ -230,7 +241,22 @@ void CommunicatorState::run_call(transport::Call call, bool device_call) {
   }
   call.captured = device_call && detail::stream_is_capturing(call.stream);
   const Plan& table = call.captured ? graph_plan : eager_plan;
-  const TableRow& row = table.ops.at(call.op).row_for(call_bytes(call, bootstrap->size()));
+  TableRow row = table.ops.at(call.op).row_for(call_bytes(call, bootstrap->size()));
+  if (auto other = detail::backend_for_type(row.backend, call.type)) {
+    if (!backends.count(*other)) {
+      throw Error(ErrorCode::kUnavailable,
+                  fmt::format("rank {}: {} #{}: {} has no {} kernels, and {}, which carries "
+                              "such calls on a {} communicator, is not set up here (the plan "
+                              "does not use it)",
+                              rank, transport::call_signature(call), call.sequence,
+                              to_string(row.backend), to_string(call.type), to_string(*other),
+                              to_string(plan.device_type)));
+    }
+    row.backend = *other;
+    row.algorithm = algorithms_of(*other, call.op).front();
+    row.blocks.reset();
+    row.step_bytes.reset();
+  }
   call.algorithm = row.algorithm;
   call.blocks = row.blocks.value_or(0);
   call.step_bytes = row.step_bytes.value_or(0);

@@ -5,6 +5,10 @@
 #include <immintrin.h>
 #endif
 
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
 namespace tpcomm {
 
 namespace transport {
@@ -59,6 +63,29 @@ void float_to_bf16_block(const float* s, std::uint16_t* d, std::size_t n) {
   }
 }
 
+// Integers: exact up to 2^24, then fp32's nearest; back rounded to nearest even and clamped to
+// the type's range, a NaN as 0 (a conversion for filling and checking buffers: integer calls
+// never pass through fp32).
+template <typename T>
+void ints_to_float(const void* src, std::size_t count, float* dst) {
+  const auto* s = static_cast<const T*>(src);
+  for (std::size_t i = 0; i < count; ++i) dst[i] = static_cast<float>(s[i]);
+}
+
+template <typename T>
+void ints_from_float(const float* src, std::size_t count, void* dst) {
+  auto* d = static_cast<T*>(dst);
+  constexpr auto lo = static_cast<double>(std::numeric_limits<T>::min());
+  constexpr auto hi = static_cast<double>(std::numeric_limits<T>::max());
+  for (std::size_t i = 0; i < count; ++i) {
+    const double v = std::nearbyint(static_cast<double>(src[i]));
+    d[i] = std::isnan(v) ? T{0}
+           : v <= lo     ? std::numeric_limits<T>::min()
+           : v >= hi     ? std::numeric_limits<T>::max()
+                         : static_cast<T>(v);
+  }
+}
+
 }  // namespace
 }  // namespace transport
 
@@ -70,9 +97,19 @@ bool cpu_has_f16c() {
 
 void to_float_with(ConvertIsa isa, const void* src, DataType type, std::size_t count, float* dst) {
   if (count == 0) return;  // the buffers may be null
-  if (type == DataType::kFloat32) {
-    std::memcpy(dst, src, count * sizeof(float));
-    return;
+  switch (type) {
+    case DataType::kFloat32:
+      std::memcpy(dst, src, count * sizeof(float));
+      return;
+    case DataType::kInt32:
+      return ints_to_float<std::int32_t>(src, count, dst);
+    case DataType::kInt64:
+      return ints_to_float<std::int64_t>(src, count, dst);
+    case DataType::kUInt8:
+      return ints_to_float<std::uint8_t>(src, count, dst);
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+      break;
   }
   const auto* s = static_cast<const std::uint16_t*>(src);
   if (type == DataType::kBFloat16) {
@@ -87,9 +124,19 @@ void to_float_with(ConvertIsa isa, const void* src, DataType type, std::size_t c
 void from_float_with(ConvertIsa isa, const float* src, DataType type, std::size_t count,
                      void* dst) {
   if (count == 0) return;  // the buffers may be null
-  if (type == DataType::kFloat32) {
-    std::memmove(dst, src, count * sizeof(float));
-    return;
+  switch (type) {
+    case DataType::kFloat32:
+      std::memmove(dst, src, count * sizeof(float));
+      return;
+    case DataType::kInt32:
+      return ints_from_float<std::int32_t>(src, count, dst);
+    case DataType::kInt64:
+      return ints_from_float<std::int64_t>(src, count, dst);
+    case DataType::kUInt8:
+      return ints_from_float<std::uint8_t>(src, count, dst);
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+      break;
   }
   auto* d = static_cast<std::uint16_t*>(dst);
   if (type == DataType::kBFloat16) {

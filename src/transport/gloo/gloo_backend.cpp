@@ -23,6 +23,7 @@
 #include "tpcomm/error.hpp"
 #include "transport/common/call_identity.hpp"
 #include "transport/common/convert.hpp"
+#include "transport/common/int_reduce.hpp"
 #include "transport/common/sigpipe_guard.hpp"
 #include "transport/common/unpinned_threads.hpp"
 
@@ -93,6 +94,50 @@ void reduce_floats(const GlooGroup& g, float* data, std::size_t count, ReduceOp 
   opts.setTimeout(g.timeout);
   gloo::allreduce(opts);
   divide_if_avg(g, data, count, op);
+}
+
+template <typename T>
+void gloo_allreduce_as(const GlooGroup& g, void* data, std::size_t count, DataType type,
+                       ReduceOp op, std::uint64_t sequence) {
+  gloo::AllreduceOptions opts(g.context);
+  opts.setOutput(static_cast<T*>(data), count);
+  opts.setReduceFunction([type, op](void* out, const void* a, const void* b, std::size_t n) {
+    const void* both[] = {a, b};
+    reduce_ints(both, 2, n, type, op, out);
+  });
+  opts.setTag(data_tag(sequence));
+  opts.setTimeout(g.timeout);
+  gloo::allreduce(opts);
+}
+
+// Reduces `count` integers of `type` in place across ranks: Gloo's allreduce in the call's own
+// type, exact (int_reduce.hpp).
+void reduce_ints_across(const GlooGroup& g, void* data, std::size_t count, DataType type,
+                        ReduceOp op, std::uint64_t sequence) {
+  if (count == 0) return;
+  switch (type) {
+    case DataType::kInt32:
+      return gloo_allreduce_as<std::int32_t>(g, data, count, type, op, sequence);
+    case DataType::kInt64:
+      return gloo_allreduce_as<std::int64_t>(g, data, count, type, op, sequence);
+    default:
+      return gloo_allreduce_as<std::uint8_t>(g, data, count, type, op, sequence);
+  }
+}
+
+// Integers, larger than the opening exchange carries: an all-reduce in place in the job's copy
+// (staged in `output`); a reduce-scatter all-reduces the job's copy of its whole input and keeps
+// its block (W times the bytes of a ring, for calls that carry indices and counts, not
+// activations).
+void reduce_integer_call(const GlooGroup& g, const Call& c) {
+  if (c.op == Op::kAllReduce) {
+    return reduce_ints_across(g, c.output, c.count, c.type, c.reduce, c.sequence);
+  }
+  const std::size_t block = c.count * size_of(c.type);
+  auto* all = static_cast<std::uint8_t*>(const_cast<void*>(c.input));  // the job's copy
+  reduce_ints_across(g, all, c.count * static_cast<std::size_t>(g.size), c.type, c.reduce,
+                     c.sequence);
+  std::memcpy(c.output, all + static_cast<std::size_t>(g.rank) * block, block);
 }
 
 // Gloo's all-gather of `bytes` per rank, in place in `out` (this rank's block already there).
@@ -176,6 +221,11 @@ void finish_inline(const GlooGroup& g, const Call& c, const OpeningExchange& x,
     }
     return;
   }
+  if (!is_floating(c.type)) {
+    std::vector<const void*> parts(static_cast<std::size_t>(g.size));
+    for (int r = 0; r < g.size; ++r) parts[static_cast<std::size_t>(r)] = x.data_from(r);
+    return reduce_ints(parts.data(), g.size, c.count, c.type, c.reduce, c.output);
+  }
   const GlooReduceFn reduce = reduce_fn(c.reduce);
   if (wide.size() < 2 * c.count) wide.resize(2 * c.count);
   float* sum = wide.data();
@@ -223,6 +273,7 @@ void run_staged(const GlooGroup& g, StagedCall& staged, CallIdentity identity) {
   if (travels_inline(c, staged.opening.room())) {
     return finish_inline(g, c, staged.opening, staged.wide);
   }
+  if (!is_floating(c.type) && c.op != Op::kAllGather) return reduce_integer_call(g, c);
   switch (c.op) {
     case Op::kAllReduce:
       if (c.type == DataType::kFloat32) return all_reduce(g, c);

@@ -65,21 +65,23 @@ class HierBackend final : public CollectiveBackend {
 
  private:
   // A reduce-scatter inside the node, an all-reduce of each 1/L slice along the lane, an
-  // all-gather inside the node; fp32 throughout, one rounding at the end.
+  // all-gather inside the node; in the stage type throughout, one rounding at the end.
   void all_reduce(const Call& c) {
     const std::size_t l = static_cast<std::size_t>(local_size_);
     const std::size_t per = (c.count + l - 1) / l;
     const ReduceOp stage_op = c.reduce == ReduceOp::kAvg ? ReduceOp::kSum : c.reduce;
-    float* full = scratch(wide_, per * l);
-    float* mine = scratch(wide_mine_, per);
-    to_float(c.input, c.type, c.count, full);
-    std::fill(full + c.count, full + per * l, 0.0f);  // the last slice's padding
+    const DataType st = stage_type(c.type);
+    const std::size_t ses = size_of(st);
+    std::uint8_t* full = scratch(wide_, per * l * ses);
+    std::uint8_t* mine = scratch(wide_mine_, per * ses);
+    widen(c.input, c.type, c.count, full);
+    std::fill(full + c.count * ses, full + per * l * ses, 0);  // the last slice's padding
     in_stage(node_group_, [&] {
       shm_->run({.op = Op::kReduceScatter,
                  .input = full,
                  .output = mine,
                  .count = per,
-                 .type = DataType::kFloat32,
+                 .type = st,
                  .reduce = stage_op,
                  .algorithm = Algorithm::kOneShot,
                  .sequence = c.sequence,
@@ -90,15 +92,15 @@ class HierBackend final : public CollectiveBackend {
                   .input = mine,
                   .output = mine,
                   .count = per,
-                  .type = DataType::kFloat32,
+                  .type = st,
                   .reduce = stage_op,
                   .algorithm = Algorithm::kGloo,
                   .sequence = c.sequence,
                   .outer = &c});
     });
-    node_all_gather(c, mine, full, per, DataType::kFloat32);
+    node_all_gather(c, mine, full, per, st);
     if (c.reduce == ReduceOp::kAvg) divide(full, c.count);
-    from_float(full, c.type, c.count, c.output);
+    narrow(full, c.type, c.count, c.output);
   }
 
   // Along the lane first: each rank's input crosses to the other nodes once ((N - 1) blocks
@@ -133,46 +135,49 @@ class HierBackend final : public CollectiveBackend {
 
   // Inside the node first: local rank i is left the node's sum of the blocks of every node's
   // rank i, then the lane reduce-scatters those, so only 1/L of the input crosses between nodes.
-  // fp32 throughout, one rounding at the end.
+  // In the stage type throughout, one rounding at the end.
   void reduce_scatter(const Call& c) {
     const std::size_t n = rank_at_.size();
     const std::size_t l = static_cast<std::size_t>(local_size_);
     const std::size_t es = size_of(c.type);
     const ReduceOp stage_op = c.reduce == ReduceOp::kAvg ? ReduceOp::kSum : c.reduce;
-    float* by_lane = scratch(wide_, l * n * c.count);  // [local index][node]: the input, regrouped
+    const DataType st = stage_type(c.type);
+    const std::size_t ses = size_of(st);
+    // [local index][node]: the input, regrouped
+    std::uint8_t* by_lane = scratch(wide_, l * n * c.count * ses);
     const auto* in = static_cast<const std::uint8_t*>(c.input);
     for (std::size_t i = 0; i < l; ++i) {
       for (std::size_t node = 0; node < n; ++node) {
         const auto rank = static_cast<std::size_t>(rank_at_[node][i]);
-        to_float(in + rank * c.count * es, c.type, c.count, by_lane + (i * n + node) * c.count);
+        widen(in + rank * c.count * es, c.type, c.count, by_lane + (i * n + node) * c.count * ses);
       }
     }
-    float* lane_sums = scratch(wide_mine_, n * c.count);
+    std::uint8_t* lane_sums = scratch(wide_mine_, n * c.count * ses);
     in_stage(node_group_, [&] {
       shm_->run({.op = Op::kReduceScatter,
                  .input = by_lane,
                  .output = lane_sums,
                  .count = n * c.count,
-                 .type = DataType::kFloat32,
+                 .type = st,
                  .reduce = stage_op,
                  .algorithm = Algorithm::kOneShot,
                  .sequence = c.sequence,
                  .outer = &c});
     });
-    float* mine = scratch(wide_, c.count);  // by_lane is read: its memory serves again
+    std::uint8_t* mine = scratch(wide_, c.count * ses);  // by_lane is read: its memory serves again
     in_stage(lane_, [&] {
       gloo_->run({.op = Op::kReduceScatter,
                   .input = lane_sums,
                   .output = mine,
                   .count = c.count,
-                  .type = DataType::kFloat32,
+                  .type = st,
                   .reduce = stage_op,
                   .algorithm = Algorithm::kGloo,
                   .sequence = c.sequence,
                   .outer = &c});
     });
     if (c.reduce == ReduceOp::kAvg) divide(mine, c.count);
-    from_float(mine, c.type, c.count, c.output);
+    narrow(mine, c.type, c.count, c.output);
   }
 
   // The node stage's all-gather of `count` elements per local rank.
@@ -190,7 +195,27 @@ class HierBackend final : public CollectiveBackend {
     });
   }
 
-  void divide(float* values, std::size_t count) const {
+  // The type the stages carry: fp32 for floating-point calls (one rounding, at the end), an
+  // integer call's own type (exact as it is).
+  static DataType stage_type(DataType type) { return is_floating(type) ? DataType::kFloat32 : type; }
+  static void widen(const void* from, DataType type, std::size_t count, std::uint8_t* to) {
+    if (is_floating(type)) {
+      to_float(from, type, count, reinterpret_cast<float*>(to));
+    } else if (count > 0) {
+      std::memcpy(to, from, count * size_of(type));
+    }
+  }
+  static void narrow(const std::uint8_t* from, DataType type, std::size_t count, void* to) {
+    if (is_floating(type)) {
+      from_float(reinterpret_cast<const float*>(from), type, count, to);
+    } else if (count > 0) {
+      std::memcpy(to, from, count * size_of(type));
+    }
+  }
+
+  // Avg: floating-point calls only, so the stage buffer holds fp32.
+  void divide(std::uint8_t* stage, std::size_t count) const {
+    auto* values = reinterpret_cast<float*>(stage);
     const float w = static_cast<float>(ctx_.node_of_rank.size());
     for (std::size_t i = 0; i < count; ++i) values[i] /= w;
   }
@@ -282,7 +307,8 @@ class HierBackend final : public CollectiveBackend {
   int local_size_ = 1;
   std::vector<std::vector<int>> rank_at_;  // [node index][local index]: the global rank
   // Stage buffers (scratch): they grow to the largest call's needs and stay.
-  std::vector<float> wide_, wide_mine_;
+  // Stage-type buffers (fp32 or an integer type): aligned for any element by operator new.
+  std::vector<std::uint8_t> wide_, wide_mine_;
   std::vector<std::uint8_t> bytes_, bytes_node_;
   SubGroup node_group_, lane_;
   std::unique_ptr<CollectiveBackend> shm_;

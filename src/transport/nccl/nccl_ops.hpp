@@ -13,6 +13,12 @@ inline ncclDataType_t nccl_type(DataType t) {
       return ncclFloat16;
     case DataType::kBFloat16:
       return ncclBfloat16;
+    case DataType::kInt32:
+      return ncclInt32;
+    case DataType::kInt64:
+      return ncclInt64;
+    case DataType::kUInt8:
+      return ncclUint8;
     case DataType::kFloat32:
       break;
   }

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "transport/common/convert.hpp"
+#include "transport/common/int_reduce.hpp"
 
 namespace tpcomm::transport::shm {
 
@@ -179,6 +180,7 @@ void reduce_f16(KernelIsa isa, const void* const* srcs, int ranks, std::size_t c
 
 void reduce_slots_with(KernelIsa isa, const void* const* srcs, int ranks, std::size_t count,
                        DataType type, ReduceOp op, void* out) {
+  if (!is_floating(type)) return reduce_ints(srcs, ranks, count, type, op, out);  // any variant
   const int code = op_code(op);
   const bool avg = op == ReduceOp::kAvg;
   if (type == DataType::kFloat32) return kernels_of(isa).f32(srcs, ranks, count, out, code, avg);

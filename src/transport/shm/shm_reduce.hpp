@@ -2,7 +2,8 @@
 // accumulation, fp16/bf16 rounded to nearest even once at the end. Compiled for AVX-512, AVX2
 // and the x86-64 baseline; the best this CPU runs is chosen once at run time. Every variant and
 // every rank runs the same per-element order, so results are bitwise identical everywhere
-// (ranks on different CPUs included).
+// (ranks on different CPUs included). Integer types take int_reduce.hpp's one loop in every
+// variant.
 #pragma once
 
 #include <cstddef>

@@ -1,0 +1,75 @@
+// Integer reductions (int_reduce.hpp).
+#include "int_reduce.hpp"
+
+#include <cstdint>
+#include <type_traits>
+
+#include "tpcomm/error.hpp"
+
+namespace tpcomm::transport {
+namespace {
+
+template <typename T>
+T apply(ReduceOp op, T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  switch (op) {
+    case ReduceOp::kMax:
+      return a < b ? b : a;
+    case ReduceOp::kMin:
+      return b < a ? b : a;
+    default:
+      // Unsigned arithmetic wraps where signed overflow would be undefined.
+      return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+  }
+}
+
+// Each element read from every source before it is written: `out` may be any of them.
+template <typename T, ReduceOp Op>
+void reduce_typed(const void* const* srcs, int ranks, std::size_t count, void* out) {
+  auto* o = static_cast<T*>(out);
+  for (std::size_t i = 0; i < count; ++i) {
+    T acc = static_cast<const T*>(srcs[0])[i];
+    for (int r = 1; r < ranks; ++r) acc = apply(Op, acc, static_cast<const T*>(srcs[r])[i]);
+    o[i] = acc;
+  }
+}
+
+template <typename T>
+void reduce_as(const void* const* srcs, int ranks, std::size_t count, ReduceOp op, void* out) {
+  switch (op) {
+    case ReduceOp::kMax:
+      return reduce_typed<T, ReduceOp::kMax>(srcs, ranks, count, out);
+    case ReduceOp::kMin:
+      return reduce_typed<T, ReduceOp::kMin>(srcs, ranks, count, out);
+    case ReduceOp::kSum:
+      return reduce_typed<T, ReduceOp::kSum>(srcs, ranks, count, out);
+    case ReduceOp::kAvg:
+      break;
+  }
+  throw Error(ErrorCode::kInternal, "an integer reduction was asked for avg");
+}
+
+}  // namespace
+
+void reduce_ints(const void* const* srcs, int ranks, std::size_t count, DataType type, ReduceOp op,
+                 void* out) {
+  if (count == 0) return;
+  switch (type) {
+    case DataType::kInt32:
+      return reduce_as<std::int32_t>(srcs, ranks, count, op, out);
+    case DataType::kInt64:
+      return reduce_as<std::int64_t>(srcs, ranks, count, op, out);
+    case DataType::kUInt8:
+      return reduce_as<std::uint8_t>(srcs, ranks, count, op, out);
+    default:
+      break;
+  }
+  throw Error(ErrorCode::kInternal, "reduce_ints called with a floating-point type");
+}
+
+void combine_ints(void* acc, const void* x, std::size_t count, DataType type, ReduceOp op) {
+  const void* srcs[] = {acc, x};
+  reduce_ints(srcs, 2, count, type, op, acc);
+}
+
+}  // namespace tpcomm::transport
