@@ -23,6 +23,9 @@ TEST(NcclOps, EveryOtherReductionAndTypeMapsOneToOne) {
   EXPECT_EQ(nccl_type(DataType::kFloat32), ncclFloat32);
   EXPECT_EQ(nccl_type(DataType::kFloat16), ncclFloat16);
   EXPECT_EQ(nccl_type(DataType::kBFloat16), ncclBfloat16);
+  EXPECT_EQ(nccl_type(DataType::kInt32), ncclInt32);
+  EXPECT_EQ(nccl_type(DataType::kInt64), ncclInt64);
+  EXPECT_EQ(nccl_type(DataType::kUInt8), ncclUint8);
 }
 
 }  // namespace
