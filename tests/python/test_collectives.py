@@ -1,8 +1,9 @@
-"""Every call on torch tensors (float32, float16, bfloat16) and numpy arrays (float32, float16),
-checked element by element against references computed here with torch and numpy, never with
-tpcomm: integer-valued data that every dtype holds exactly, and random data whose rounding the
-reference reproduces (one fp32 addition of two ranks' values, rounded to nearest even by torch or
-numpy)."""
+"""Every call on torch tensors (float32, float16, bfloat16, int32, int64, uint8) and numpy arrays
+(float32, float16, int32, int64, uint8), checked element by element against references computed
+here with torch and numpy, never with tpcomm: integer-valued data that every dtype holds exactly,
+random data whose rounding the reference reproduces (one fp32 addition of two ranks' values,
+rounded to nearest even by torch or numpy), and integers at their types' extremes, whose sums
+wrap as torch's and numpy's do."""
 
 from conftest import run_ranks
 
@@ -70,7 +71,7 @@ def test_in_place_all_reduce_of_a_plain_tensor_skips_the_checked_path_and_others
         assert torch.equal(p.data, torch.full((5,), float(sum(range(1, n + 1)))))
         # So does every call the fast path cannot take, and each is refused as before.
         for bad, op, says in ((torch.zeros(4, 4).t(), "sum", "not contiguous"),
-                              (torch.zeros(4, dtype=torch.int32), "sum", "dtype torch.int32"),
+                              (torch.zeros(4, dtype=torch.int16), "sum", "dtype torch.int16"),
                               (torch.zeros(4, device="meta"), "sum", "a meta buffer on a cpu"),
                               (torch.zeros(4), "prod", "op 'prod'")):
             refused(lambda: comm.all_reduce(bad, op=op), says)
@@ -118,6 +119,48 @@ def test_numpy_arrays(tmp_path):
             assert np.array_equal(b, np.full((5,), 10, dtype=dt))
         ok()
     """, n=2).expect_ok(2)
+
+
+def test_integer_tensors_and_arrays_reduce_exactly_wrapping_as_torch_and_numpy_do(tmp_path):
+    run_ranks(tmp_path, """
+        comm = tpcomm.Communicator.from_env(timeout=30)
+        n, r = comm.size, comm.rank
+        for dt in (torch.int32, torch.int64, torch.uint8):
+            info = torch.iinfo(dt)
+            def part(q):  # the type's extremes (so sums wrap), and values that differ by rank
+                x = (torch.arange(3000, dtype=torch.int64) * 7919 + q * 104729) % 251 - 120
+                x[::5] = info.max - q
+                x[1::5] = info.min + q
+                return x.to(dt)  # torch's own cast: two's complement, as numpy's
+            parts = [part(q) for q in range(n)]
+            wrapped = parts[0].clone()
+            for p in parts[1:]:
+                wrapped += p  # torch integer arithmetic wraps
+            stacked = torch.stack(parts)
+            for op, want in (("sum", wrapped), ("max", stacked.amax(0)), ("min", stacked.amin(0))):
+                t = part(r)
+                assert comm.all_reduce(t, op=op) is t
+                assert torch.equal(t, want), (dt, op)
+                s = comm.reduce_scatter(part(r), op=op)
+                assert torch.equal(s, want.chunk(n)[r]), (dt, op)
+            assert torch.equal(comm.all_gather(part(r)), torch.cat(parts)), dt
+            b = part(r)
+            comm.broadcast(b, src=n - 1)
+            assert torch.equal(b, parts[n - 1]), dt
+            refused(lambda: comm.all_reduce(part(r), op="avg"), "avg is for floating-point types")
+            x = comm.empty((3000,), dt)  # registered buffers hold integers too
+            x.copy_(part(r))
+            comm.all_reduce(x)
+            assert torch.equal(x, wrapped), dt
+            comm.free(x)
+        for dt in (np.int32, np.int64, np.uint8):
+            a = ((np.arange(999) * 31 + r * 17) % 200).astype(dt)
+            want = sum(((np.arange(999) * 31 + q * 17) % 200).astype(np.int64) for q in range(n))
+            comm.all_reduce(a)
+            assert a.dtype == dt and np.array_equal(a, want.astype(dt)), dt
+        comm.barrier()
+        ok()
+    """, n=3).expect_ok(3)
 
 
 def test_all_gather_and_reduce_scatter_along_any_dimension_as_torch_cat_and_chunk(tmp_path):
