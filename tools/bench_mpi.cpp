@@ -58,6 +58,24 @@ void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
   from_float(b.data(), DataType::kBFloat16, n, inout);
 }
 
+// Half-precision types travel as 16-bit words (an all-gather moves bytes; the bf16 sum is ours).
+MPI_Datatype mpi_type(DataType type) {
+  switch (type) {
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+      return MPI_UINT16_T;
+    case DataType::kInt32:
+      return MPI_INT32_T;
+    case DataType::kInt64:
+      return MPI_INT64_T;
+    case DataType::kUInt8:
+      return MPI_UINT8_T;
+    case DataType::kFloat32:
+      break;
+  }
+  return MPI_FLOAT;
+}
+
 }  // namespace
 
 struct MpiEngine::Impl {
@@ -73,7 +91,7 @@ MpiEngine::MpiEngine(Op op, DataType type, ReduceOp redop, std::uint64_t max_byt
   if (!initialized)
     throw Error(ErrorCode::kUnavailable, "--compare mpi needs the ranks started by mpirun");
   if (auto why = mpi_refusal(op, type, redop, max_bytes)) throw *why;
-  impl_->type = type == DataType::kFloat32 ? MPI_FLOAT : MPI_UINT16_T;
+  impl_->type = mpi_type(type);
   const bool bf16_sum_op =
       op != Op::kAllGather && type == DataType::kBFloat16 && redop == ReduceOp::kSum;
   if (bf16_sum_op) {

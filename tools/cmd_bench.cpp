@@ -35,6 +35,10 @@ int run_bench(const BenchArgs& a) {
   if (a.min_bytes == 0 || a.max_bytes < a.min_bytes || a.factor < 2) {
     throw invalid_input("-b, -e, -f: expected 0 < MIN <= MAX and FACTOR >= 2");
   }
+  if (!is_floating(a.dtype) && a.redop == ReduceOp::kAvg && a.op != Op::kAllGather) {
+    throw invalid_input(fmt::format("--redop avg: avg is for floating-point types, not {}",
+                                    to_string(a.dtype)));
+  }
   // The ranks read it when they create their communicators (the launchers pass the environment).
   if (!a.tuning.empty()) setenv("TPCOMM_TUNING", a.tuning.c_str(), 1);
   if (in_group()) return run_bench_in_group(a);
