@@ -36,8 +36,8 @@ int run_bench(const BenchArgs& a) {
     throw invalid_input("-b, -e, -f: expected 0 < MIN <= MAX and FACTOR >= 2");
   }
   if (!is_floating(a.dtype) && a.redop == ReduceOp::kAvg && a.op != Op::kAllGather) {
-    throw invalid_input(fmt::format("--redop avg: avg is for floating-point types, not {}",
-                                    to_string(a.dtype)));
+    throw invalid_input(
+        fmt::format("--redop avg: avg is for floating-point types, not {}", to_string(a.dtype)));
   }
   // The ranks read it when they create their communicators (the launchers pass the environment).
   if (!a.tuning.empty()) setenv("TPCOMM_TUNING", a.tuning.c_str(), 1);

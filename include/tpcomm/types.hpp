@@ -51,12 +51,10 @@ struct Names;  // specialised for each enum with a name table
 
 template <>
 struct Names<DataType> {
-  static constexpr NamedValue<DataType> table[] = {{DataType::kFloat32, "float32"},
-                                                   {DataType::kFloat16, "float16"},
-                                                   {DataType::kBFloat16, "bfloat16"},
-                                                   {DataType::kInt32, "int32"},
-                                                   {DataType::kInt64, "int64"},
-                                                   {DataType::kUInt8, "uint8"}};
+  static constexpr NamedValue<DataType> table[] = {
+      {DataType::kFloat32, "float32"},   {DataType::kFloat16, "float16"},
+      {DataType::kBFloat16, "bfloat16"}, {DataType::kInt32, "int32"},
+      {DataType::kInt64, "int64"},       {DataType::kUInt8, "uint8"}};
 };
 template <>
 struct Names<ReduceOp> {

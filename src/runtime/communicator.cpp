@@ -230,9 +230,10 @@ void CommunicatorState::run_call(transport::Call call, bool device_call) {
                     : "device buffers need the overload that takes a CUDA stream"));
   }
   if (!is_floating(call.type) && call.reduce == ReduceOp::kAvg && call.op != Op::kAllGather) {
-    throw invalid_input(fmt::format("rank {}: {} of {}: avg is for floating-point types (an integer "
-                                    "average would round); use sum and divide",
-                                    rank, to_string(call.op), to_string(call.type)));
+    throw invalid_input(
+        fmt::format("rank {}: {} of {}: avg is for floating-point types (an integer "
+                    "average would round); use sum and divide",
+                    rank, to_string(call.op), to_string(call.type)));
   }
   call.sequence = ++sequence;
   if (call.count > 0 && (call.input == nullptr || call.output == nullptr)) {
@@ -244,13 +245,13 @@ void CommunicatorState::run_call(transport::Call call, bool device_call) {
   TableRow row = table.ops.at(call.op).row_for(call_bytes(call, bootstrap->size()));
   if (auto other = detail::backend_for_type(row.backend, call.type)) {
     if (!backends.count(*other)) {
-      throw Error(ErrorCode::kUnavailable,
-                  fmt::format("rank {}: {} #{}: {} has no {} kernels, and {}, which carries "
-                              "such calls on a {} communicator, is not set up here (the plan "
-                              "does not use it)",
-                              rank, transport::call_signature(call), call.sequence,
-                              to_string(row.backend), to_string(call.type), to_string(*other),
-                              to_string(plan.device_type)));
+      throw Error(
+          ErrorCode::kUnavailable,
+          fmt::format("rank {}: {} #{}: {} has no {} kernels, and {}, which carries "
+                      "such calls on a {} communicator, is not set up here (the plan "
+                      "does not use it)",
+                      rank, transport::call_signature(call), call.sequence, to_string(row.backend),
+                      to_string(call.type), to_string(*other), to_string(plan.device_type)));
     }
     row.backend = *other;
     row.algorithm = algorithms_of(*other, call.op).front();

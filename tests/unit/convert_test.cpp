@@ -4,11 +4,14 @@
 // specials and the subnormals narrowed.
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <vector>
 
 #include "support/reference_float.hpp"
+#include "tpcomm/convert.hpp"
 #include "transport/common/convert.hpp"
 
 namespace tpcomm {
@@ -90,6 +93,32 @@ INSTANTIATE_TEST_SUITE_P(Variants, ConvertVariant,
                          [](const ::testing::TestParamInfo<ConvertIsa>& p) {
                            return std::string(p.param == ConvertIsa::kF16c ? "f16c" : "scalar");
                          });
+
+// Integers (for filling and checking buffers): exact both ways where fp32 holds the value;
+// fp32 -> integer rounds to nearest even, clamps to the type's range, and takes a NaN as 0.
+TEST(ConvertIntegers, RoundToNearestEvenClampAndNanAsZero) {
+  const float in[] = {2.5f, 3.5f, -2.5f, -7.0f, 1e10f, -1e10f, 300.0f, -1.0f, NAN, 16777216.0f};
+  std::int32_t i32[10];
+  from_float(in, DataType::kInt32, 10, i32);
+  const std::int32_t want32[] = {2, 4, -2, -7, INT32_MAX, INT32_MIN, 300, -1, 0, 16777216};
+  for (int k = 0; k < 10; ++k) EXPECT_EQ(i32[k], want32[k]) << "element " << k;
+  std::int64_t i64[10];
+  from_float(in, DataType::kInt64, 10, i64);
+  const std::int64_t want64[] = {2, 4, -2, -7, 10000000000, -10000000000, 300, -1, 0, 16777216};
+  for (int k = 0; k < 10; ++k) EXPECT_EQ(i64[k], want64[k]) << "element " << k;
+  std::uint8_t u8[10];
+  from_float(in, DataType::kUInt8, 10, u8);
+  const std::uint8_t want8[] = {2, 4, 0, 0, 255, 0, 255, 0, 0, 255};
+  for (int k = 0; k < 10; ++k) EXPECT_EQ(u8[k], want8[k]) << "element " << k;
+  float back[10];
+  to_float(want32, DataType::kInt32, 10, back);
+  EXPECT_EQ(back[3], -7.0f);
+  EXPECT_EQ(back[9], 16777216.0f);
+  to_float(want8, DataType::kUInt8, 10, back);
+  EXPECT_EQ(back[4], 255.0f);
+  to_float(want64, DataType::kInt64, 10, back);
+  EXPECT_EQ(back[4], 1e10f);
+}
 
 }  // namespace
 }  // namespace tpcomm

@@ -55,7 +55,8 @@ std::vector<std::uint8_t> reference(DataType type, ReduceOp op,
       if (op == ReduceOp::kMax && v > best) best = v;
       if (op == ReduceOp::kMin && v < best) best = v;
     }
-    const auto bytes = bytes_of(type, op == ReduceOp::kSum ? sum : static_cast<std::uint64_t>(best));
+    const auto bytes =
+        bytes_of(type, op == ReduceOp::kSum ? sum : static_cast<std::uint64_t>(best));
     out.insert(out.end(), bytes.begin(), bytes.end());
   }
   return out;
@@ -117,8 +118,7 @@ TEST_P(IntReduce, EveryTypeOpAndRankCountMatchesTheReferenceInPlaceOrNot) {
           ASSERT_EQ(got, want) << to_string(t) << " " << to_string(op) << " ranks " << ranks
                                << " n " << n;
           // In place into the last source (a rank's own input in an in-place call).
-          transport::shm::reduce_slots_with(isa, ptrs.data(), ranks, n, t, op,
-                                            data.back().data());
+          transport::shm::reduce_slots_with(isa, ptrs.data(), ranks, n, t, op, data.back().data());
           ASSERT_EQ(data.back(), want) << "in place: " << to_string(t) << " " << to_string(op)
                                        << " ranks " << ranks << " n " << n;
           ++cases;
@@ -192,7 +192,8 @@ TEST(IntReduce, CudaKernelsHandIntegerCallsToNccl) {
       EXPECT_EQ(detail::backend_for_type(b, t), std::nullopt) << to_string(b) << to_string(t);
     }
   }
-  for (Backend b : {Backend::kLocal, Backend::kNccl, Backend::kShm, Backend::kGloo, Backend::kHier}) {
+  for (Backend b :
+       {Backend::kLocal, Backend::kNccl, Backend::kShm, Backend::kGloo, Backend::kHier}) {
     EXPECT_EQ(detail::backend_for_type(b, DataType::kInt64), std::nullopt) << to_string(b);
   }
 }

@@ -197,7 +197,9 @@ class HierBackend final : public CollectiveBackend {
 
   // The type the stages carry: fp32 for floating-point calls (one rounding, at the end), an
   // integer call's own type (exact as it is).
-  static DataType stage_type(DataType type) { return is_floating(type) ? DataType::kFloat32 : type; }
+  static DataType stage_type(DataType type) {
+    return is_floating(type) ? DataType::kFloat32 : type;
+  }
   static void widen(const void* from, DataType type, std::size_t count, std::uint8_t* to) {
     if (is_floating(type)) {
       to_float(from, type, count, reinterpret_cast<float*>(to));
