@@ -22,6 +22,10 @@ const std::vector<Backend>& backends_of(DeviceType type);
 Backend fallback_backend(DeviceType type);
 // Algorithms a backend implements for an operation (the first is its default).
 const std::vector<Algorithm>& algorithms_of(Backend backend, Op op);
+// The backend that carries a call of `type` where a plan names `planned`, when `planned` cannot:
+// the custom and multimem kernels reduce floating-point types only, so integer calls on a CUDA
+// communicator go to NCCL (as vLLM's and SGLang's custom all-reduce leave them to NCCL).
+std::optional<Backend> backend_for_type(Backend planned, DataType type);
 // Whether the backend's kernels take a thread-block count (CUDA kernels of our own).
 bool takes_blocks(Backend backend);
 // Whether the backend streams a message in steps of a size the table may set (shm's lanes).

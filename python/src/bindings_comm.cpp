@@ -12,6 +12,7 @@
 #include "plan_report.hpp"
 #include "tpcomm/communicator.hpp"
 #include "tpcomm/error.hpp"
+#include "tpcomm/tuning.hpp"
 
 namespace py = pybind11;
 
@@ -173,10 +174,16 @@ void bind_plan(py::class_<Comm>& c) {
   c.def("plan_json", [](Comm& self) { return plan_to_json(self.get().plan()); });
   c.def("plan_text",
         [](Comm& self) { return cli::format_plan_report(self.get().facts(), self.get().plan()); });
-  c.def("route", [](Comm& self, const std::string& op, std::uint64_t input_bytes) {
+  c.def("route", [](Comm& self, const std::string& op, std::uint64_t input_bytes,
+                     const std::string& dtype) {
     const Op o = parse<Op>(op, "op");
     const Plan& plan = self.get().plan();
     const TableRow& row = plan.ops.at(o).row_for(routed_bytes(o, input_bytes, self.get().size()));
+    // As the communicator dispatches it: integers leave the floating-point-only kernels.
+    if (auto other = backend_for_type(row.backend, parse<DataType>(dtype, "dtype"))) {
+      return py::make_tuple(std::string(to_string(*other)),
+                            std::string(to_string(algorithms_of(*other, o).front())));
+    }
     return py::make_tuple(std::string(to_string(row.backend)),
                           std::string(to_string(row.algorithm)));
   });

@@ -247,7 +247,7 @@ class Communicator:
         name = _buffers.dtype_name(dtype)
         if nbytes < 0 or nbytes % _buffers._ITEMSIZE[name]:
             raise ValueError(f"route: {nbytes} bytes is not a whole number of {name} elements")
-        return self._native.route(op, int(nbytes))
+        return self._native.route(op, int(nbytes), name)
 
     # --- lifetime ------------------------------------------------------------------------------
 

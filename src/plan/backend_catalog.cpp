@@ -14,6 +14,12 @@ const std::vector<Backend>& backends_of(DeviceType type) {
   return type == DeviceType::kCuda ? cuda : cpu;
 }
 
+std::optional<Backend> backend_for_type(Backend planned, DataType type) {
+  const bool floating_only = planned == Backend::kCustom || planned == Backend::kMultimem;
+  if (floating_only && !is_floating(type)) return Backend::kNccl;
+  return std::nullopt;
+}
+
 Backend fallback_backend(DeviceType type) {
   return type == DeviceType::kCuda ? Backend::kNccl : Backend::kGloo;
 }

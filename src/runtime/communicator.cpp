@@ -20,12 +20,6 @@ std::uint64_t call_bytes(const transport::Call& c, int size) {
 
 }  // namespace
 
-std::optional<Backend> detail::backend_for_type(Backend planned, DataType type) {
-  const bool floating_only = planned == Backend::kCustom || planned == Backend::kMultimem;
-  if (floating_only && !is_floating(type)) return Backend::kNccl;
-  return std::nullopt;
-}
-
 std::string CommunicatorState::presence_key(int r) const {
   return fmt::format("tpcomm/c{:016x}/alive/{}", comm_id, r);
 }
@@ -243,7 +237,7 @@ void CommunicatorState::run_call(transport::Call call, bool device_call) {
   call.captured = device_call && detail::stream_is_capturing(call.stream);
   const Plan& table = call.captured ? graph_plan : eager_plan;
   TableRow row = table.ops.at(call.op).row_for(call_bytes(call, bootstrap->size()));
-  if (auto other = detail::backend_for_type(row.backend, call.type)) {
+  if (auto other = backend_for_type(row.backend, call.type)) {
     if (!backends.count(*other)) {
       throw Error(
           ErrorCode::kUnavailable,

@@ -94,11 +94,6 @@ struct detail::CommunicatorState {
 
 namespace detail {
 
-// The backend that carries a call of `type` where the plan names `planned`, when `planned` cannot:
-// the custom and multimem kernels reduce floating-point types only, so integer calls on a CUDA
-// communicator go to NCCL (as vLLM's and SGLang's custom all-reduce hand them to NCCL).
-std::optional<Backend> backend_for_type(Backend planned, DataType type);
-
 // What a communicator is built from: its backends and how a rank learns its own hardware.
 // Communicator::create uses this machine's (builtin_platform); tests pass stand-ins, such as a
 // probe that reports GPUs and GPU backends whose set-up steps are scripted.

@@ -39,7 +39,7 @@ std::vector<std::uint8_t> normal_bytes(std::size_t bytes, std::uint32_t seed) {
   for (std::size_t i = 0; i < bytes; i += 2) {
     x = x * 1664525u + 1013904223u;
     const auto h = static_cast<std::uint16_t>(0x0400 + (x >> 8) % (0x4000 - 0x0400));
-    std::memcpy(out.data() + i, &h, 2);
+    std::memcpy(out.data() + i, &h, std::min<std::size_t>(2, bytes - i));  // odd: uint8
   }
   return out;
 }
@@ -92,10 +92,13 @@ int check_calls(Communicator& comm, Device& d, std::size_t count) {
         what, first, at, at + 3, got[at], got[at + 1], got[at + 2], got[at + 3], want[at],
         want[at + 1], want[at + 2], want[at + 3]);
   };
-  for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
+  for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16,
+                     DataType::kInt32, DataType::kInt64, DataType::kUInt8}) {
     const std::size_t bytes = count * size_of(t);
+    // Integers: the same random bytes, any bit pattern being a value.
     const auto data = normal_bytes(bytes, static_cast<std::uint32_t>(bytes));
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kAvg}) {
+      if (op == ReduceOp::kAvg && !is_floating(t)) continue;  // refused: integers have no avg
       d.write(d.in, data);
       comm.all_reduce(d.in, d.out, count, t, op, d.stream);
       expect(fmt::format("all_reduce {} {}", to_string(t), to_string(op)).c_str(), d.out, data);

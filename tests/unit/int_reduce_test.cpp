@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "runtime/communicator_impl.hpp"
+#include "tpcomm/tuning.hpp"
 #include "transport/common/int_reduce.hpp"
 #include "transport/shm/shm_reduce.hpp"
 
@@ -186,15 +186,15 @@ TEST(IntReduce, ExtremesWrapAndCompareAsTheirTypeDoes) {
 TEST(IntReduce, CudaKernelsHandIntegerCallsToNccl) {
   for (Backend b : {Backend::kCustom, Backend::kMultimem}) {
     for (DataType t : {DataType::kInt32, DataType::kInt64, DataType::kUInt8}) {
-      EXPECT_EQ(detail::backend_for_type(b, t), Backend::kNccl) << to_string(b) << to_string(t);
+      EXPECT_EQ(backend_for_type(b, t), Backend::kNccl) << to_string(b) << to_string(t);
     }
     for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
-      EXPECT_EQ(detail::backend_for_type(b, t), std::nullopt) << to_string(b) << to_string(t);
+      EXPECT_EQ(backend_for_type(b, t), std::nullopt) << to_string(b) << to_string(t);
     }
   }
   for (Backend b :
        {Backend::kLocal, Backend::kNccl, Backend::kShm, Backend::kGloo, Backend::kHier}) {
-    EXPECT_EQ(detail::backend_for_type(b, DataType::kInt64), std::nullopt) << to_string(b);
+    EXPECT_EQ(backend_for_type(b, DataType::kInt64), std::nullopt) << to_string(b);
   }
 }
 
