@@ -175,7 +175,7 @@ void bind_plan(py::class_<Comm>& c) {
   c.def("plan_text",
         [](Comm& self) { return cli::format_plan_report(self.get().facts(), self.get().plan()); });
   c.def("route", [](Comm& self, const std::string& op, std::uint64_t input_bytes,
-                     const std::string& dtype) {
+                    const std::string& dtype) {
     const Op o = parse<Op>(op, "op");
     const Plan& plan = self.get().plan();
     const TableRow& row = plan.ops.at(o).row_for(routed_bytes(o, input_bytes, self.get().size()));

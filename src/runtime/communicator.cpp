@@ -18,6 +18,29 @@ std::uint64_t call_bytes(const transport::Call& c, int size) {
   return c.op == Op::kAllReduce ? per : per * static_cast<std::uint64_t>(size);
 }
 
+// The plan's row for `call`, with the backend that carries a call of its type where the row's
+// cannot (backend_for_type: integers on CUDA go to NCCL).
+TableRow row_of(const Plan& table, const transport::Call& call, int rank, int size,
+                const std::map<Backend, std::unique_ptr<transport::CollectiveBackend>>& backends) {
+  TableRow row = table.ops.at(call.op).row_for(call_bytes(call, size));
+  const auto other = backend_for_type(row.backend, call.type);
+  if (!other) return row;
+  if (!backends.count(*other)) {
+    throw Error(
+        ErrorCode::kUnavailable,
+        fmt::format("rank {}: {} #{}: {} has no {} kernels, and {}, which carries such "
+                    "calls on a {} communicator, is not set up here (the plan does not "
+                    "use it)",
+                    rank, transport::call_signature(call), call.sequence, to_string(row.backend),
+                    to_string(call.type), to_string(*other), to_string(table.device_type)));
+  }
+  row.backend = *other;
+  row.algorithm = algorithms_of(*other, call.op).front();
+  row.blocks.reset();
+  row.step_bytes.reset();
+  return row;
+}
+
 }  // namespace
 
 std::string CommunicatorState::presence_key(int r) const {
@@ -236,22 +259,7 @@ void CommunicatorState::run_call(transport::Call call, bool device_call) {
   }
   call.captured = device_call && detail::stream_is_capturing(call.stream);
   const Plan& table = call.captured ? graph_plan : eager_plan;
-  TableRow row = table.ops.at(call.op).row_for(call_bytes(call, bootstrap->size()));
-  if (auto other = backend_for_type(row.backend, call.type)) {
-    if (!backends.count(*other)) {
-      throw Error(
-          ErrorCode::kUnavailable,
-          fmt::format("rank {}: {} #{}: {} has no {} kernels, and {}, which carries "
-                      "such calls on a {} communicator, is not set up here (the plan "
-                      "does not use it)",
-                      rank, transport::call_signature(call), call.sequence, to_string(row.backend),
-                      to_string(call.type), to_string(*other), to_string(plan.device_type)));
-    }
-    row.backend = *other;
-    row.algorithm = algorithms_of(*other, call.op).front();
-    row.blocks.reset();
-    row.step_bytes.reset();
-  }
+  const TableRow row = row_of(table, call, rank, bootstrap->size(), backends);
   call.algorithm = row.algorithm;
   call.blocks = row.blocks.value_or(0);
   call.step_bytes = row.step_bytes.value_or(0);

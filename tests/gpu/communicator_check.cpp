@@ -92,8 +92,8 @@ int check_calls(Communicator& comm, Device& d, std::size_t count) {
         what, first, at, at + 3, got[at], got[at + 1], got[at + 2], got[at + 3], want[at],
         want[at + 1], want[at + 2], want[at + 3]);
   };
-  for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16,
-                     DataType::kInt32, DataType::kInt64, DataType::kUInt8}) {
+  for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16, DataType::kInt32,
+                     DataType::kInt64, DataType::kUInt8}) {
     const std::size_t bytes = count * size_of(t);
     // Integers: the same random bytes, any bit pattern being a value.
     const auto data = normal_bytes(bytes, static_cast<std::uint32_t>(bytes));
