@@ -3,7 +3,7 @@
 Run as scripts/gpu-check.sh does, under `TPCOMM_DISABLE=local tpcomm run -n 1` with the
 package built there for that machine's interpreter: the one-rank group's calls go to NCCL
 (the only group of ranks one GPU allows), so every result must equal its input bit for bit.
-Checks every call x dtype (x op) on torch CUDA tensors, a call enqueued on a side stream, a
+Checks every call x dtype (x op) on torch CUDA tensors (the integers too), a call enqueued on a side stream, a
 call captured in a torch CUDA graph and replayed, and that a CPU tensor is refused. Exit 0
 when everything was right.
 """
@@ -21,7 +21,8 @@ import tpcomm  # noqa: E402
 
 print("python: tpcomm imported", flush=True)
 
-BITS = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
+BITS = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16,
+        torch.int32: torch.int32, torch.int64: torch.int64, torch.uint8: torch.uint8}
 
 
 def main():
@@ -75,6 +76,18 @@ def main():
         graph.replay()
         torch.cuda.synchronize()
         expect(f"all_reduce {name} captured, replayed", static, x)
+
+    # Integers: NCCL carries them whatever the plan's row names (the kernels are float-only).
+    for dtype in (torch.int32, torch.int64, torch.uint8):
+        x = torch.randint(0, 250, (n,), device="cuda", generator=gen).to(dtype)
+        name = str(dtype).removeprefix("torch.")
+        for op in ("sum", "max", "min"):
+            t = x.clone()
+            comm.all_reduce(t, op=op)
+            torch.cuda.synchronize()
+            expect(f"all_reduce {name} {op}", t, x)
+        expect(f"all_gather {name}", comm.all_gather(x), x)
+        expect(f"reduce_scatter {name}", comm.reduce_scatter(x), x)
 
     try:
         comm.all_reduce(torch.ones(4))
