@@ -87,12 +87,15 @@ std::uint64_t element(const std::vector<std::uint8_t>& b, std::size_t i, DataTyp
   return v;
 }
 
+// Counts wrong elements; the first one's place is written only when it is wrong (`where` is a
+// callable returning it: formatting it for every element cost most of the test's time).
 struct Wrong {
   int count = 0;
   std::string first;
-  void check(std::uint64_t got, std::uint64_t want, const std::string& where) {
+  template <typename Where>
+  void check(std::uint64_t got, std::uint64_t want, const Where& where) {
     if (got == want) return;
-    if (count++ == 0) first = fmt::format("{}: got {:#x}, want {:#x}", where, got, want);
+    if (count++ == 0) first = fmt::format("{}: got {:#x}, want {:#x}", where(), got, want);
   }
 };
 
@@ -111,20 +114,23 @@ void check_every_call(Communicator& comm, const std::vector<std::size_t>& counts
         std::vector<std::uint8_t> out(n * es, 0xa5);
         comm.all_reduce(full.data(), out.data(), n, t, op);
         for (std::size_t i = 0; i < n; ++i) {
-          wrong.check(element(out, i, t), reduced(w, i, t, op),
-                      fmt::format("all_reduce {} {} element {}", tag, to_string(op), i));
+          wrong.check(element(out, i, t), reduced(w, i, t, op), [&] {
+            return fmt::format("all_reduce {} {} element {}", tag, to_string(op), i);
+          });
         }
         std::vector<std::uint8_t> in_place(full.begin(), full.begin() + static_cast<long>(n * es));
         comm.all_reduce(in_place.data(), in_place.data(), n, t, op);
         for (std::size_t i = 0; i < n; ++i) {
-          wrong.check(element(in_place, i, t), reduced(w, i, t, op),
-                      fmt::format("in-place all_reduce {} {} element {}", tag, to_string(op), i));
+          wrong.check(element(in_place, i, t), reduced(w, i, t, op), [&] {
+            return fmt::format("in-place all_reduce {} {} element {}", tag, to_string(op), i);
+          });
         }
         comm.reduce_scatter(full.data(), out.data(), n, t, op);
         for (std::size_t i = 0; i < n; ++i) {
           const std::size_t at = static_cast<std::size_t>(me) * n + i;
-          wrong.check(element(out, i, t), reduced(w, at, t, op),
-                      fmt::format("reduce_scatter {} {} element {}", tag, to_string(op), i));
+          wrong.check(element(out, i, t), reduced(w, at, t, op), [&] {
+            return fmt::format("reduce_scatter {} {} element {}", tag, to_string(op), i);
+          });
         }
       }
       std::vector<std::uint8_t> gathered(n * es * uw, 0xa5);
@@ -133,14 +139,14 @@ void check_every_call(Communicator& comm, const std::vector<std::size_t>& counts
         for (std::size_t i = 0; i < n; ++i) {
           wrong.check(element(gathered, r * n + i, t),
                       truncated(value(static_cast<int>(r), i, t), t),
-                      fmt::format("all_gather {} block {} element {}", tag, r, i));
+                      [&] { return fmt::format("all_gather {} block {} element {}", tag, r, i); });
         }
       }
       std::vector<std::uint8_t> b(full.begin(), full.begin() + static_cast<long>(n * es));
       comm.broadcast(b.data(), n, t, w - 1);
       for (std::size_t i = 0; i < n; ++i) {
         wrong.check(element(b, i, t), truncated(value(w - 1, i, t), t),
-                    fmt::format("broadcast {} element {}", tag, i));
+                    [&] { return fmt::format("broadcast {} element {}", tag, i); });
       }
       EXPECT_EQ(wrong.count, 0) << "rank " << me << ": " << wrong.first;
     }
