@@ -15,11 +15,17 @@ class View:
     """What one buffer argument is, checked. Built on every call, so it reads only what every
     call needs (the shape, wanted by few, is read when asked for)."""
 
-    __slots__ = ("obj", "ptr", "numel", "dtype", "device", "kind", "gpu")
+    __slots__ = ("obj", "ptr", "numel", "dtype", "device", "kind", "gpu", "logical")
 
-    def __init__(self, obj, ptr, numel, dtype, device, kind, gpu=-1):
+    def __init__(self, obj, ptr, numel, dtype, device, kind, gpu=-1, logical=False):
         self.obj, self.ptr, self.numel, self.dtype = obj, ptr, numel, dtype
         self.device, self.kind, self.gpu = device, kind, gpu  # gpu: a CUDA tensor's device index
+        self.logical = logical  # a bool buffer, travelling as uint8 bytes of 0 and 1
+
+    @property
+    def type_name(self):
+        """The dtype as the caller knows it: "bool" for a bool buffer, else its name."""
+        return "bool" if self.logical else self.dtype
 
     @property
     def where(self):
@@ -46,16 +52,19 @@ def _torch_view(t, what):
         TORCH_DTYPES.update({getattr(torch, name): name for name in DTYPE_NAMES})
         TENSOR = torch.Tensor
     dtype = TORCH_DTYPES.get(t.dtype)
-    if dtype is None:
+    logical = dtype is None and t.dtype == sys.modules["torch"].bool
+    if logical:
+        dtype = "uint8"
+    elif dtype is None:
         raise ValueError(f"{what}: dtype {t.dtype} is not one of "
-                         + ", ".join(f"torch.{name}" for name in DTYPE_NAMES))
+                         + ", ".join(f"torch.{name}" for name in DTYPE_NAMES + ("bool",)))
     if not t.is_contiguous():
         raise ValueError(f"{what}: the tensor is not contiguous (pass t.contiguous())")
     # is_cuda / is_cpu are plain flags; t.device builds an object (a quarter of a microsecond).
     if t.is_cuda:
-        return View(t, t.data_ptr(), t.numel(), dtype, "cuda", "torch", t.get_device())
+        return View(t, t.data_ptr(), t.numel(), dtype, "cuda", "torch", t.get_device(), logical)
     device = "cpu" if t.is_cpu else t.device.type
-    return View(t, t.data_ptr(), t.numel(), dtype, device, "torch")
+    return View(t, t.data_ptr(), t.numel(), dtype, device, "torch", logical=logical)
 
 
 _NUMPY_DTYPES = {}  # numpy dtype -> name, filled on first use
@@ -66,13 +75,16 @@ def _numpy_view(a, what):
         np = sys.modules["numpy"]
         _NUMPY_DTYPES.update({np.dtype(name): name for name in DTYPE_NAMES if name != "bfloat16"})
     dtype = _NUMPY_DTYPES.get(a.dtype)
-    if dtype is None:
+    logical = dtype is None and a.dtype == sys.modules["numpy"].bool_
+    if logical:
+        dtype = "uint8"
+    elif dtype is None:
         raise ValueError(f"{what}: dtype {a.dtype} is not one of "
                          + ", ".join(f"numpy.{name}" for name in DTYPE_NAMES if name != "bfloat16")
-                         + " (numpy has no bfloat16: use a torch tensor)")
+                         + ", numpy.bool_ (numpy has no bfloat16: use a torch tensor)")
     if not a.flags.c_contiguous:
         raise ValueError(f"{what}: the array is not C-contiguous (pass numpy.ascontiguousarray(a))")
-    return View(a, _tpcomm.buffer_address(a), a.size, dtype, "cpu", "numpy")
+    return View(a, _tpcomm.buffer_address(a), a.size, dtype, "cpu", "numpy", logical=logical)
 
 
 def view(obj, what, writable=False):

@@ -25,6 +25,16 @@ def _check_op(op):
     return op
 
 
+def _reduction(v, op):
+    """op as the library runs it on v. A bool buffer travels as bytes of 0 and 1, so its sum is
+    a logical or, run as max (as PyTorch's NCCL group runs it); min is a logical and."""
+    if not v.logical:
+        return op
+    if op == "avg":
+        raise ValueError("op 'avg' is not defined for bool (sum is a logical or, min a logical and)")
+    return "max" if op == "sum" else op
+
+
 def _dimension(what, dim, shape):
     """dim as an index of shape (negative counts from the end, as torch); a 0-d shape takes 0."""
     rank = max(len(shape), 1)
@@ -122,9 +132,9 @@ class Communicator:
         if out is None:
             return _buffers.view(_buffers.empty_like(like, shape), what)
         v = _buffers.view(out, what, writable=True)
-        if v.dtype != like.dtype or v.where != like.where:
-            raise ValueError(f"{what}: {v.dtype} on {v.where}, but the input is {like.dtype} on "
-                             f"{like.where}")
+        if v.type_name != like.type_name or v.where != like.where:
+            raise ValueError(f"{what}: {v.type_name} on {v.where}, but the input is "
+                             f"{like.type_name} on {like.where}")
         if v.numel != numel:
             raise ValueError(f"{what}: {v.numel} elements (shape {v.shape}), the call writes "
                              f"{numel} (shape {shape})")
@@ -147,7 +157,8 @@ class Communicator:
         _check_op(op)
         v = self._input(t, writable=out is None)
         o = v if out is None else self._output(out, v, v.numel, v.shape)
-        self._native.all_reduce(v.ptr, o.ptr, v.numel, v.dtype, op, _buffers.stream_of(v))
+        self._native.all_reduce(v.ptr, o.ptr, v.numel, v.dtype, _reduction(v, op),
+                                _buffers.stream_of(v))
         return o.obj
 
     def all_gather(self, t, out=None, dim=0):
@@ -195,7 +206,8 @@ class Communicator:
             # Rank q's part t[..., q * m:(q + 1) * m, ...] moved to the front, contiguous.
             split = v.shape[:d] + (self.size, v.shape[d] // self.size) + v.shape[d + 1:]
             v = _buffers.contiguous_moved(v, split, d, "reduce_scatter")
-        self._native.reduce_scatter(v.ptr, o.ptr, o.numel, v.dtype, op, _buffers.stream_of(v))
+        self._native.reduce_scatter(v.ptr, o.ptr, o.numel, v.dtype, _reduction(v, op),
+                                    _buffers.stream_of(v))
         return o.obj
 
     def broadcast(self, t, src=0):

@@ -344,7 +344,10 @@ TEST(Faults, ARankThatNeverStartsIsNamedByEveryOtherRank) {
   EXPECT_NE(r.exit_code, 0);
   auto errors = lines_with(r.out, "rank 2 did not join within 2000 ms (facts exchange)");
   EXPECT_EQ(errors.size(), 2u) << r.out;
-  EXPECT_LT(elapsed, std::chrono::milliseconds(2000 + 2000)) << "timeout + 2 s";
+  // Far below the 60 s default, so the deadline set is the one honoured; the slack covers three
+  // processes starting under AddressSanitizer beside other tests on 2 cores (4.3 s seen in CI,
+  // where "timeout + 2 s" failed).
+  EXPECT_LT(elapsed, std::chrono::milliseconds(2000 + 8000)) << "timeout + 8 s";
   std::cout << "[ info ] never-started rank detected after "
             << std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()
             << " ms (TPCOMM_TIMEOUT_MS=2000)\n";

@@ -72,6 +72,7 @@ def test_in_place_all_reduce_of_a_plain_tensor_skips_the_checked_path_and_others
         # So does every call the fast path cannot take, and each is refused as before.
         for bad, op, says in ((torch.zeros(4, 4).t(), "sum", "not contiguous"),
                               (torch.zeros(4, dtype=torch.int16), "sum", "dtype torch.int16"),
+                              (torch.zeros(4, dtype=torch.bool), "avg", "not defined for bool"),
                               (torch.zeros(4, device="meta"), "sum", "a meta buffer on a cpu"),
                               (torch.zeros(4), "prod", "op 'prod'")):
             refused(lambda: comm.all_reduce(bad, op=op), says)
@@ -121,7 +122,7 @@ def test_numpy_arrays(tmp_path):
     """, n=2).expect_ok(2)
 
 
-def test_integer_tensors_and_arrays_reduce_exactly_wrapping_as_torch_and_numpy_do(tmp_path):
+def test_integer_and_bool_tensors_and_arrays_reduce_exactly_as_torch_and_numpy_do(tmp_path):
     run_ranks(tmp_path, """
         comm = tpcomm.Communicator.from_env(timeout=30)
         n, r = comm.size, comm.rank
@@ -153,6 +154,24 @@ def test_integer_tensors_and_arrays_reduce_exactly_wrapping_as_torch_and_numpy_d
             comm.all_reduce(x)
             assert torch.equal(x, wrapped), dt
             comm.free(x)
+        # bool: bytes of 0 and 1; sum and max a logical or (as PyTorch's NCCL group), min an and.
+        def flags(q):
+            return (torch.arange(1200) * (q + 3)) % 7 < 2
+        for op, want in (("sum", torch.stack([flags(q) for q in range(n)]).any(0)),
+                         ("max", torch.stack([flags(q) for q in range(n)]).any(0)),
+                         ("min", torch.stack([flags(q) for q in range(n)]).all(0))):
+            t = flags(r)
+            assert comm.all_reduce(t, op=op) is t and t.dtype == torch.bool
+            assert torch.equal(t, want), op
+            s = comm.reduce_scatter(flags(r), op=op)
+            assert s.dtype == torch.bool and torch.equal(s, want.chunk(n)[r]), op
+        assert torch.equal(comm.all_gather(flags(r)), torch.cat([flags(q) for q in range(n)]))
+        refused(lambda: comm.all_reduce(flags(r), op="avg"), "not defined for bool")
+        refused(lambda: comm.all_reduce(flags(r), out=torch.empty(1200, dtype=torch.uint8)),
+                "out: uint8 on cpu, but the input is bool")
+        a = np.arange(50) % (r + 2) == 0
+        comm.all_reduce(a, op="min")
+        assert a.dtype == np.bool_ and np.array_equal(a, np.all([np.arange(50) % (q + 2) == 0 for q in range(n)], 0))
         for dt in (np.int32, np.int64, np.uint8):
             a = ((np.arange(999) * 31 + r * 17) % 200).astype(dt)
             want = sum(((np.arange(999) * 31 + q * 17) % 200).astype(np.int64) for q in range(n))
