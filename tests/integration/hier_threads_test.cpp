@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "runtime/communicator_impl.hpp"
+#include "simulated_nodes.hpp"
 #include "thread_ranks.hpp"
 #include "tpcomm/tcp_store.hpp"
 
@@ -70,26 +71,13 @@ TEST(HierOnThreads, TwoSimulatedNodesPlanHierAndSumEveryElement) {
   });
 }
 
-// Ranks dealt to `nodes` nodes in turn (6 ranks on 2 nodes: 0, 2, 4 and 1, 3, 5): no node holds
-// consecutive ranks, so hier's all-gather and reduce-scatter must put every block back in rank
-// order.
-detail::Platform nodes_in_turn(int nodes) {
-  detail::Platform p = detail::builtin_platform();
-  p.node_of_ranks = [nodes](int size) {
-    std::vector<int> node(static_cast<std::size_t>(size));
-    for (int r = 0; r < size; ++r) node[static_cast<std::size_t>(r)] = r % nodes;
-    return node;
-  };
-  return p;
-}
-
 TEST(HierOnThreads, AllGatherAndReduceScatterKeepRankOrderWhenNodesHoldRanksInTurn) {
   for (const auto& [size, nodes] : {std::pair{4, 2}, std::pair{6, 2}, std::pair{6, 3}}) {
     const auto group = make_thread_group(size);
     test::on_ranks(group, [&, size = size, nodes = nodes](int r, std::shared_ptr<Bootstrap> bs) {
       CommunicatorOptions o;
       o.timeout = 20s;
-      auto comm = detail::create_communicator(bs, o, nodes_in_turn(nodes));
+      auto comm = detail::create_communicator(bs, o, test::nodes_in_turn(nodes));
       for (Op op : {Op::kAllGather, Op::kReduceScatter}) {
         ASSERT_EQ(comm->plan().ops.at(op).table[0].backend, Backend::kHier) << to_string(op);
       }

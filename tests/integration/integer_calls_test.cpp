@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "runtime/communicator_impl.hpp"
+#include "simulated_nodes.hpp"
 #include "thread_ranks.hpp"
 #include "tpcomm/error.hpp"
 #include "transport/gloo/gloo_opening_exchange.hpp"
@@ -180,21 +181,11 @@ TEST(IntegerCalls, EveryElementOverGlooOnBothSidesOfTheInlineRoom) {
   }
 }
 
-detail::Platform nodes_in_turn(int nodes) {
-  detail::Platform p = detail::builtin_platform();
-  p.node_of_ranks = [nodes](int size) {
-    std::vector<int> node(static_cast<std::size_t>(size));
-    for (int r = 0; r < size; ++r) node[static_cast<std::size_t>(r)] = r % nodes;
-    return node;
-  };
-  return p;
-}
-
 TEST(IntegerCalls, EveryElementOverHierWithRanksDealtToNodesInTurn) {
   test::on_ranks(make_thread_group(4), [&](int, std::shared_ptr<Bootstrap> bs) {
     CommunicatorOptions o;
     o.timeout = 60s;
-    auto comm = detail::create_communicator(bs, o, nodes_in_turn(2));
+    auto comm = detail::create_communicator(bs, o, test::nodes_in_turn(2));
     ASSERT_EQ(comm->plan().ops.at(Op::kAllReduce).table.front().backend, Backend::kHier);
     check_every_call(*comm, {1, 7, 1001, 70001});
   });
