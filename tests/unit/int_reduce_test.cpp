@@ -135,14 +135,16 @@ INSTANTIATE_TEST_SUITE_P(EveryVariant, IntReduce,
                            return std::string(transport::shm::to_string(p.param));
                          });
 
-TEST(IntReduce, CombineFoldsASecondBufferIntoTheFirst) {
+// Gloo's reduce function: the output is the first of the two sources.
+TEST(IntReduce, FoldsASecondBufferIntoTheFirst) {
   std::mt19937_64 rng(5);
   for (DataType t : {DataType::kInt32, DataType::kInt64, DataType::kUInt8}) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin}) {
       std::vector<std::vector<std::uint8_t>> data = {random_buffer(t, 333, rng),
                                                      random_buffer(t, 333, rng)};
       const auto want = reference(t, op, data, 333);
-      transport::combine_ints(data[0].data(), data[1].data(), 333, t, op);
+      const void* both[] = {data[0].data(), data[1].data()};
+      transport::reduce_ints(both, 2, 333, t, op, data[0].data());
       EXPECT_EQ(data[0], want) << to_string(t) << " " << to_string(op);
     }
   }

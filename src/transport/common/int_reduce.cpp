@@ -83,9 +83,4 @@ void reduce_ints(const void* const* srcs, int ranks, std::size_t count, DataType
   throw Error(ErrorCode::kInternal, "reduce_ints called with a floating-point type");
 }
 
-void combine_ints(void* acc, const void* x, std::size_t count, DataType type, ReduceOp op) {
-  const void* srcs[] = {acc, x};
-  reduce_ints(srcs, 2, count, type, op, acc);
-}
-
 }  // namespace tpcomm::transport

@@ -16,7 +16,4 @@ namespace tpcomm::transport {
 void reduce_ints(const void* const* srcs, int ranks, std::size_t count, DataType type, ReduceOp op,
                  void* out);
 
-// acc[i] = op(acc[i], x[i]).
-void combine_ints(void* acc, const void* x, std::size_t count, DataType type, ReduceOp op);
-
 }  // namespace tpcomm::transport
