@@ -7,6 +7,7 @@
 
 #include "common/log_format.hpp"
 #include "common/rank_list.hpp"
+#include "call_checks.hpp"
 #include "communicator_impl.hpp"
 #include "transport/common/call_text.hpp"
 
@@ -252,6 +253,7 @@ void CommunicatorState::run_call(transport::Call call, bool device_call) {
                     "average would round); use sum and divide",
                     rank, to_string(call.op), to_string(call.type)));
   }
+  runtime::check_call_buffers(call, rank, bootstrap->size());
   call.sequence = ++sequence;
   if (call.count > 0 && (call.input == nullptr || call.output == nullptr)) {
     throw invalid_input(fmt::format("rank {}: {} #{}: null buffer for {} elements", rank,

@@ -8,6 +8,7 @@
 
 #include "common/log_format.hpp"
 #include "common/rank_list.hpp"
+#include "call_checks.hpp"
 #include "communicator_impl.hpp"
 
 namespace tpcomm {
@@ -100,6 +101,7 @@ void broadcast_in_chunks(void* buffer, std::size_t count, DataType type, int ran
 void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int root) {
   impl_->throw_if_aborted();
   impl_->check_root(root, "broadcast");
+  runtime::check_broadcast_buffer(buffer, count, type, rank());
   impl_->check_broadcast(count, type, root);
   const std::size_t need =
       std::min(count, broadcast_chunk(type)) * size_of(type) * static_cast<std::size_t>(size());
@@ -114,6 +116,7 @@ void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int
                              CudaStream stream) {
   impl_->throw_if_aborted();
   impl_->check_root(root, "broadcast");
+  runtime::check_broadcast_buffer(buffer, count, type, rank());
   impl_->check_broadcast(count, type, root);
   const std::size_t need =
       std::min(count, broadcast_chunk(type)) * size_of(type) * static_cast<std::size_t>(size());

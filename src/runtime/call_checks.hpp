@@ -1,0 +1,31 @@
+// The checks of a call's buffers that need nothing but the call: run on the calling rank before
+// the call is numbered or reaches a backend, so a refusal sends nothing to the peers and leaves
+// the communicator usable (docs/communicator.md, Calls; docs/errors.md).
+#pragma once
+
+#include <cstddef>
+
+#include "tpcomm/types.hpp"
+#include "transport/common/backend.hpp"
+
+namespace tpcomm::runtime {
+
+// Refuses (kInvalidInput, naming the call, the ranges and the allowed form) a call of a group of
+// `size` ranks, made by `rank`:
+// - whose input or output byte size (count x element size, x size for the larger buffer of
+//   all_gather and reduce_scatter) does not fit in size_t, or whose buffer runs past the end of
+//   the address space;
+// - whose input [input, input + in_bytes) and output [output, output + out_bytes) overlap other
+//   than in the op's exact in-place form: all_reduce input == output; all_gather
+//   input == output + rank * count elements; reduce_scatter output == input + rank * count
+//   elements. The backends read peers' inputs and write outputs in an order that only those
+//   forms survive (shm returned wrong data, to the caller and to a peer, for partial overlaps).
+// A null buffer of a call with elements is left to the caller's own check (only sizes are
+// checked then).
+void check_call_buffers(const transport::Call& call, int rank, int size);
+
+// broadcast's buffer of `count` elements of `type`: its byte size fits in size_t and the buffer
+// does not run past the end of the address space.
+void check_broadcast_buffer(const void* buffer, std::size_t count, DataType type, int rank);
+
+}  // namespace tpcomm::runtime
