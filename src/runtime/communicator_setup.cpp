@@ -15,6 +15,7 @@
 
 #include "common/log_format.hpp"
 #include "common/rank_list.hpp"
+#include "common/text_file.hpp"
 #include "communicator_impl.hpp"
 #include "control/socket_util.hpp"
 #include "control/store_keys.hpp"
@@ -154,25 +155,14 @@ FactsTable group_facts(const std::vector<runtime::RankRecord>& records,
   return t;
 }
 
-// Written to a fresh file beside the target (mkstemp: never an existing name, never through a
-// link someone left there), then renamed over it, so a reader sees the old or the new file.
+// A failure to write is a warning: the dump is a by-product of creation, which goes on.
 void dump_facts(const FactsTable& facts) {
   auto path = env_raw("TPCOMM_DUMP_FACTS");
   if (!path) return;
-  std::string tmp = *path + ".XXXXXX";
-  const int fd = mkstemp(tmp.data());
-  if (fd < 0) {
-    TPCOMM_LOG(kWarn, "comm", "TPCOMM_DUMP_FACTS: cannot create a file beside {}: {}", *path,
-               std::strerror(errno));
-    return;
-  }
-  const std::string text = encode_facts(facts);
-  const bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  close(fd);
-  if (!written || std::rename(tmp.c_str(), path->c_str()) != 0) {
-    TPCOMM_LOG(kWarn, "comm", "TPCOMM_DUMP_FACTS: cannot write {}: {}", *path,
-               std::strerror(errno));
-    unlink(tmp.c_str());
+  try {
+    detail::replace_text_file(*path, encode_facts(facts));
+  } catch (const Error& e) {
+    TPCOMM_LOG(kWarn, "comm", "TPCOMM_DUMP_FACTS: {}", e.what());
   }
 }
 
