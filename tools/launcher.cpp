@@ -25,6 +25,7 @@
 #include "common/segment_names.hpp"
 #include "control/store_auth.hpp"
 #include "cpu_binding.hpp"
+#include "orphan_reaper.hpp"
 #include "rank_process.hpp"
 #include "sim_nodes.hpp"
 #include "tpcomm/deadline.hpp"
@@ -80,6 +81,7 @@ class Launcher {
   // something they started still holds it open (then stopped, so the launcher returns).
   bool output_done(std::size_t open_pipes);
   void remove_segments_of_ranks() const;
+  void report_cause();
 
   LaunchOptions options_;
   std::vector<Rank> ranks_;
@@ -149,6 +151,10 @@ void Launcher::start_ranks(const GroupLaunch& group, SimulatedNodes* nodes,
   }
 }
 
+// A line goes on when its newline comes, or in pieces of kLinePiece bytes, each a line of its own,
+// while none comes: a rank writing without newlines cannot grow the launcher's memory.
+constexpr std::size_t kLinePiece = std::size_t{64} << 10;
+
 void Launcher::pump(Rank& r, int fd, std::string& partial, std::ostream& sink) {
   char buf[65536];
   ssize_t n = read(fd, buf, sizeof(buf));
@@ -160,9 +166,19 @@ void Launcher::pump(Rank& r, int fd, std::string& partial, std::ostream& sink) {
     return;
   }
   partial.append(buf, static_cast<std::size_t>(n));
+  const std::string_view text(partial);
   std::size_t start = 0;
-  for (std::size_t nl; (nl = partial.find('\n', start)) != std::string::npos; start = nl + 1) {
-    sink << prefix(r) << std::string_view(partial).substr(start, nl - start) << "\n";
+  while (true) {
+    const std::size_t nl = text.find('\n', start);
+    if (nl != std::string_view::npos && nl - start <= kLinePiece) {
+      sink << prefix(r) << text.substr(start, nl - start) << "\n";
+      start = nl + 1;
+    } else if (text.size() - start > kLinePiece) {
+      sink << prefix(r) << text.substr(start, kLinePiece) << "\n";
+      start += kLinePiece;
+    } else {
+      break;
+    }
   }
   sink << std::flush;
   partial.erase(0, start);
@@ -187,6 +203,8 @@ void Launcher::stop_all(int signal_number, const std::string& cause) {
 void Launcher::reap() {
   int status = 0;
   pid_t pid;
+  // Also what the ranks left behind, re-parented here (orphan_reaper.hpp) when it ends: no
+  // zombies, and only a rank's own pid counts as a rank ending.
   while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
     for (auto& r : ranks_) {
       if (r.pid != pid || !r.running) continue;
@@ -259,6 +277,10 @@ int signals_to_fd(sigset_t& old_mask) {
 int Launcher::run() {
   sigset_t old_mask;
   int sfd = signals_to_fd(old_mask);
+  // What the ranks start and leave (setsid, a daemon's double fork) becomes ours to stop once
+  // they have ended; children this process had before are not.
+  const std::vector<pid_t> children_before = children_of_this_process();
+  become_subreaper();
 
   // Segments of ranks that died with an earlier launcher (kill -9 of `tpcomm run` kills its ranks
   // through PR_SET_PDEATHSIG, which no process can clean up after) go now.
@@ -315,20 +337,24 @@ int Launcher::run() {
   }
   nodes.reset();
   close(sfd);
+  stop_what_the_ranks_left(children_before);
   remove_segments_of_ranks();
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-  if (!cause_ && first_failure_) cause_ = *first_failure_ + " (--keep-going: the others ran on)";
-  if (cause_) {
-    std::vector<std::string> others;
-    for (const auto& r : ranks_) {
-      if (!(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0)) {
-        others.push_back(fmt::format("rank {} {}", r.index, describe_status(r.status)));
-      }
-    }
-    std::cerr << fmt::format("tpcomm run: {}; stopped the group ({})\n", *cause_,
-                             fmt::join(others, ", "));
-  }
+  report_cause();
   return exit_code_;
+}
+
+void Launcher::report_cause() {
+  if (!cause_ && first_failure_) cause_ = *first_failure_ + " (--keep-going: the others ran on)";
+  if (!cause_) return;
+  std::vector<std::string> others;
+  for (const auto& r : ranks_) {
+    if (!(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0)) {
+      others.push_back(fmt::format("rank {} {}", r.index, describe_status(r.status)));
+    }
+  }
+  std::cerr << fmt::format("tpcomm run: {}; stopped the group ({})\n", *cause_,
+                           fmt::join(others, ", "));
 }
 
 }  // namespace
