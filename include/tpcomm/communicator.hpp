@@ -127,6 +127,11 @@ class Communicator {
   // nothing freed) while another thread runs a call of this communicator, or for a pointer
   // allocate did not return. Whatever is left is freed with the communicator.
   void free(void* buffer);
+  // Keeps the memory allocate returned at `buffer` mapped while the handle lives, also after
+  // free() and after the communicator's end (private memory then, read by no peer): for a
+  // language binding whose arrays may outlive both (Python's Communicator.empty). Not
+  // collective; kInvalidInput for a pointer allocate did not return or that was freed.
+  std::shared_ptr<void> keep_mapped(void* buffer);
 
   // Aborts: peers waiting on this rank fail promptly, later calls throw kAborted.
   void abort(const std::string& reason);

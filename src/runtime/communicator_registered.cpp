@@ -46,4 +46,8 @@ void Communicator::free(void* buffer) {
                   [&] { c.heap->free(buffer, *c.bootstrap, c.deadline()); });
 }
 
+std::shared_ptr<void> Communicator::keep_mapped(void* buffer) {
+  return impl_->heap->keep_mapped(buffer);
+}
+
 }  // namespace tpcomm

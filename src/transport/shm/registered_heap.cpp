@@ -49,7 +49,7 @@ void* RegisteredHeap::allocate(std::size_t bytes, Bootstrap& bs, const Deadline&
   const std::size_t rounded = (bytes + page - 1) / page * page;
   const std::uint32_t id = next_id_++;  // the same on every rank: allocations are collective
   const std::string key = fmt::format("registered {:016x} allocate #{}", comm_id_, ++ops_);
-  auto own = std::make_unique<Segment>();
+  auto own = std::make_shared<Segment>();
   std::string mine;
   ErrorCode code = ErrorCode::kUnavailable;
   try {
@@ -90,7 +90,7 @@ void* RegisteredHeap::allocate(std::size_t bytes, Bootstrap& bs, const Deadline&
                                 r, their_bytes, rank_, bytes));
       }
       if (r == rank_ || !shared_) continue;
-      auto peer = std::make_unique<Segment>();
+      auto peer = std::make_shared<Segment>();
       peer->open(name, rounded);
       peer->populate();
       a.mapped[static_cast<std::size_t>(r)] = std::move(peer);
@@ -138,6 +138,16 @@ void RegisteredHeap::free(void* p, Bootstrap& bs, const Deadline& deadline) {
   }
   std::lock_guard<std::mutex> lock(mutex_);
   allocations_.erase(id);
+}
+
+std::shared_ptr<void> RegisteredHeap::keep_mapped(void* p) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [id, a] : allocations_) {
+    const auto& own = a.mapped[static_cast<std::size_t>(rank_)];
+    if (own->base() == p) return std::shared_ptr<void>(own, p);  // owns the Segment, points at p
+  }
+  throw invalid_input(
+      fmt::format("keep_mapped({}): not a buffer allocate() of this communicator returned", p));
 }
 
 RegisteredAt RegisteredHeap::find(const void* p, std::size_t bytes) const {

@@ -50,6 +50,11 @@ class RegisteredHeap {
   // communicator in progress on this rank (another thread) makes it an error, nothing freed.
   void free(void* p, Bootstrap& bootstrap, const Deadline& deadline);
 
+  // Keeps this rank's mapping of the allocation at `p` (allocate's pointer) alive while the
+  // handle lives, after free() and the heap's end too (for arrays of a language binding that
+  // outlive both). Throws kInvalidInput for any other pointer.
+  std::shared_ptr<void> keep_mapped(void* p) const;
+
   // Where [p, p + bytes) of this rank lies, if inside one allocation.
   RegisteredAt find(const void* p, std::size_t bytes) const;
   // Rank r's memory at `at`, `bytes` long; throws kMismatch if it is not in an allocation
@@ -75,7 +80,8 @@ class RegisteredHeap {
  private:
   struct Allocation {
     std::size_t bytes = 0;
-    std::vector<std::unique_ptr<Segment>> mapped;  // by rank; only this rank's when private
+    // By rank; only this rank's when private. Shared: keep_mapped's handles hold this rank's.
+    std::vector<std::shared_ptr<Segment>> mapped;
   };
   std::uint8_t* base_of(const Allocation& a, int r) const;
 
