@@ -1,7 +1,9 @@
 // tpcomm._tpcomm.Comm: the C++ Communicator behind tpcomm.Communicator (python/tpcomm). Buffers
 // arrive as integer addresses with element counts and dtype names, streams as integer handles:
 // the Python layer checks tensors and arrays before any rank blocks. Every call that may wait
-// releases the GIL, so other Python threads (a watchdog, a server loop) keep running.
+// releases the GIL, so other Python threads (a watchdog, a server loop) keep running; each holds
+// the communicator through a Comm::Use, so that close() from another thread never destroys it
+// under a call (comm_holder.hpp).
 #include <chrono>
 #include <memory>
 
@@ -9,7 +11,9 @@
 #include <pybind11/stl.h>
 
 #include "bindings.hpp"
+#include "comm_holder.hpp"
 #include "plan_report.hpp"
+#include "registered_memory.hpp"
 #include "tpcomm/communicator.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/tuning.hpp"
@@ -52,24 +56,6 @@ Deadline deadline_of(double timeout_s) {
                        : Deadline::from_env();
 }
 
-// Owns the communicator; close() (or the Python object's end) destroys it.
-class Comm {
- public:
-  explicit Comm(std::unique_ptr<Communicator> c) : c_(std::move(c)) {}
-  Communicator& get() {
-    if (!c_) throw invalid_input("this communicator was closed");
-    return *c_;
-  }
-  void close() {
-    py::gil_scoped_release release;
-    c_.reset();
-  }
-  bool closed() const { return !c_; }
-
- private:
-  std::unique_ptr<Communicator> c_;
-};
-
 // Rank 0's store for from_torch: serves until from_address hands it to the bootstrap.
 class Host {
  public:
@@ -100,13 +86,14 @@ void bind_calls(py::class_<Comm>& c) {
       "all_reduce",
       [](Comm& self, std::uintptr_t in, std::uintptr_t out, std::size_t count,
          const std::string& dtype, const std::string& op, Stream stream) {
+        Comm::Use comm(self);
         auto t = parse<DataType>(dtype, "dtype");
         auto r = parse<ReduceOp>(op, "op");
         if (stream) {
-          self.get().all_reduce(in_ptr(in), out_ptr(out), count, t, r,
-                                reinterpret_cast<CudaStream>(*stream));
+          comm->all_reduce(in_ptr(in), out_ptr(out), count, t, r,
+                           reinterpret_cast<CudaStream>(*stream));
         } else {
-          self.get().all_reduce(in_ptr(in), out_ptr(out), count, t, r);
+          comm->all_reduce(in_ptr(in), out_ptr(out), count, t, r);
         }
       },
       rel);
@@ -114,12 +101,13 @@ void bind_calls(py::class_<Comm>& c) {
       "all_gather",
       [](Comm& self, std::uintptr_t in, std::uintptr_t out, std::size_t count,
          const std::string& dtype, Stream stream) {
+        Comm::Use comm(self);
         auto t = parse<DataType>(dtype, "dtype");
         if (stream) {
-          self.get().all_gather(in_ptr(in), out_ptr(out), count, t,
-                                reinterpret_cast<CudaStream>(*stream));
+          comm->all_gather(in_ptr(in), out_ptr(out), count, t,
+                           reinterpret_cast<CudaStream>(*stream));
         } else {
-          self.get().all_gather(in_ptr(in), out_ptr(out), count, t);
+          comm->all_gather(in_ptr(in), out_ptr(out), count, t);
         }
       },
       rel);
@@ -127,13 +115,14 @@ void bind_calls(py::class_<Comm>& c) {
       "reduce_scatter",
       [](Comm& self, std::uintptr_t in, std::uintptr_t out, std::size_t count,
          const std::string& dtype, const std::string& op, Stream stream) {
+        Comm::Use comm(self);
         auto t = parse<DataType>(dtype, "dtype");
         auto r = parse<ReduceOp>(op, "op");
         if (stream) {
-          self.get().reduce_scatter(in_ptr(in), out_ptr(out), count, t, r,
-                                    reinterpret_cast<CudaStream>(*stream));
+          comm->reduce_scatter(in_ptr(in), out_ptr(out), count, t, r,
+                               reinterpret_cast<CudaStream>(*stream));
         } else {
-          self.get().reduce_scatter(in_ptr(in), out_ptr(out), count, t, r);
+          comm->reduce_scatter(in_ptr(in), out_ptr(out), count, t, r);
         }
       },
       rel);
@@ -141,29 +130,42 @@ void bind_calls(py::class_<Comm>& c) {
       "broadcast",
       [](Comm& self, std::uintptr_t buf, std::size_t count, const std::string& dtype, int root,
          Stream stream) {
+        Comm::Use comm(self);
         auto t = parse<DataType>(dtype, "dtype");
         if (stream) {
-          self.get().broadcast(out_ptr(buf), count, t, root, reinterpret_cast<CudaStream>(*stream));
+          comm->broadcast(out_ptr(buf), count, t, root, reinterpret_cast<CudaStream>(*stream));
         } else {
-          self.get().broadcast(out_ptr(buf), count, t, root);
+          comm->broadcast(out_ptr(buf), count, t, root);
         }
       },
       rel);
   c.def(
-      "barrier", [](Comm& self) { self.get().barrier(); }, rel);
-  c.def(
-      "allocate",
-      [](Comm& self, std::size_t bytes) {
-        return reinterpret_cast<std::uintptr_t>(self.get().allocate(bytes));
+      "barrier",
+      [](Comm& self) {
+        Comm::Use comm(self);
+        comm->barrier();
       },
       rel);
   c.def(
-      "free", [](Comm& self, std::uintptr_t p) { self.get().free(reinterpret_cast<void*>(p)); },
+      "allocate",
+      [](Comm& self, std::size_t bytes) {
+        Comm::Use comm(self);
+        void* p = comm->allocate(bytes);
+        return RegisteredMemory(comm->keep_mapped(p), bytes);
+      },
+      rel);
+  c.def(
+      "free",
+      [](Comm& self, std::uintptr_t p) {
+        Comm::Use comm(self);
+        comm->free(reinterpret_cast<void*>(p));
+      },
       rel);
   c.def(
       "split",
       [](Comm& self, int color, int key) -> std::optional<Comm> {
-        auto sub = self.get().split(color, key);
+        Comm::Use comm(self);
+        auto sub = comm->split(color, key);
         if (!sub) return std::nullopt;
         return Comm(std::move(sub));
       },
@@ -171,22 +173,28 @@ void bind_calls(py::class_<Comm>& c) {
 }
 
 void bind_plan(py::class_<Comm>& c) {
-  c.def("plan_json", [](Comm& self) { return plan_to_json(self.get().plan()); });
-  c.def("plan_text",
-        [](Comm& self) { return cli::format_plan_report(self.get().facts(), self.get().plan()); });
-  c.def("route", [](Comm& self, const std::string& op, std::uint64_t input_bytes,
-                    const std::string& dtype) {
-    const Op o = parse<Op>(op, "op");
-    const Plan& plan = self.get().plan();
-    const TableRow& row = plan.ops.at(o).row_for(routed_bytes(o, input_bytes, self.get().size()));
-    // As the communicator dispatches it: integers leave the floating-point-only kernels.
-    if (auto other = backend_for_type(row.backend, parse<DataType>(dtype, "dtype"))) {
-      return py::make_tuple(std::string(to_string(*other)),
-                            std::string(to_string(algorithms_of(*other, o).front())));
-    }
-    return py::make_tuple(std::string(to_string(row.backend)),
-                          std::string(to_string(row.algorithm)));
+  c.def("plan_json", [](Comm& self) {
+    Comm::Use comm(self);
+    return plan_to_json(comm->plan());
   });
+  c.def("plan_text", [](Comm& self) {
+    Comm::Use comm(self);
+    return cli::format_plan_report(comm->facts(), comm->plan());
+  });
+  c.def("route",
+        [](Comm& self, const std::string& op, std::uint64_t input_bytes, const std::string& dtype) {
+          Comm::Use comm(self);
+          const Op o = parse<Op>(op, "op");
+          const Plan& plan = comm->plan();
+          const TableRow& row = plan.ops.at(o).row_for(routed_bytes(o, input_bytes, comm->size()));
+          // As the communicator dispatches it: integers leave the floating-point-only kernels.
+          if (auto other = backend_for_type(row.backend, parse<DataType>(dtype, "dtype"))) {
+            return py::make_tuple(std::string(to_string(*other)),
+                                  std::string(to_string(algorithms_of(*other, o).front())));
+          }
+          return py::make_tuple(std::string(to_string(row.backend)),
+                                std::string(to_string(row.algorithm)));
+        });
 }
 
 }  // namespace
@@ -195,6 +203,7 @@ void bind_communicator(py::module_& m) {
   py::class_<Host>(m, "StoreHost")
       .def(py::init<const std::string&>(), py::arg("host"))
       .def_property_readonly("address", &Host::address);
+  bind_registered_memory(m);
   py::class_<Comm> c(m, "Comm");
   c.def_static(
       "from_env",
@@ -218,15 +227,32 @@ void bind_communicator(py::module_& m) {
       },
       py::arg("address"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("device"),
       py::arg("cuda_device"), py::arg("host") = nullptr);
-  c.def_property_readonly("rank", [](Comm& self) { return self.get().rank(); });
-  c.def_property_readonly("size", [](Comm& self) { return self.get().size(); });
-  c.def_property_readonly("cuda_device", [](Comm& self) { return self.get().cuda_device(); });
+  c.def_property_readonly("rank", [](Comm& self) {
+    Comm::Use comm(self);
+    return comm->rank();
+  });
+  c.def_property_readonly("size", [](Comm& self) {
+    Comm::Use comm(self);
+    return comm->size();
+  });
+  c.def_property_readonly("cuda_device", [](Comm& self) {
+    Comm::Use comm(self);
+    return comm->cuda_device();
+  });
   c.def_property_readonly("closed", &Comm::closed);
-  c.def_property_readonly("aborted", [](Comm& self) { return self.get().aborted(); });
+  c.def_property_readonly("aborted", [](Comm& self) {
+    Comm::Use comm(self);
+    return comm->aborted();
+  });
   c.def(
-      "abort", [](Comm& self, const std::string& why) { self.get().abort(why); },
+      "abort",
+      [](Comm& self, const std::string& why) {
+        Comm::Use comm(self);
+        comm->abort(why);
+      },
       py::call_guard<py::gil_scoped_release>());
-  c.def("close", &Comm::close);
+  // Ends the calls in flight first (comm_holder.hpp), with the GIL released: they may need it.
+  c.def("close", &Comm::close, py::call_guard<py::gil_scoped_release>());
   bind_calls(c);
   bind_plan(c);
 }

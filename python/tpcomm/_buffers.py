@@ -102,26 +102,27 @@ def view(obj, what, writable=False):
 
 
 def registered_empty(native, shape, dtype):
-    """A tensor or array of `shape` over memory native.allocate returns (see Communicator.empty)."""
-    import ctypes
+    """A tensor or array of `shape` over memory native.allocate returns (see Communicator.empty).
+    allocate's RegisteredMemory holds the memory's mapping, and torch.frombuffer and
+    numpy.frombuffer keep it referenced: the memory lives as long as the tensor or array does,
+    after free(), close() or the communicator's garbage collection too."""
     import math
 
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     name = dtype_name(dtype)
     numel = math.prod(shape)
     nbytes = max(numel * _ITEMSIZE[name], 1)
-    ptr = native.allocate(nbytes)
-    raw = (ctypes.c_byte * nbytes).from_address(ptr)
     torch = sys.modules.get("torch")
-    # A torch dtype, or a name while torch is imported: a tensor; a numpy dtype: an array.
-    if torch is not None and isinstance(dtype, (str, torch.dtype)):
-        return torch.frombuffer(raw, dtype=getattr(torch, name), count=numel).view(shape)
     np = sys.modules.get("numpy")
-    if np is None or name == "bfloat16":
-        native.free(ptr)
+    # A torch dtype, or a name while torch is imported: a tensor; a numpy dtype: an array.
+    as_tensor = torch is not None and isinstance(dtype, (str, torch.dtype))
+    if not as_tensor and (np is None or name == "bfloat16"):
         raise ValueError(f"empty: a {name} buffer needs torch imported"
                          + ("" if np is None else " (numpy has no bfloat16)"))
-    return np.frombuffer(raw, dtype=name, count=numel).reshape(shape)
+    memory = native.allocate(nbytes)
+    if as_tensor:
+        return torch.frombuffer(memory, dtype=getattr(torch, name), count=numel).view(shape)
+    return np.frombuffer(memory, dtype=name, count=numel).reshape(shape)
 
 
 def empty_like(v, shape):
