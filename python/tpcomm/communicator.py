@@ -63,7 +63,9 @@ def _with(shape, d, size):
 class Communicator:
     """A group of ranks that agreed on a plan (tpcomm's C++ Communicator). Every call is made by
     every rank in the same order; a failure raises a tpcomm.Error subclass on every rank, and
-    every later call raises tpcomm.AbortedError with the first cause."""
+    every later call raises tpcomm.AbortedError with the first cause. Calls from several threads
+    are serialised in arrival order (the order must still match across ranks); a forked child
+    cannot use an inherited communicator (docs/python.md, Threads, fork and lifetime)."""
 
     def __init__(self, native, device):
         self._native = native
@@ -228,14 +230,17 @@ class Communicator:
         """A new uninitialised buffer of `shape` in registered host memory: a torch tensor for a
         torch dtype (or a dtype name when torch is imported), else a numpy array. Collective: every
         rank calls it with the same shape and dtype, in the same order. Calls whose input is in
-        it are read in place by the other ranks of the node. Release with free()."""
+        it are read in place by the other ranks of the node. Release with free(). The tensor or
+        array holds its memory: it stays valid after free(), close() or the communicator's
+        garbage collection, as private memory, until the last view of it goes."""
         if self.device != "cpu":
             raise ValueError("empty: registered buffers are host memory, for a CPU communicator")
         return _buffers.registered_empty(self._native, shape, dtype)
 
     def free(self, buffer):
-        """Collective, in the same order on every rank: releases what empty() returned. The
-        buffer must not be used afterwards (its memory is unmapped)."""
+        """Collective, in the same order on every rank: releases what empty() returned. Peers
+        no longer read it in place; its memory stays mapped, private, while the buffer (or a
+        view of it) lives."""
         self._native.free(_buffers.view(buffer, "free").ptr)
 
     def split(self, color, key=0):
@@ -268,7 +273,9 @@ class Communicator:
         self._native.abort(reason)
 
     def close(self):
-        """Destroys the communicator (its shared memory, sockets, threads) now."""
+        """Destroys the communicator (its shared memory, sockets, threads). A call in flight in
+        another thread is aborted first (it raises a tpcomm.Error) and waited for, with the GIL
+        released; later calls raise ValueError "this communicator was closed". Twice is fine."""
         self._native.close()
 
     def __enter__(self):
