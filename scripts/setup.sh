@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 packages=(cmake ninja-build g++ make pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
           libgtest-dev libgmock-dev libssl-dev libbenchmark-dev libgloo-dev
           libopenmpi-dev openmpi-bin libhwloc-dev gnuplot-nox universal-ctags clang-format
-          python3-dev python3-pybind11 pybind11-dev python3-torch python3-numpy python3-pytest)
+          python3-dev python3-pybind11 pybind11-dev python3-torch python3-numpy python3-pytest
+          iproute2 nftables)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -45,6 +45,11 @@ class Store {
     return compare_set(key, std::nullopt, value);
   }
 
+  // The longest a request without a deadline of its own (all but wait_for) waits for its answer;
+  // a communicator sets its timeout here at creation. The TCP store starts with the budget of the
+  // deadline it was connected with; others answer at once and ignore it.
+  virtual void set_request_timeout(std::chrono::milliseconds /*timeout*/) {}
+
   // wait_for that throws kTimeout naming the missing keys.
   void wait(const std::vector<std::string>& keys, const Deadline& deadline);
 };

@@ -42,6 +42,9 @@ class PrefixedStore final : public Store {
   }
   bool remove(const std::string& key) override { return inner_->remove(prefix_ + key); }
   std::size_t size() override { return inner_->size(); }
+  void set_request_timeout(std::chrono::milliseconds timeout) override {
+    inner_->set_request_timeout(timeout);
+  }
   void set_ephemeral(const std::string& key, const Bytes& value) override {
     inner_->set_ephemeral(prefix_ + key, value);
   }

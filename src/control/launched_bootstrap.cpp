@@ -2,10 +2,15 @@
 #include "launched_bootstrap.hpp"
 
 #include <chrono>
+#include <optional>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "group_scope.hpp"
 #include "store_keys.hpp"
+#include "store_request_deadline.hpp"
+#include "tpcomm/error.hpp"
 
 namespace tpcomm::control {
 namespace {
@@ -36,14 +41,48 @@ class LaunchedBootstrap final : public Bootstrap {
   std::shared_ptr<Store> store() const override { return inner_->store(); }
   std::vector<Bytes> all_gather(const Bytes& mine, std::string_view what,
                                 const Deadline& deadline) override {
-    auto all = inner_->all_gather(mine, what, deadline);
+    std::vector<Bytes> all;
+    try {
+      all = inner_->all_gather(mine, what, deadline);
+    } catch (const Error& e) {
+      throw naming_the_store_server(e);
+    }
     check_group_intact(*inner_->store());
+    if (!served_by_) served_by_ = read_served_by();
     return all;
   }
 
  private:
+  // The rank serving the store, once known: it wrote the key before its first round, so it is
+  // there after this rank's first round.
+  std::optional<int> read_served_by() const {
+    auto v = inner_->store()->get(kStoreServedByKey);
+    if (!v || v->empty()) return std::nullopt;
+    return std::stoi(std::string(v->begin(), v->end()));
+  }
+
+  // A round that failed because the store went away names the rank that served it (the
+  // communicator's calls do the same once created): "the store is unreachable" alone does not
+  // say whom to look at.
+  Error naming_the_store_server(const Error& e) const {
+    if (!served_by_ || *served_by_ == rank()) return e;
+    try {
+      const control::ScopedStoreDeadline bound(Deadline::after(std::chrono::milliseconds(1000)));
+      inner_->store()->get(kStoreServedByKey);
+      return e;  // the store answers: the round failed for another reason
+    } catch (const Error& lost) {
+      const int r = *served_by_;
+      return Error(e.code(),
+                   fmt::format("{}; rank {} served the store: {}", e.what(), r,
+                               lost.code() == ErrorCode::kTimeout
+                                   ? fmt::format("rank {} is cut off from this rank, or stopped", r)
+                                   : fmt::format("rank {} is gone, or its store stopped", r)));
+    }
+  }
+
   std::unique_ptr<TcpStoreServer> server_;
   std::shared_ptr<Bootstrap> inner_;
+  std::optional<int> served_by_;
 };
 
 }  // namespace

@@ -71,7 +71,53 @@ std::uint16_t local_port(int fd) {
   return ntohs(addr.sin_port);
 }
 
-Fd connect_tcp(const std::string& host, std::uint16_t port, std::string* why) {
+namespace {
+
+// One non-blocking connect to `ai` that waits for the handshake until the deadline. A signal
+// (EINTR, from connect or poll) neither ends nor counts as an attempt: the connection goes on in
+// the kernel, and only SO_ERROR says how it ended.
+Fd connect_one(const addrinfo* ai, const Deadline& deadline, std::string* why) {
+  Fd s(socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol));
+  if (s.get() < 0) {
+    *why = "socket(): " + errno_text();
+    return Fd();
+  }
+  if (connect(s.get(), ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS &&
+      errno != EINTR) {
+    *why = errno_text();
+    return Fd();
+  }
+  while (true) {
+    pollfd p{s.get(), POLLOUT, 0};
+    const int rc = poll(&p, 1, deadline.poll_ms());
+    if (rc > 0) break;
+    if (rc < 0 && errno != EINTR) {
+      *why = "poll(): " + errno_text();
+      return Fd();
+    }
+    if (deadline.expired()) {
+      *why = fmt::format("no answer to the connection within {} ms", deadline.budget().count());
+      return Fd();
+    }
+  }
+  int error = 0;
+  socklen_t len = sizeof(error);
+  if (getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &error, &len) != 0) error = errno;
+  if (error != 0) {
+    *why = std::strerror(error);
+    return Fd();
+  }
+  // Blocking again: the callers poll with MSG_DONTWAIT where they must not block.
+  fcntl(s.get(), F_SETFL, fcntl(s.get(), F_GETFL, 0) & ~O_NONBLOCK);
+  int one = 1;
+  setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return s;
+}
+
+}  // namespace
+
+Fd connect_tcp(const std::string& host, std::uint16_t port, const Deadline& deadline,
+               std::string* why) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -82,16 +128,8 @@ Fd connect_tcp(const std::string& host, std::uint16_t port, std::string* why) {
     return Fd();
   }
   Fd fd;
-  for (addrinfo* ai = result; ai != nullptr; ai = ai->ai_next) {
-    Fd s(socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
-    if (s.get() < 0) continue;
-    if (connect(s.get(), ai->ai_addr, ai->ai_addrlen) == 0) {
-      int one = 1;
-      setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      fd = std::move(s);
-      break;
-    }
-    *why = errno_text();
+  for (addrinfo* ai = result; ai != nullptr && fd.get() < 0; ai = ai->ai_next) {
+    fd = connect_one(ai, deadline, why);
   }
   freeaddrinfo(result);
   return fd;

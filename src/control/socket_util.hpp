@@ -42,8 +42,10 @@ void set_nonblocking(int fd);
 // Listening TCP socket; throws kUnavailable with the reason.
 Fd listen_tcp(const std::string& address, std::uint16_t port);
 std::uint16_t local_port(int fd);
-// Connected TCP socket, or an invalid Fd with `why` set (one attempt).
-Fd connect_tcp(const std::string& host, std::uint16_t port, std::string* why);
+// Connected TCP socket, or an invalid Fd with `why` set (one attempt, which waits for the
+// handshake at most until the deadline; a signal does not end it).
+Fd connect_tcp(const std::string& host, std::uint16_t port, const Deadline& deadline,
+               std::string* why);
 // Sends or receives all bytes before the deadline; false with `why` on failure.
 bool send_all(int fd, const std::uint8_t* data, std::size_t size, const Deadline& deadline,
               std::string* why);

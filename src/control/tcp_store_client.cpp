@@ -1,13 +1,18 @@
 // The TCP store client: one connection, one request at a time, every reply awaited with a
 // deadline. A lost connection is an error naming the store's address.
+#include <atomic>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "socket_util.hpp"
 #include "store_auth.hpp"
 #include "store_protocol.hpp"
+#include "store_request_deadline.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/tcp_store.hpp"
 
@@ -20,11 +25,18 @@ using store_wire::Type;
 constexpr std::chrono::milliseconds kReplySlack{2000};
 // A store answers the handshake at once; something that does not is not a tpcomm store.
 constexpr std::chrono::milliseconds kHandshakeBudget{10'000};
+// How long a dial that tells a store that went away from another program may take.
+constexpr std::chrono::milliseconds kListenProbe{500};
 
 class TcpStoreClient final : public Store {
  public:
-  TcpStoreClient(net::Fd fd, std::string address)
-      : fd_(std::move(fd)), address_(std::move(address)) {}
+  TcpStoreClient(net::Fd fd, std::string host, std::uint16_t port,
+                 std::chrono::milliseconds request_timeout)
+      : fd_(std::move(fd)),
+        host_(std::move(host)),
+        port_(port),
+        address_(fmt::format("{}:{}", host_, port_)),
+        request_timeout_ms_(request_timeout.count()) {}
 
   void set(const std::string& key, const Bytes& value) override {
     expect(call(store_wire::Writer(Type::kSet).string(key).bytes(value)), Type::kOk, "set");
@@ -112,6 +124,10 @@ class TcpStoreClient final : public Store {
     handshaking_ = false;
   }
 
+  void set_request_timeout(std::chrono::milliseconds timeout) override {
+    request_timeout_ms_.store(timeout.count(), std::memory_order_relaxed);
+  }
+
   std::size_t size() override {
     Reply r = call(store_wire::Writer(Type::kSize));
     expect(r, Type::kInteger, "size");
@@ -124,45 +140,83 @@ class TcpStoreClient final : public Store {
     Bytes payload;
   };
 
-  Reply call(const store_wire::Writer& request, const Deadline& deadline = Deadline::from_env()) {
+  // A request without a deadline of its own waits at most the request timeout; any request at
+  // most until the thread's store deadline scope ends (store_request_deadline.hpp).
+  Reply call(const store_wire::Writer& request) {
+    return call(request, Deadline::after(std::chrono::milliseconds(
+                             request_timeout_ms_.load(std::memory_order_relaxed))));
+  }
+  Reply call(const store_wire::Writer& request, const Deadline& own) {
+    const Deadline deadline = control::within_store_scope(own);
     std::lock_guard<std::mutex> lock(mutex_);
-    if (broken_) throw Error(ErrorCode::kUnavailable, broken_message_);
+    if (broken_) throw Error(broken_code_, broken_message_);
     Bytes frame = request.frame();
     std::string why;
     std::uint8_t header[store_wire::kHeaderSize];
     Reply reply{Type::kError, {}};
     if (!net::send_all(fd_.get(), frame.data(), frame.size(), deadline, &why) ||
         !net::recv_all(fd_.get(), header, sizeof(header), deadline, &why)) {
-      fail(why);
+      fail(why, deadline);
     }
     store_wire::Header h = store_wire::decode_header(header);
-    if (std::string problem = store_wire::check_header(h); !problem.empty()) fail(problem);
+    if (std::string problem = store_wire::check_header(h); !problem.empty()) fail(problem, {});
+    answered_ = true;  // a tpcomm store's frame: whatever happens next, it was one
     reply.type = h.type;
     reply.payload.resize(h.length);
-    if (!net::recv_all(fd_.get(), reply.payload.data(), h.length, deadline, &why)) fail(why);
+    if (!net::recv_all(fd_.get(), reply.payload.data(), h.length, deadline, &why)) {
+      fail(why, deadline);
+    }
     return reply;
   }
 
   [[noreturn]] void refuse(const std::string& why) {
     broken_ = true;
+    broken_code_ = ErrorCode::kInvalidInput;
     broken_message_ = why;
     throw Error(ErrorCode::kInvalidInput, why);
   }
 
-  // A server that accepted the connection but does not complete the handshake is another
-  // program on that port (torchrun's c10d store, a web server): say so, not "unreachable".
-  [[noreturn]] void fail(const std::string& why) {
+  [[noreturn]] void fail(const std::string& why, const std::optional<Deadline>& deadline) {
     broken_ = true;
-    if (handshaking_) {
-      broken_message_ = fmt::format(
-          "the server at {} is not a tpcomm store (protocol {}): {}; another program listens on "
-          "that port (torchrun's own store listens on MASTER_PORT: see docs/store.md, \"Sharing "
-          "a port with torchrun\")",
-          address_, store_wire::kVersion, why);
-      throw Error(ErrorCode::kInvalidInput, broken_message_);
+    std::tie(broken_code_, broken_message_) = failure(why, deadline);
+    throw Error(broken_code_, broken_message_);
+  }
+
+  // What a lost connection is. A server that accepted the connection but never sent a tpcomm
+  // frame, and still listens, is another program on that port (torchrun's c10d store, a web
+  // server): say so, not "unreachable". One that sent a frame, or no longer listens, was the
+  // store and went away (its process ended). No answer within the deadline: unreachable within
+  // it (the network is cut, or the store's host stopped).
+  std::pair<ErrorCode, std::string> failure(const std::string& why,
+                                            const std::optional<Deadline>& deadline) {
+    const bool timed_out = deadline && deadline->expired();
+    if (handshaking_ && !answered_ && (!deadline || (!timed_out && still_listens()))) {
+      return {ErrorCode::kInvalidInput,
+              fmt::format("the server at {} is not a tpcomm store (protocol {}): {}; another "
+                          "program listens on that port (torchrun's own store listens on "
+                          "MASTER_PORT: see docs/store.md, \"Sharing a port with torchrun\")",
+                          address_, store_wire::kVersion, why)};
     }
-    broken_message_ = fmt::format("the store at {} is unreachable: {}", address_, why);
-    throw Error(ErrorCode::kUnavailable, broken_message_);
+    if (timed_out) {
+      return {ErrorCode::kTimeout,
+              fmt::format("the store at {} is unreachable within {} ms: no answer (the network to "
+                          "it is cut, or its host stopped)",
+                          address_, deadline->budget().count())};
+    }
+    if (handshaking_) {
+      return {ErrorCode::kUnavailable,
+              fmt::format("the store at {} went away during the handshake ({}): the process "
+                          "serving it ended",
+                          address_, why)};
+    }
+    return {ErrorCode::kUnavailable,
+            fmt::format("the store at {} is unreachable: {}", address_, why)};
+  }
+
+  // Whether something still accepts connections on the store's port (a moment's dial).
+  bool still_listens() const {
+    std::string ignored;
+    return net::connect_tcp(host_, port_, Deadline::after(kListenProbe), &ignored).get() >= 0;
   }
 
   void expect(const Reply& r, Type type, const char* what) {
@@ -178,9 +232,14 @@ class TcpStoreClient final : public Store {
 
   std::mutex mutex_;
   net::Fd fd_;
+  std::string host_;
+  std::uint16_t port_;
   std::string address_;
+  std::atomic<std::int64_t> request_timeout_ms_;
   bool broken_ = false;
   bool handshaking_ = false;
+  bool answered_ = false;  // a tpcomm frame arrived on this connection
+  ErrorCode broken_code_ = ErrorCode::kUnavailable;
   std::string broken_message_;
 };
 
@@ -188,22 +247,22 @@ class TcpStoreClient final : public Store {
 
 std::shared_ptr<Store> connect_tcp_store(const std::string& host, std::uint16_t port,
                                          const Deadline& deadline, const std::string& secret) {
-  const std::string address = fmt::format("{}:{}", host, port);
   std::string why;
   while (true) {
-    net::Fd fd = net::connect_tcp(host, port, &why);
+    net::Fd fd = net::connect_tcp(host, port, deadline, &why);
     if (fd.get() >= 0) {
-      auto client = std::make_shared<TcpStoreClient>(std::move(fd), address);
+      // Each later request waits at most the budget this connection was given.
+      auto client = std::make_shared<TcpStoreClient>(std::move(fd), host, port, deadline.budget());
       client->handshake(secret, Deadline::after(std::min(deadline.remaining(), kHandshakeBudget)));
       return client;
     }
     if (deadline.expired()) {
       throw Error(ErrorCode::kTimeout,
-                  fmt::format("cannot reach the store at {} within {} ms: {} (is MASTER_ADDR / "
+                  fmt::format("cannot reach the store at {}:{} within {} ms: {} (is MASTER_ADDR / "
                               "MASTER_PORT right, and is the store running?)",
-                              address, deadline.budget().count(), why));
+                              host, port, deadline.budget().count(), why));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::min(std::chrono::milliseconds(20), deadline.remaining()));
   }
 }
 

@@ -9,6 +9,7 @@
 #include "common/rank_list.hpp"
 #include "call_checks.hpp"
 #include "communicator_impl.hpp"
+#include "control/store_request_deadline.hpp"
 #include "transport/common/call_text.hpp"
 
 namespace tpcomm {
@@ -73,12 +74,15 @@ std::string CommunicatorState::timeout_report(Store& store, std::uint64_t call) 
   std::vector<int> silent;
   for (const auto& key : missing) silent.push_back(std::stoi(key.substr(prefix.size())));
   return fmt::format(
-      "; {} did not time out in call #{} as the others did: {} the one{} they waited for",
+      "; {} did not time out in call #{} as the others did: {} the one{} they waited for "
+      "(stopped, or cut off from the store)",
       detail::rank_set_text(silent), call, silent.size() == 1 ? "it is" : "they are",
       silent.size() == 1 ? "" : "s");
 }
 
 std::string CommunicatorState::peer_report(bool timed_out, std::uint64_t call) {
+  // However the store fails, the report adds at most this to the call's own deadline.
+  const control::ScopedStoreDeadline bound(Deadline::after(std::chrono::milliseconds(1000)));
   try {
     auto store = bootstrap->store();
     // A dead process's store connection closes a moment after its sockets do: look twice.
@@ -101,7 +105,20 @@ std::string CommunicatorState::peer_report(bool timed_out, std::uint64_t call) {
           fmt::format("; a peer aborted first: {}", std::string(cause->begin(), cause->end()));
     }
     return report;
-  } catch (const std::exception&) {
+  } catch (const std::exception& failure) {
+    const auto* e = dynamic_cast<const Error*>(&failure);
+    if (e != nullptr && e->code() == ErrorCode::kTimeout) {
+      // No answer (not a closed connection): the network to the store is cut, or its host
+      // stopped; nothing was heard from the other ranks through it.
+      std::vector<int> others;
+      for (int r = 0; r < bootstrap->size(); ++r) {
+        if (r != bootstrap->rank()) others.push_back(r);
+      }
+      const std::string served =
+          store_served_by ? fmt::format(", served by rank {},", *store_served_by) : ",";
+      return fmt::format("; the store{} is unreachable too: {}; not heard from: {}", served,
+                         e->what(), detail::rank_set_text(others));
+    }
     if (store_served_by && *store_served_by != bootstrap->rank()) {
       return fmt::format(
           "; the store, served by rank {}, is unreachable too: rank {} is gone, or "
@@ -211,6 +228,7 @@ void CommunicatorState::abort_with(const Error& cause) {
   abort_cause = cause;
   aborted.store(true, std::memory_order_release);
   try {
+    const control::ScopedStoreDeadline bound(Deadline::after(std::chrono::milliseconds(1000)));
     // The first cause, for peers' error messages (peer_report).
     const std::string text = cause.what();
     bootstrap->store()->compare_set(abort_key(), std::nullopt, Bytes(text.begin(), text.end()));

@@ -292,6 +292,8 @@ std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> boo
   auto c = std::make_unique<CommunicatorState>();
   c->bootstrap = std::move(bootstrap);
   c->timeout = options.timeout.value_or(default_timeout());
+  // Every store request of this communicator waits at most its deadline, not the environment's.
+  c->bootstrap->store()->set_request_timeout(c->timeout);
   c->faults = runtime::FaultPlan::from_env(c->bootstrap->rank());
   c->check_calls = env_flag("TPCOMM_CHECK");
   c->options = options;

@@ -9,6 +9,8 @@
 //                 how long it waited and how much CPU its thread spent waiting
 //   create        create the communicator, print the plan, exit
 //   leak_and_die  create a /dev/shm segment named like tpcomm's, then SIGKILL itself
+//   after_file P  see worker_network.hpp (with the TEST_SIGNAL_EVERY_US and
+//                 TEST_OPTION_TIMEOUT_MS knobs)
 // TEST_SKIP_RANK=r: rank r exits at once, never joining. TEST_LATE_RANK=r: rank r joins the
 // bootstrap, then sleeps TEST_LATE_SECONDS (30) instead of creating the communicator. Errors print
 // "rank R: ERROR ..." with the wall-clock time in ms and exit 1 (3 for a mismatch).
@@ -30,6 +32,7 @@
 
 #include "tpcomm/tpcomm.hpp"
 #include "transport/common/convert.hpp"
+#include "worker_network.hpp"
 
 namespace {
 
@@ -315,6 +318,7 @@ int main(int argc, char** argv) {
     std::printf("rank %d: not starting (TEST_SKIP_RANK)\n", rank);
     return 0;
   }
+  tpcomm::test::worker_prelude(rank, mode == "after_file");  // TEST_SIGNAL_EVERY_US
   try {
     auto bs = tpcomm::bootstrap_from_environment(tpcomm::Deadline::from_env());
     if (env_int("TEST_LATE_RANK", -1) == rank) {
@@ -325,13 +329,14 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::seconds(env_int("TEST_LATE_SECONDS", 30)));
       return 0;
     }
-    auto comm = tpcomm::Communicator::create(bs);
+    auto comm = tpcomm::Communicator::create(bs, tpcomm::test::options_from_env());
     if (mode == "correctness") return run_correctness(*comm, *bs);
     if (mode == "loop") {
       return run_loop(*comm, argc > 2 ? std::atoi(argv[2]) : 1000,
                       argc > 3 ? static_cast<std::size_t>(std::atol(argv[3])) : 262144);
     }
     if (mode == "mismatch") return run_mismatch(*comm, argc > 2 ? argv[2] : "count");
+    if (mode == "after_file") return tpcomm::test::run_after_file(*comm, argc > 2 ? argv[2] : "");
     if (mode == "random") return run_random(*comm, argc > 2 ? std::atoi(argv[2]) : 1000);
     if (mode == "slow_peer") return run_slow_peer(*comm, argc > 2 ? std::atoi(argv[2]) : 400);
     const auto& rejected = comm->plan().ops.at(Op::kAllReduce).rejected;
