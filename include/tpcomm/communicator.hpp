@@ -8,6 +8,10 @@
 // A failure (timeout, dead peer, mismatch) aborts the communicator: the call throws
 // tpcomm::Error, and every later call throws kAborted with the original cause.
 //
+// Threads: calls from several threads are served one at a time, in arrival order; every rank
+// must still issue the same calls in the same order. fork(): a child may neither call nor tear
+// down an inherited communicator (calls throw kInvalidInput; its destruction does nothing).
+//
 // Buffers are host memory (or device memory with a stream, for a kCuda communicator). In place:
 // all_reduce with input == output; all_gather with input == output + rank * count; reduce_scatter
 // with output == input + rank * count. fp16 and bf16 are reduced in fp32 and rounded to nearest
@@ -123,9 +127,10 @@ class Communicator {
   // buffer is private and calls copy as usual. CPU communicators only. Throws on every rank if
   // any rank fails (kUnavailable: /dev/shm too small, naming the rank).
   void* allocate(std::size_t bytes);
-  // Collective, in the same order on every rank: unmaps what allocate returned. An error (and
-  // nothing freed) while another thread runs a call of this communicator, or for a pointer
-  // allocate did not return. Whatever is left is freed with the communicator.
+  // Collective, in the same order on every rank: unmaps what allocate returned. A call of
+  // another thread in progress is waited for (calls are served one at a time). An error (and
+  // nothing freed) for a pointer allocate did not return. Whatever is left is freed with the
+  // communicator.
   void free(void* buffer);
   // Keeps the memory allocate returned at `buffer` mapped while the handle lives, also after
   // free() and after the communicator's end (private memory then, read by no peer): for a

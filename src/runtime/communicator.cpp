@@ -5,11 +5,12 @@
 
 #include <fmt/format.h>
 
+#include "call_checks.hpp"
 #include "common/log_format.hpp"
 #include "common/rank_list.hpp"
-#include "call_checks.hpp"
 #include "communicator_impl.hpp"
 #include "control/store_request_deadline.hpp"
+#include "guarded_call.hpp"
 #include "transport/common/call_text.hpp"
 
 namespace tpcomm {
@@ -131,7 +132,9 @@ std::string CommunicatorState::peer_report(bool timed_out, std::uint64_t call) {
 
 Communicator::Communicator(std::unique_ptr<detail::CommunicatorState> state)
     : impl_(std::move(state)) {}
-Communicator::~Communicator() = default;
+Communicator::~Communicator() {
+  if (impl_ && impl_->in_forked_child()) detail::abandon_in_forked_child(std::move(impl_));
+}
 
 int Communicator::rank() const {
   return impl_->bootstrap->rank();
@@ -158,7 +161,8 @@ const Plan& Communicator::plan(Mode mode) const {
 }
 
 std::size_t Communicator::register_graph_buffers() {
-  return impl_->register_graph_buffers();
+  return runtime::guarded_call(*impl_, "register_graph_buffers",
+                               [&] { return impl_->register_graph_buffers(); });
 }
 const FactsTable& Communicator::facts() const {
   return impl_->facts;
@@ -177,42 +181,49 @@ transport::Call call_of(Op op, const void* input, void* output, std::size_t coun
           .stream = stream};
 }
 
+void run_guarded(CommunicatorState& c, const transport::Call& call, bool device_call) {
+  runtime::guarded_call(c, to_string(call.op), [&] { c.run_call(call, device_call); });
+}
+
 }  // namespace
 
 // The host-buffer overloads pass no stream; `device_call` keeps them apart from a device call on
 // the legacy default stream (also null).
 void Communicator::all_reduce(const void* input, void* output, std::size_t count, DataType type,
                               ReduceOp op) {
-  impl_->run_call(call_of(Op::kAllReduce, input, output, count, type, op, nullptr), false);
+  run_guarded(*impl_, call_of(Op::kAllReduce, input, output, count, type, op, nullptr), false);
 }
 
 void Communicator::all_gather(const void* input, void* output, std::size_t count, DataType type) {
-  impl_->run_call(call_of(Op::kAllGather, input, output, count, type, ReduceOp::kSum, nullptr),
-                  false);
+  run_guarded(*impl_, call_of(Op::kAllGather, input, output, count, type, ReduceOp::kSum, nullptr),
+              false);
 }
 
 void Communicator::reduce_scatter(const void* input, void* output, std::size_t count, DataType type,
                                   ReduceOp op) {
-  impl_->run_call(call_of(Op::kReduceScatter, input, output, count, type, op, nullptr), false);
+  run_guarded(*impl_, call_of(Op::kReduceScatter, input, output, count, type, op, nullptr), false);
 }
 
 void Communicator::all_reduce(const void* input, void* output, std::size_t count, DataType type,
                               ReduceOp op, CudaStream stream) {
-  impl_->run_call(call_of(Op::kAllReduce, input, output, count, type, op, stream), true);
+  run_guarded(*impl_, call_of(Op::kAllReduce, input, output, count, type, op, stream), true);
 }
 
 void Communicator::all_gather(const void* input, void* output, std::size_t count, DataType type,
                               CudaStream stream) {
-  impl_->run_call(call_of(Op::kAllGather, input, output, count, type, ReduceOp::kSum, stream),
-                  true);
+  run_guarded(*impl_, call_of(Op::kAllGather, input, output, count, type, ReduceOp::kSum, stream),
+              true);
 }
 
 void Communicator::reduce_scatter(const void* input, void* output, std::size_t count, DataType type,
                                   ReduceOp op, CudaStream stream) {
-  impl_->run_call(call_of(Op::kReduceScatter, input, output, count, type, op, stream), true);
+  run_guarded(*impl_, call_of(Op::kReduceScatter, input, output, count, type, op, stream), true);
 }
 
 void Communicator::abort(const std::string& reason) {
+  // Not queued behind the calls it is meant to end; in a fork() child it would tell the
+  // parent's group through the parent's store connection.
+  impl_->refuse_in_forked_child("abort");
   impl_->abort_with(Error(ErrorCode::kAborted,
                           fmt::format("rank {}: aborted by the caller: {}", rank(), reason)));
 }
@@ -271,12 +282,13 @@ void CommunicatorState::run_call(transport::Call call, bool device_call) {
                     "average would round); use sum and divide",
                     rank, to_string(call.op), to_string(call.type)));
   }
+  // Refused before the call is numbered, so the rank stays in step with its peers.
+  if (call.count > 0 && (call.input == nullptr || call.output == nullptr)) {
+    throw invalid_input(fmt::format("rank {}: {}: null buffer for {} elements", rank,
+                                    to_string(call.op), call.count));
+  }
   runtime::check_call_buffers(call, rank, bootstrap->size());
   call.sequence = ++sequence;
-  if (call.count > 0 && (call.input == nullptr || call.output == nullptr)) {
-    throw invalid_input(fmt::format("rank {}: {} #{}: null buffer for {} elements", rank,
-                                    to_string(call.op), call.sequence, call.count));
-  }
   call.captured = device_call && detail::stream_is_capturing(call.stream);
   const Plan& table = call.captured ? graph_plan : eager_plan;
   const TableRow row = row_of(table, call, rank, bootstrap->size(), backends);

@@ -10,6 +10,7 @@
 #include "common/rank_list.hpp"
 #include "call_checks.hpp"
 #include "communicator_impl.hpp"
+#include "guarded_call.hpp"
 
 namespace tpcomm {
 namespace {
@@ -99,89 +100,97 @@ void broadcast_in_chunks(void* buffer, std::size_t count, DataType type, int ran
 }  // namespace
 
 void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int root) {
-  impl_->throw_if_aborted();
-  impl_->check_root(root, "broadcast");
-  runtime::check_broadcast_buffer(buffer, count, type, rank());
-  impl_->check_broadcast(count, type, root);
-  const std::size_t need =
-      std::min(count, broadcast_chunk(type)) * size_of(type) * static_cast<std::size_t>(size());
-  if (impl_->host_scratch.size() < need) impl_->host_scratch.resize(need);
-  broadcast_in_chunks(
-      buffer, count, type, rank(), root, impl_->host_scratch.data(),
-      [&](const void* in, void* out, std::size_t n) { all_gather(in, out, n, type); },
-      [](void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); });
+  runtime::guarded_call(*impl_, "broadcast", [&] {
+    impl_->throw_if_aborted();
+    impl_->check_root(root, "broadcast");
+    runtime::check_broadcast_buffer(buffer, count, type, rank());
+    impl_->check_broadcast(count, type, root);
+    const std::size_t need =
+        std::min(count, broadcast_chunk(type)) * size_of(type) * static_cast<std::size_t>(size());
+    if (impl_->host_scratch.size() < need) impl_->host_scratch.resize(need);
+    broadcast_in_chunks(
+        buffer, count, type, rank(), root, impl_->host_scratch.data(),
+        [&](const void* in, void* out, std::size_t n) { all_gather(in, out, n, type); },
+        [](void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); });
+  });
 }
 
 void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int root,
                              CudaStream stream) {
-  impl_->throw_if_aborted();
-  impl_->check_root(root, "broadcast");
-  runtime::check_broadcast_buffer(buffer, count, type, rank());
-  impl_->check_broadcast(count, type, root);
-  const std::size_t need =
-      std::min(count, broadcast_chunk(type)) * size_of(type) * static_cast<std::size_t>(size());
-  if (need > impl_->device_scratch_bytes) {
-    impl_->device_scratch = detail::device_alloc(need);
-    impl_->device_scratch_bytes = need;
-  }
-  broadcast_in_chunks(
-      buffer, count, type, rank(), root, static_cast<std::byte*>(impl_->device_scratch.get()),
-      [&](const void* in, void* out, std::size_t n) { all_gather(in, out, n, type, stream); },
-      [&](void* dst, const void* src, std::size_t bytes) {
-        detail::device_copy_async(dst, src, bytes, stream);
-      });
+  runtime::guarded_call(*impl_, "broadcast", [&] {
+    impl_->throw_if_aborted();
+    impl_->check_root(root, "broadcast");
+    runtime::check_broadcast_buffer(buffer, count, type, rank());
+    impl_->check_broadcast(count, type, root);
+    const std::size_t need =
+        std::min(count, broadcast_chunk(type)) * size_of(type) * static_cast<std::size_t>(size());
+    if (need > impl_->device_scratch_bytes) {
+      impl_->device_scratch = detail::device_alloc(need);
+      impl_->device_scratch_bytes = need;
+    }
+    broadcast_in_chunks(
+        buffer, count, type, rank(), root, static_cast<std::byte*>(impl_->device_scratch.get()),
+        [&](const void* in, void* out, std::size_t n) { all_gather(in, out, n, type, stream); },
+        [&](void* dst, const void* src, std::size_t bytes) {
+          detail::device_copy_async(dst, src, bytes, stream);
+        });
+  });
 }
 
 void Communicator::barrier() {
-  impl_->throw_if_aborted();
-  const std::uint64_t call = ++impl_->sequence;
-  try {
-    impl_->bootstrap->barrier(fmt::format("barrier #{}", call), impl_->deadline());
-  } catch (const Error& e) {
-    Error full(e.code(), fmt::format("rank {}: barrier #{} failed: {}{}", rank(), call, e.what(),
-                                     impl_->peer_report(e.code() == ErrorCode::kTimeout, call)));
-    TPCOMM_LOG(kError, "comm", "{}", full.what());
-    impl_->abort_with(full);
-    throw full;
-  }
+  runtime::guarded_call(*impl_, "barrier", [&] {
+    impl_->throw_if_aborted();
+    const std::uint64_t call = ++impl_->sequence;
+    try {
+      impl_->bootstrap->barrier(fmt::format("barrier #{}", call), impl_->deadline());
+    } catch (const Error& e) {
+      Error full(e.code(), fmt::format("rank {}: barrier #{} failed: {}{}", rank(), call, e.what(),
+                                       impl_->peer_report(e.code() == ErrorCode::kTimeout, call)));
+      TPCOMM_LOG(kError, "comm", "{}", full.what());
+      impl_->abort_with(full);
+      throw full;
+    }
+  });
 }
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key) {
-  impl_->throw_if_aborted();
-  const std::uint64_t index = ++impl_->splits;
-  const std::string mine = fmt::format("{} {}", color, key);
-  std::vector<Bytes> all;
-  try {
-    all = impl_->bootstrap->all_gather(text_bytes(mine), fmt::format("split #{}", index),
-                                       impl_->deadline());
-  } catch (const Error& e) {
-    Error full(e.code(), fmt::format("rank {}: split #{} failed: {}{}", rank(), index, e.what(),
-                                     impl_->peer_report()));
-    impl_->abort_with(full);
-    throw full;
-  }
-  if (color < 0) return nullptr;
-  // The members of this color, ordered by (key, parent rank).
-  std::vector<std::tuple<int, int>> members;
-  for (int r = 0; r < size(); ++r) {
-    const std::string theirs(all[r].begin(), all[r].end());
-    int c = 0;
-    int k = 0;
-    if (std::sscanf(theirs.c_str(), "%d %d", &c, &k) != 2) {
-      throw Error(ErrorCode::kInternal, fmt::format("split: rank {} sent '{}'", r, theirs));
+  return runtime::guarded_call(*impl_, "split", [&]() -> std::unique_ptr<Communicator> {
+    impl_->throw_if_aborted();
+    const std::uint64_t index = ++impl_->splits;
+    const std::string mine = fmt::format("{} {}", color, key);
+    std::vector<Bytes> all;
+    try {
+      all = impl_->bootstrap->all_gather(text_bytes(mine), fmt::format("split #{}", index),
+                                         impl_->deadline());
+    } catch (const Error& e) {
+      Error full(e.code(), fmt::format("rank {}: split #{} failed: {}{}", rank(), index, e.what(),
+                                       impl_->peer_report()));
+      impl_->abort_with(full);
+      throw full;
     }
-    if (c == color) members.emplace_back(k, r);
-  }
-  std::sort(members.begin(), members.end());
-  const auto me = std::find(members.begin(), members.end(), std::make_tuple(key, rank()));
-  const int sub_rank = static_cast<int>(me - members.begin());
-  auto inner =
-      make_store_bootstrap(impl_->bootstrap->store(), sub_rank, static_cast<int>(members.size()),
-                           fmt::format("tpcomm/c{:016x}/split{}/{}", impl_->comm_id, index, color));
-  auto sub = std::make_shared<SplitBootstrap>(impl_->bootstrap, std::move(inner));
-  TPCOMM_LOG(kInfo, "comm", "rank {}: split #{} color {}: rank {} of {}", rank(), index, color,
-             sub_rank, members.size());
-  return detail::create_communicator(std::move(sub), impl_->options, *impl_->platform);
+    if (color < 0) return nullptr;
+    // The members of this color, ordered by (key, parent rank).
+    std::vector<std::tuple<int, int>> members;
+    for (int r = 0; r < size(); ++r) {
+      const std::string theirs(all[r].begin(), all[r].end());
+      int c = 0;
+      int k = 0;
+      if (std::sscanf(theirs.c_str(), "%d %d", &c, &k) != 2) {
+        throw Error(ErrorCode::kInternal, fmt::format("split: rank {} sent '{}'", r, theirs));
+      }
+      if (c == color) members.emplace_back(k, r);
+    }
+    std::sort(members.begin(), members.end());
+    const auto me = std::find(members.begin(), members.end(), std::make_tuple(key, rank()));
+    const int sub_rank = static_cast<int>(me - members.begin());
+    auto inner = make_store_bootstrap(
+        impl_->bootstrap->store(), sub_rank, static_cast<int>(members.size()),
+        fmt::format("tpcomm/c{:016x}/split{}/{}", impl_->comm_id, index, color));
+    auto sub = std::make_shared<SplitBootstrap>(impl_->bootstrap, std::move(inner));
+    TPCOMM_LOG(kInfo, "comm", "rank {}: split #{} color {}: rank {} of {}", rank(), index, color,
+               sub_rank, members.size());
+    return detail::create_communicator(std::move(sub), impl_->options, *impl_->platform);
+  });
 }
 
 }  // namespace tpcomm

@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "call_queue.hpp"
 #include "fault_injection.hpp"
 #include "tpcomm/communicator.hpp"
 #include "tpcomm/error.hpp"
@@ -64,6 +65,12 @@ struct detail::CommunicatorState {
 
   ~CommunicatorState();
 
+  // The process that created it: a fork() child inherits the object but not the group (its
+  // sockets, threads and segments are the parent's), so it may neither call nor tear it down.
+  std::uint64_t fork_generation = 0;  // process_fork_generation() at creation
+  // The calls of this communicator, one at a time in arrival order (call_queue.hpp).
+  runtime::CallQueue calls;
+
   mutable std::mutex abort_mutex;
   std::optional<Error> abort_cause;
   // Set (release) once abort_cause is: a call reads it without taking the mutex.
@@ -79,6 +86,13 @@ struct detail::CommunicatorState {
   void check_root(int root, const char* call) const;
   void check_broadcast(std::size_t count, DataType type, int root);
   void abort_with(const Error& cause);
+  // Whether this process is a fork() child of the one that created the communicator.
+  bool in_forked_child() const;
+  // Throws kInvalidInput naming fork() when in_forked_child(): `what` is the refused call.
+  void refuse_in_forked_child(std::string_view what) const;
+  // A failure of `what` that is not a tpcomm::Error (std::bad_alloc, std::system_error, ...) as
+  // one: logged, and the communicator aborted so that the peers are told.
+  Error foreign_failure(std::string_view what, const std::exception& e);
   // Throws kAborted with the first cause once the communicator was aborted.
   void throw_if_aborted() const;
   // Store keys of this communicator: presence of each rank (deleted by the store when the
@@ -120,6 +134,14 @@ bool stream_is_capturing(void* stream);
 // device-to-device copy; both throw kUnavailable in a build without CUDA.
 std::shared_ptr<void> device_alloc(std::size_t bytes);
 void device_copy_async(void* dst, const void* src, std::size_t bytes, void* stream);
+
+// A failure that is not a tpcomm::Error (std::bad_alloc, std::system_error, a bug's
+// std::logic_error) as one, its message starting with `context` ("rank 1: all_gather");
+// communicator_guards.cpp.
+Error as_error(std::string_view context, const std::exception& e);
+
+// Keeps a fork() child's inherited communicator from being torn down (communicator_guards.cpp).
+void abandon_in_forked_child(std::unique_ptr<CommunicatorState> state);
 
 // Sets up every backend the plans use, voting after each step (backend_setup.cpp).
 void set_up_backends(CommunicatorState& c, const std::map<Backend, BackendFactory>& factories,

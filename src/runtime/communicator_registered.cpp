@@ -5,12 +5,13 @@
 
 #include "common/log_format.hpp"
 #include "communicator_impl.hpp"
+#include "guarded_call.hpp"
 
 namespace tpcomm {
 namespace {
 
 template <typename Body>
-auto registered_call(CommunicatorState& c, const std::string& what, Body body) {
+auto registered_body(CommunicatorState& c, const std::string& what, Body& body) {
   c.throw_if_aborted();
   if (c.plan.device_type == DeviceType::kCuda) {
     throw invalid_input(
@@ -30,6 +31,11 @@ auto registered_call(CommunicatorState& c, const std::string& what, Body body) {
     }
     throw full;
   }
+}
+
+template <typename Body>
+auto registered_call(CommunicatorState& c, const std::string& what, Body body) {
+  return runtime::guarded_call(c, what, [&] { return registered_body(c, what, body); });
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "control/socket_util.hpp"
 #include "control/store_keys.hpp"
 #include "facts_exchange.hpp"
+#include "fork_generation.hpp"
 #include "node_identity.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/facts_json.hpp"
@@ -285,12 +286,15 @@ void CommunicatorState::make_plans() {
 
 namespace detail {
 
-std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> bootstrap,
-                                                  const CommunicatorOptions& options,
-                                                  const Platform& platform) {
+namespace {
+
+std::unique_ptr<Communicator> build_communicator(std::shared_ptr<Bootstrap> bootstrap,
+                                                 const CommunicatorOptions& options,
+                                                 const Platform& platform) {
   if (!bootstrap) throw invalid_input("Communicator::create: the bootstrap is null");
   auto c = std::make_unique<CommunicatorState>();
   c->bootstrap = std::move(bootstrap);
+  c->fork_generation = runtime::process_fork_generation();
   c->timeout = options.timeout.value_or(default_timeout());
   // Every store request of this communicator waits at most its deadline, not the environment's.
   c->bootstrap->store()->set_request_timeout(c->timeout);
@@ -332,6 +336,23 @@ std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> boo
   TPCOMM_LOG(kInfo, "comm", "rank {} of {}: ready, plan {}", context.rank, context.size,
              c->plan.digest);
   return CommunicatorFactory::wrap(std::move(c));
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> bootstrap,
+                                                  const CommunicatorOptions& options,
+                                                  const Platform& platform) {
+  const int rank = bootstrap ? bootstrap->rank() : -1;
+  try {
+    return build_communicator(std::move(bootstrap), options, platform);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    // std::system_error (a thread that cannot start), std::bad_alloc, ...: the API's one
+    // exception type; the peers time out in the next step naming this rank.
+    throw as_error(fmt::format("rank {}: Communicator::create", rank), e);
+  }
 }
 
 }  // namespace detail

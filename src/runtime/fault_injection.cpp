@@ -2,6 +2,7 @@
 #include "fault_injection.hpp"
 
 #include <charconv>
+#include <new>
 #include <thread>
 
 #include <fmt/format.h>
@@ -26,7 +27,7 @@ std::vector<Fault> parse_faults(std::string_view text) {
     auto bad = [&](const char* why) {
       return invalid_input(
           fmt::format("TPCOMM_FAULT item \"{}\": {} (expected "
-                      "STEP:fail|stall|corrupt@RANK[#SEQUENCE])",
+                      "STEP:fail|stall|corrupt|oom@RANK[#SEQUENCE])",
                       item, why));
     };
     auto colon = item.find(':');
@@ -41,6 +42,8 @@ std::vector<Fault> parse_faults(std::string_view text) {
       f.action = FaultAction::kStall;
     } else if (action == "corrupt") {
       f.action = FaultAction::kCorrupt;
+    } else if (action == "oom") {
+      f.action = FaultAction::kOutOfMemory;
     } else {
       throw bad("unknown action");
     }
@@ -80,6 +83,10 @@ void FaultPlan::apply_fail_or_stall(std::string_view step, std::int64_t sequence
   if (hits(step, FaultAction::kFail, sequence)) {
     throw Error(ErrorCode::kUnavailable,
                 fmt::format("injected fault: {} fails on rank {} (TPCOMM_FAULT)", step, rank_));
+  }
+  if (hits(step, FaultAction::kOutOfMemory, sequence)) {
+    // Not a tpcomm::Error: what an allocation inside a backend throws (docs/errors.md).
+    throw std::bad_alloc();
   }
   if (hits(step, FaultAction::kStall, sequence)) {
     TPCOMM_LOG(kWarn, "fault", "rank {}: stalling in {} (TPCOMM_FAULT)", rank_, step);

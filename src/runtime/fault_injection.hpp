@@ -4,7 +4,9 @@
 //   TPCOMM_FAULT=digest:corrupt@2        rank 2 announces a different plan digest
 //   TPCOMM_FAULT=gloo.connect:fail@1     set-up step gloo.connect fails on rank 1
 //   TPCOMM_FAULT=call:stall@0#5          rank 0 stalls in its 5th call
-// Steps: facts, node_probe, digest, any set-up step name, call. Actions: fail, stall, corrupt.
+//   TPCOMM_FAULT=call:oom@1#2            rank 1's 2nd call throws std::bad_alloc
+// Steps: facts, node_probe, digest, any set-up step name, call. Actions: fail, stall, corrupt,
+// oom (a std::bad_alloc, not a tpcomm::Error: what a failed allocation in a backend throws).
 #pragma once
 
 #include <cstdint>
@@ -14,7 +16,7 @@
 
 namespace tpcomm::runtime {
 
-enum class FaultAction { kFail, kStall, kCorrupt };
+enum class FaultAction { kFail, kStall, kCorrupt, kOutOfMemory };
 
 struct Fault {
   std::string step;
@@ -33,7 +35,8 @@ class FaultPlan {
   static FaultPlan from_env(int rank);
 
   bool hits(std::string_view step, FaultAction action, std::int64_t sequence = -1) const;
-  // Throws kUnavailable "injected fault" when `fail` is set for this step; sleeps (until the
+  // Throws kUnavailable "injected fault" when `fail` is set for this step, std::bad_alloc when
+  // `oom` is; sleeps (until the
   // process is killed, at most an hour) when `stall` is.
   void apply_fail_or_stall(std::string_view step, std::int64_t sequence = -1) const;
 

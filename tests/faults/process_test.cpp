@@ -1193,5 +1193,33 @@ TEST(MpiBootstrap, LateRankIsNamedWithinTheDeadline) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
 }
 
+// A rank that fork()s: the child is refused a call on the inherited communicator, drops it and
+// exits normally (static destructors and all); the parent's group goes on, every element checked.
+// Over Gloo (its pairs share an epoll set with the child), shm and hier (two simulated nodes).
+TEST(Fork, AChildThatExitsNormallyLeavesItsParentsGroupWorking) {
+  struct Case {
+    std::vector<std::string> run;
+    std::map<std::string, std::string> env;
+    int ranks;
+  };
+  std::vector<Case> cases = {{{"-n", "2"}, {{"TPCOMM_DISABLE", "shm"}}, 2},
+                             {{"-n", "2"}, {}, 2}};
+  if (root()) {
+    cases.push_back({{"-n", "4", "--nodes", "2"}, {}, 4});
+  } else {
+    std::printf("hier case not run: tpcomm run --nodes needs root to create namespaces\n");
+  }
+  for (const auto& c : cases) {
+    auto r = run_group(c.run, {"fork"}, c.env, marker());
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_EQ(lines_with(r.out, "child: refused, dropped it, exiting").size(),
+              static_cast<std::size_t>(c.ranks))
+        << r.out;
+    EXPECT_EQ(lines_with(r.out, "the group works after the child's exit").size(),
+              static_cast<std::size_t>(c.ranks))
+        << r.out << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace tpcomm

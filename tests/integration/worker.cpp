@@ -11,6 +11,7 @@
 //   leak_and_die  create a /dev/shm segment named like tpcomm's, then SIGKILL itself
 //   after_file P  see worker_network.hpp (with the TEST_SIGNAL_EVERY_US and
 //                 TEST_OPTION_TIMEOUT_MS knobs)
+//   fork          fork a child that is refused a call and exits normally; the group calls on
 // TEST_SKIP_RANK=r: rank r exits at once, never joining. TEST_LATE_RANK=r: rank r joins the
 // bootstrap, then sleeps TEST_LATE_SECONDS (30) instead of creating the communicator. Errors print
 // "rank R: ERROR ..." with the wall-clock time in ms and exit 1 (3 for a mismatch).
@@ -33,6 +34,7 @@
 #include "tpcomm/tpcomm.hpp"
 #include "transport/common/convert.hpp"
 #include "worker_network.hpp"
+#include "worker_fork.hpp"
 
 namespace {
 
@@ -338,6 +340,10 @@ int main(int argc, char** argv) {
     if (mode == "mismatch") return run_mismatch(*comm, argc > 2 ? argv[2] : "count");
     if (mode == "after_file") return tpcomm::test::run_after_file(*comm, argc > 2 ? argv[2] : "");
     if (mode == "random") return run_random(*comm, argc > 2 ? std::atoi(argv[2]) : 1000);
+    if (mode == "fork") {
+      bool is_child = false;
+      return tpcomm::test::run_fork(comm, &is_child);
+    }
     if (mode == "slow_peer") return run_slow_peer(*comm, argc > 2 ? std::atoi(argv[2]) : 400);
     const auto& rejected = comm->plan().ops.at(Op::kAllReduce).rejected;
     for (auto b : {tpcomm::Backend::kShm, tpcomm::Backend::kHier}) {
