@@ -6,9 +6,9 @@
 
 #include <fmt/format.h>
 
+#include "call_checks.hpp"
 #include "common/log_format.hpp"
 #include "common/rank_list.hpp"
-#include "call_checks.hpp"
 #include "communicator_impl.hpp"
 #include "guarded_call.hpp"
 
@@ -99,14 +99,19 @@ void broadcast_in_chunks(void* buffer, std::size_t count, DataType type, int ran
 
 }  // namespace
 
+std::size_t CommunicatorState::prepare_broadcast(void* buffer, std::size_t count, DataType type,
+                                                 int root) {
+  throw_if_aborted();
+  check_root(root, "broadcast");
+  runtime::check_broadcast_buffer(buffer, count, type, bootstrap->rank());
+  check_broadcast(count, type, root);
+  return std::min(count, broadcast_chunk(type)) * size_of(type) *
+         static_cast<std::size_t>(bootstrap->size());
+}
+
 void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int root) {
   runtime::guarded_call(*impl_, "broadcast", [&] {
-    impl_->throw_if_aborted();
-    impl_->check_root(root, "broadcast");
-    runtime::check_broadcast_buffer(buffer, count, type, rank());
-    impl_->check_broadcast(count, type, root);
-    const std::size_t need =
-        std::min(count, broadcast_chunk(type)) * size_of(type) * static_cast<std::size_t>(size());
+    const std::size_t need = impl_->prepare_broadcast(buffer, count, type, root);
     if (impl_->host_scratch.size() < need) impl_->host_scratch.resize(need);
     broadcast_in_chunks(
         buffer, count, type, rank(), root, impl_->host_scratch.data(),
@@ -118,12 +123,7 @@ void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int
 void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int root,
                              CudaStream stream) {
   runtime::guarded_call(*impl_, "broadcast", [&] {
-    impl_->throw_if_aborted();
-    impl_->check_root(root, "broadcast");
-    runtime::check_broadcast_buffer(buffer, count, type, rank());
-    impl_->check_broadcast(count, type, root);
-    const std::size_t need =
-        std::min(count, broadcast_chunk(type)) * size_of(type) * static_cast<std::size_t>(size());
+    const std::size_t need = impl_->prepare_broadcast(buffer, count, type, root);
     if (need > impl_->device_scratch_bytes) {
       impl_->device_scratch = detail::device_alloc(need);
       impl_->device_scratch_bytes = need;

@@ -1,20 +1,17 @@
 // The communicator's protections against misuse from outside a call's own arguments: a fork()
 // child holding an inherited communicator, and failures that are not tpcomm::Error
 // (guarded_call.hpp).
-#include <new>
-#include <system_error>
-#include <typeinfo>
-
 #include <fmt/format.h>
 
+#include "common/foreign_error.hpp"
+#include "common/fork_generation.hpp"
 #include "common/log_format.hpp"
 #include "communicator_impl.hpp"
-#include "fork_generation.hpp"
 
 namespace tpcomm {
 
 bool CommunicatorState::in_forked_child() const {
-  return runtime::process_fork_generation() != fork_generation;
+  return detail::process_fork_generation() != fork_generation;
 }
 
 void CommunicatorState::refuse_in_forked_child(std::string_view what) const {
@@ -35,20 +32,6 @@ Error CommunicatorState::foreign_failure(std::string_view what, const std::excep
 }
 
 namespace detail {
-
-Error as_error(std::string_view context, const std::exception& e) {
-  if (const auto* ours = dynamic_cast<const Error*>(&e)) return *ours;
-  if (dynamic_cast<const std::bad_alloc*>(&e)) {
-    return Error(ErrorCode::kUnavailable,
-                 fmt::format("{} failed: out of memory ({})", context, e.what()));
-  }
-  if (const auto* s = dynamic_cast<const std::system_error*>(&e)) {
-    return Error(ErrorCode::kUnavailable,
-                 fmt::format("{} failed: {} ({})", context, s->what(), s->code().message()));
-  }
-  return Error(ErrorCode::kInternal,
-               fmt::format("{} failed: {}: {}", context, typeid(e).name(), e.what()));
-}
 
 // Keeps what a fork() child must not destroy: its destructors would deregister the parent's
 // sockets from an epoll set the two processes share, join threads the child does not have,

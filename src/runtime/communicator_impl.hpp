@@ -85,6 +85,8 @@ struct detail::CommunicatorState {
   // broadcast's argument checks (communicator_group_calls.cpp).
   void check_root(int root, const char* call) const;
   void check_broadcast(std::size_t count, DataType type, int root);
+  // All of broadcast's checks; the bytes of its staging buffer.
+  std::size_t prepare_broadcast(void* buffer, std::size_t count, DataType type, int root);
   void abort_with(const Error& cause);
   // Whether this process is a fork() child of the one that created the communicator.
   bool in_forked_child() const;
@@ -134,11 +136,6 @@ bool stream_is_capturing(void* stream);
 // device-to-device copy; both throw kUnavailable in a build without CUDA.
 std::shared_ptr<void> device_alloc(std::size_t bytes);
 void device_copy_async(void* dst, const void* src, std::size_t bytes, void* stream);
-
-// A failure that is not a tpcomm::Error (std::bad_alloc, std::system_error, a bug's
-// std::logic_error) as one, its message starting with `context` ("rank 1: all_gather");
-// communicator_guards.cpp.
-Error as_error(std::string_view context, const std::exception& e);
 
 // Keeps a fork() child's inherited communicator from being torn down (communicator_guards.cpp).
 void abandon_in_forked_child(std::unique_ptr<CommunicatorState> state);

@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "common/foreign_error.hpp"
+#include "common/fork_generation.hpp"
 #include "common/log_format.hpp"
 #include "common/rank_list.hpp"
 #include "common/text_file.hpp"
@@ -20,7 +22,6 @@
 #include "control/socket_util.hpp"
 #include "control/store_keys.hpp"
 #include "facts_exchange.hpp"
-#include "fork_generation.hpp"
 #include "node_identity.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/facts_json.hpp"
@@ -294,7 +295,7 @@ std::unique_ptr<Communicator> build_communicator(std::shared_ptr<Bootstrap> boot
   if (!bootstrap) throw invalid_input("Communicator::create: the bootstrap is null");
   auto c = std::make_unique<CommunicatorState>();
   c->bootstrap = std::move(bootstrap);
-  c->fork_generation = runtime::process_fork_generation();
+  c->fork_generation = detail::process_fork_generation();
   c->timeout = options.timeout.value_or(default_timeout());
   // Every store request of this communicator waits at most its deadline, not the environment's.
   c->bootstrap->store()->set_request_timeout(c->timeout);
@@ -343,16 +344,12 @@ std::unique_ptr<Communicator> build_communicator(std::shared_ptr<Bootstrap> boot
 std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> bootstrap,
                                                   const CommunicatorOptions& options,
                                                   const Platform& platform) {
+  // std::system_error (a thread that cannot start), std::bad_alloc, ...: the API's one
+  // exception type; the peers time out in the next step naming this rank.
   const int rank = bootstrap ? bootstrap->rank() : -1;
-  try {
+  return only_tpcomm_errors(fmt::format("rank {}: Communicator::create", rank), [&] {
     return build_communicator(std::move(bootstrap), options, platform);
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    // std::system_error (a thread that cannot start), std::bad_alloc, ...: the API's one
-    // exception type; the peers time out in the next step naming this rank.
-    throw as_error(fmt::format("rank {}: Communicator::create", rank), e);
-  }
+  });
 }
 
 }  // namespace detail

@@ -544,35 +544,22 @@ TEST(Faults, InjectedCallStallIsATimeoutNamingTheStalledRank) {
   }
 }
 
-// A free TCP port on loopback (bound, read, released).
-std::uint16_t free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 // Without a launcher, rank 0 serves the store itself; when it dies the survivors name it (they
 // said only "the store is unreachable").
 TEST(Faults, TheRankThatServedTheStoreIsNamedWhenItDies) {
   const std::string mark = marker();
   const std::string script =
       "for r in 0 1 2; do RANK=$r " + kWorker + " loop 1000 4096 " + mark + " & done; wait";
-  auto r =
-      test::run_process({"/bin/sh", "-c", script}, {{"WORLD_SIZE", "3"},
-                                                    {"MASTER_ADDR", "127.0.0.1"},
-                                                    {"MASTER_PORT", std::to_string(free_port())},
-                                                    {"TPCOMM_DISABLE", "shm"},
-                                                    {"TPCOMM_TIMEOUT_MS", "5000"},
-                                                    {"TEST_KILL_RANK", "0"},
-                                                    {"TEST_AFTER", "5"},
-                                                    {"TPCOMM_FAULT", ""},
-                                                    {"TPCOMM_CHECK", ""}});
+  auto r = test::run_process({"/bin/sh", "-c", script},
+                             {{"WORLD_SIZE", "3"},
+                              {"MASTER_ADDR", "127.0.0.1"},
+                              {"MASTER_PORT", std::to_string(test::free_loopback_port())},
+                              {"TPCOMM_DISABLE", "shm"},
+                              {"TPCOMM_TIMEOUT_MS", "5000"},
+                              {"TEST_KILL_RANK", "0"},
+                              {"TEST_AFTER", "5"},
+                              {"TPCOMM_FAULT", ""},
+                              {"TPCOMM_CHECK", ""}});
   auto errors = lines_with(r.out, "ERROR");
   ASSERT_EQ(errors.size(), 2u) << r.out << r.err;
   for (const auto& e : errors) {
@@ -1202,8 +1189,7 @@ TEST(Fork, AChildThatExitsNormallyLeavesItsParentsGroupWorking) {
     std::map<std::string, std::string> env;
     int ranks;
   };
-  std::vector<Case> cases = {{{"-n", "2"}, {{"TPCOMM_DISABLE", "shm"}}, 2},
-                             {{"-n", "2"}, {}, 2}};
+  std::vector<Case> cases = {{{"-n", "2"}, {{"TPCOMM_DISABLE", "shm"}}, 2}, {{"-n", "2"}, {}, 2}};
   if (root()) {
     cases.push_back({{"-n", "4", "--nodes", "2"}, {}, 4});
   } else {

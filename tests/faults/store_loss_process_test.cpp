@@ -66,18 +66,6 @@ INSTANTIATE_TEST_SUITE_P(ShmAndHier, SignalStorm,
                          ::testing::Values(std::vector<std::string>{"-n", "8"},
                                            std::vector<std::string>{"-n", "8", "--nodes", "2"}));
 
-std::uint16_t free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 bool listens(std::uint16_t port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -134,7 +122,7 @@ class ThreeRanks {
     return "/tmp/tpcomm-store-loss-" + std::to_string(getpid()) + "-" + std::to_string(port_) +
            "-" + std::to_string(r);
   }
-  std::uint16_t port_ = free_port();
+  std::uint16_t port_ = test::free_loopback_port();
   std::map<std::string, std::string> env_;
   std::map<int, pid_t> pids_;
 };

@@ -57,6 +57,23 @@ def time_limit():
     signal.signal(signal.SIGALRM, previous)
 
 
+# The CPU engines a test runs on: (environment, ranks, `tpcomm run` arguments). hier needs
+# simulated nodes (tpcomm run --nodes), whose namespaces need root.
+ENGINES = {
+    "shm": ({}, 2, ()),
+    "gloo": ({"TPCOMM_DISABLE": "shm"}, 2, ()),
+    "hier": ({}, 4, ("--nodes", "2")),
+}
+
+
+def engine_setup(engine):
+    """ENGINES[engine], or a pytest skip saying why that engine cannot run here."""
+    if engine == "hier" and os.geteuid() != 0:
+        pytest.skip("hier needs simulated nodes (tpcomm run --nodes), which need root for "
+                    "their namespaces; not root here")
+    return ENGINES[engine]
+
+
 def free_port():
     """A port P with P and P + 1 free (tpcomm's store takes MASTER_PORT + 1 under torchrun),
     below the kernel's ephemeral range, so that no outgoing connection of a test running in

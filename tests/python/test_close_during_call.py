@@ -3,26 +3,15 @@ crash, the running call ends with its result or a tpcomm error, and every later 
 with "this communicator was closed". On shm, Gloo (shm disabled) and hier (two simulated nodes,
 which need root for their namespaces)."""
 
-import os
-
 import pytest
 
-from conftest import run_ranks
-
-ENGINES = {
-    "shm": ({}, 2, ()),
-    "gloo": ({"TPCOMM_DISABLE": "shm"}, 2, ()),
-    "hier": ({}, 4, ("--nodes", "2")),
-}
+from conftest import ENGINES, engine_setup, run_ranks
 
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_close_from_another_thread_during_calls_ends_them_with_an_error_not_a_crash(
         tmp_path, engine):
-    env, n, args = ENGINES[engine]
-    if engine == "hier" and os.geteuid() != 0:
-        pytest.skip("hier needs simulated nodes (tpcomm run --nodes), which need root for "
-                    "their namespaces; not root here")
+    env, n, args = engine_setup(engine)
     run = run_ranks(tmp_path, """
         import threading, time
         comm = tpcomm.Communicator.from_env(timeout=10)

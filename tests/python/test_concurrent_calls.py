@@ -6,25 +6,14 @@ depends on rank and round only, and an all-gather block may be either thread's o
 must be one thread's whole block of that round. On shm, Gloo (shm disabled) and hier (two
 simulated nodes, which need root for their namespaces)."""
 
-import os
-
 import pytest
 
-from conftest import run_ranks
-
-ENGINES = {
-    "shm": ({}, 2, ()),
-    "gloo": ({"TPCOMM_DISABLE": "shm"}, 2, ()),
-    "hier": ({}, 4, ("--nodes", "2")),
-}
+from conftest import ENGINES, engine_setup, run_ranks
 
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_two_threads_calling_one_communicator_get_every_element_right(tmp_path, engine):
-    env, n, args = ENGINES[engine]
-    if engine == "hier" and os.geteuid() != 0:
-        pytest.skip("hier needs simulated nodes (tpcomm run --nodes), which need root for "
-                    "their namespaces; not root here")
+    env, n, args = engine_setup(engine)
     run_ranks(tmp_path, """
         import threading
         comm = tpcomm.Communicator.from_env(timeout=20)

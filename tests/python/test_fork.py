@@ -3,26 +3,15 @@ fork, and the child exiting (dropping the communicator first, or leaving it to t
 end) does nothing to the parent's group, which keeps computing the right results. On shm, Gloo
 (shm disabled) and hier (two simulated nodes, which need root for their namespaces)."""
 
-import os
-
 import pytest
 
-from conftest import run_ranks
-
-ENGINES = {
-    "shm": ({}, 2, ()),
-    "gloo": ({"TPCOMM_DISABLE": "shm"}, 2, ()),
-    "hier": ({}, 4, ("--nodes", "2")),
-}
+from conftest import ENGINES, engine_setup, run_ranks
 
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_a_forked_child_cannot_call_and_its_exit_leaves_the_parents_group_working(
         tmp_path, engine):
-    env, n, args = ENGINES[engine]
-    if engine == "hier" and os.geteuid() != 0:
-        pytest.skip("hier needs simulated nodes (tpcomm run --nodes), which need root for "
-                    "their namespaces; not root here")
+    env, n, args = engine_setup(engine)
     run_ranks(tmp_path, """
         import gc
         comm = tpcomm.Communicator.from_env(timeout=10)

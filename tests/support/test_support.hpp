@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
@@ -41,5 +42,8 @@ ProcessResult run_process(const std::vector<std::string>& argv,
 pid_t spawn(const std::vector<std::string>& argv,
             const std::map<std::string, std::string>& env = {},
             const std::string& out_path = "/dev/null");
+
+// A TCP port on loopback that nothing listens on now (bound, read, released).
+std::uint16_t free_loopback_port();
 
 }  // namespace tpcomm::test

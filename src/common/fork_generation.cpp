@@ -4,7 +4,7 @@
 
 #include <atomic>
 
-namespace tpcomm::runtime {
+namespace tpcomm::detail {
 namespace {
 
 std::atomic<std::uint64_t> generation{0};
@@ -27,4 +27,4 @@ std::uint64_t process_fork_generation() {
   return generation.load(std::memory_order_relaxed);
 }
 
-}  // namespace tpcomm::runtime
+}  // namespace tpcomm::detail

@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-namespace tpcomm::runtime {
+namespace tpcomm::detail {
 
 std::uint64_t process_fork_generation();
 
-}  // namespace tpcomm::runtime
+}  // namespace tpcomm::detail
