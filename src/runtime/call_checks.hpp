@@ -1,6 +1,7 @@
 // The checks of a call's buffers that need nothing but the call: run on the calling rank before
-// the call is numbered or reaches a backend, so a refusal sends nothing to the peers and leaves
-// the communicator usable (docs/communicator.md, Calls; docs/errors.md).
+// the call is numbered or reaches a backend, so a refusal sends nothing to the peers; the caller
+// aborts the communicator then, so that peers that made a valid call are told at once
+// (CommunicatorState::refuse_unusable_buffers; docs/communicator.md, Buffers; docs/errors.md).
 #pragma once
 
 #include <cstddef>

@@ -229,22 +229,26 @@ void Communicator::abort(const std::string& reason) {
 }
 
 bool Communicator::aborted() const {
-  std::lock_guard<std::mutex> lock(impl_->abort_mutex);
-  return impl_->abort_cause.has_value();
+  return impl_->aborted.load(std::memory_order_acquire);
 }
 
 void CommunicatorState::abort_with(const Error& cause) {
-  std::lock_guard<std::mutex> lock(abort_mutex);
-  if (abort_cause) return;
-  abort_cause = cause;
-  aborted.store(true, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(abort_mutex);
+    if (abort_cause) return;
+    abort_cause = cause;
+    aborted.store(true, std::memory_order_release);
+  }
+  // Outside the mutex (aborted() and a fork() child never wait on store I/O), and briefly: the
+  // first cause, for the peers' messages (peer_report), is published before the backends close
+  // the connections whose end the peers notice first; a store that does not answer at once
+  // delays the abort by at most this.
   try {
-    const control::ScopedStoreDeadline bound(Deadline::after(std::chrono::milliseconds(1000)));
-    // The first cause, for peers' error messages (peer_report).
+    const control::ScopedStoreDeadline bound(Deadline::after(std::chrono::milliseconds(250)));
     const std::string text = cause.what();
     bootstrap->store()->compare_set(abort_key(), std::nullopt, Bytes(text.begin(), text.end()));
   } catch (const std::exception&) {
-    // Best effort: peers still fail on their own deadlines.
+    // Best effort: the peers still fail when the connections close, or at their deadlines.
   }
   for (auto& [kind, backend] : backends) backend->abort();
 }
@@ -282,12 +286,13 @@ void CommunicatorState::run_call(transport::Call call, bool device_call) {
                     "average would round); use sum and divide",
                     rank, to_string(call.op), to_string(call.type)));
   }
-  // Refused before the call is numbered, so the rank stays in step with its peers.
-  if (call.count > 0 && (call.input == nullptr || call.output == nullptr)) {
-    throw invalid_input(fmt::format("rank {}: {}: null buffer for {} elements", rank,
-                                    to_string(call.op), call.count));
-  }
-  runtime::check_call_buffers(call, rank, bootstrap->size());
+  refuse_unusable_buffers([&] {
+    if (call.count > 0 && (call.input == nullptr || call.output == nullptr)) {
+      throw invalid_input(fmt::format("rank {}: {}: null buffer for {} elements", rank,
+                                      to_string(call.op), call.count));
+    }
+    runtime::check_call_buffers(call, rank, bootstrap->size());
+  });
   call.sequence = ++sequence;
   call.captured = device_call && detail::stream_is_capturing(call.stream);
   const Plan& table = call.captured ? graph_plan : eager_plan;
@@ -296,6 +301,9 @@ void CommunicatorState::run_call(transport::Call call, bool device_call) {
   call.blocks = row.blocks.value_or(0);
   call.step_bytes = row.step_bytes.value_or(0);
   try {
+    // No store request of the call waits past its deadline (the report after a failure, below,
+    // has a bound of its own: this scope has ended by then).
+    const control::ScopedStoreDeadline bound(deadline());
     if (check_calls) {
       const std::string mine = transport::call_signature(call);
       auto all = bootstrap->all_gather(Bytes(mine.begin(), mine.end()),

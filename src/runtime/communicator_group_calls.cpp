@@ -103,7 +103,8 @@ std::size_t CommunicatorState::prepare_broadcast(void* buffer, std::size_t count
                                                  int root) {
   throw_if_aborted();
   check_root(root, "broadcast");
-  runtime::check_broadcast_buffer(buffer, count, type, bootstrap->rank());
+  refuse_unusable_buffers(
+      [&] { runtime::check_broadcast_buffer(buffer, count, type, bootstrap->rank()); });
   check_broadcast(count, type, root);
   return std::min(count, broadcast_chunk(type)) * size_of(type) *
          static_cast<std::size_t>(bootstrap->size());

@@ -85,6 +85,19 @@ struct detail::CommunicatorState {
   // broadcast's argument checks (communicator_group_calls.cpp).
   void check_root(int root, const char* call) const;
   void check_broadcast(std::size_t count, DataType type, int root);
+  // Runs a check of this rank's own buffers (check(): throws kInvalidInput). A refusal comes
+  // before the call is numbered, and aborts the communicator: the peers may have made a valid
+  // call, which would wait for this rank until its deadline; they fail at once instead, naming
+  // the refusal (docs/errors.md).
+  template <typename Check>
+  void refuse_unusable_buffers(Check check) {
+    try {
+      check();
+    } catch (const Error& e) {
+      abort_with(e);
+      throw;
+    }
+  }
   // All of broadcast's checks; the bytes of its staging buffer.
   std::size_t prepare_broadcast(void* buffer, std::size_t count, DataType type, int root);
   void abort_with(const Error& cause);

@@ -53,6 +53,8 @@ void Communicator::free(void* buffer) {
 }
 
 std::shared_ptr<void> Communicator::keep_mapped(void* buffer) {
+  // Not collective, so not queued behind the calls; refused in a fork() child as they are.
+  impl_->refuse_in_forked_child("keep_mapped");
   return impl_->heap->keep_mapped(buffer);
 }
 

@@ -158,12 +158,14 @@ TEST(Registered, FreeFromAnotherThreadWaitsForTheCallThatReadsTheBuffer) {
         comm->all_reduce(buf, out.data(), n, DataType::kFloat32, ReduceOp::kSum);
         call_returned = true;
       });
-      std::this_thread::sleep_for(100ms);
+      // The call thread takes its turn within microseconds; half a second covers a loaded
+      // machine and the sanitizer build (rank 1 starts its call a second after that).
+      std::this_thread::sleep_for(500ms);
       comm->free(buf);
       EXPECT_TRUE(call_returned) << "free returned before the call that reads the buffer";
       call.join();
     } else {
-      std::this_thread::sleep_for(300ms);
+      std::this_thread::sleep_for(1500ms);
       comm->all_reduce(buf, out.data(), n, DataType::kFloat32, ReduceOp::kSum);
       comm->free(buf);
     }
