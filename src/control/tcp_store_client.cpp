@@ -1,5 +1,9 @@
 // The TCP store client: one connection, one request at a time, every reply awaited with a
-// deadline. A lost connection is an error naming the store's address.
+// deadline. A lost connection is an error naming the store's address. Threads share a client
+// (the world communicator, its splits, hier's node bootstraps): a request waits for the
+// connection at most until its deadline and, having sent nothing, leaves it usable; a wait is
+// asked of the server in short slices, so that it never holds the connection for long.
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <optional>
@@ -9,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "common/foreign_error.hpp"
+#include "common/fork_generation.hpp"
 #include "socket_util.hpp"
 #include "store_auth.hpp"
 #include "store_protocol.hpp"
@@ -21,8 +27,12 @@ namespace {
 
 using store_wire::Type;
 
-// Slack on top of a wait's own timeout for the server's answer to arrive.
-constexpr std::chrono::milliseconds kReplySlack{2000};
+// How long one wait request may hold the connection at the server: other threads' requests
+// (a set another barrier waits for) go in between.
+constexpr std::chrono::milliseconds kWaitSlice{200};
+// Slack past a wait's deadline for the server's last answer to arrive: a wait on a store that no
+// longer answers (a partition) ends this long after its deadline.
+constexpr std::chrono::milliseconds kReplySlack{500};
 // A store answers the handshake at once; something that does not is not a tpcomm store.
 constexpr std::chrono::milliseconds kHandshakeBudget{10'000};
 // How long a dial that tells a store that went away from another program may take.
@@ -36,7 +46,11 @@ class TcpStoreClient final : public Store {
         host_(std::move(host)),
         port_(port),
         address_(fmt::format("{}:{}", host_, port_)),
-        request_timeout_ms_(request_timeout.count()) {}
+        request_timeout_ms_(request_timeout.count()),
+        fork_generation_(detail::process_fork_generation()) {}
+  // In a fork() child, only the child's copy of the descriptor closes: no shutdown(), no
+  // goodbye on the parent's connection.
+  ~TcpStoreClient() override = default;
 
   void set(const std::string& key, const Bytes& value) override {
     expect(call(store_wire::Writer(Type::kSet).string(key).bytes(value)), Type::kOk, "set");
@@ -56,17 +70,15 @@ class TcpStoreClient final : public Store {
     expect(r, Type::kValue, "get");
     return store_wire::Reader(r.payload.data(), r.payload.size()).bytes();
   }
+  // In slices of at most kWaitSlice, releasing the connection between them; each slice asks
+  // only for the keys still missing (a key seen once counts, as a single wait would).
   std::vector<std::string> wait_for(const std::vector<std::string>& keys,
                                     const Deadline& deadline) override {
-    store_wire::Writer w(Type::kWait);
-    w.i64(deadline.remaining().count()).i64(static_cast<std::int64_t>(keys.size()));
-    for (const auto& k : keys) w.string(k);
-    Reply r = call(w, Deadline::after(deadline.remaining() + kReplySlack));
-    if (r.type == Type::kOk) return {};
-    expect(r, Type::kMissing, "wait");
-    store_wire::Reader reader(r.payload.data(), r.payload.size());
-    std::vector<std::string> missing;
-    for (auto n = reader.i64(); n > 0; --n) missing.push_back(reader.string());
+    const Deadline bound = control::within_store_scope(deadline);
+    std::vector<std::string> missing = keys;
+    do {
+      missing = wait_slice(missing, std::min(bound.remaining(), kWaitSlice), deadline);
+    } while (!missing.empty() && !bound.expired());
     return missing;
   }
   std::int64_t add(const std::string& key, std::int64_t delta) override {
@@ -146,27 +158,71 @@ class TcpStoreClient final : public Store {
     return call(request, Deadline::after(std::chrono::milliseconds(
                              request_timeout_ms_.load(std::memory_order_relaxed))));
   }
-  Reply call(const store_wire::Writer& request, const Deadline& own) {
-    const Deadline deadline = control::within_store_scope(own);
-    std::lock_guard<std::mutex> lock(mutex_);
+  // Waits for the connection until the deadline; nothing sent yet, a timeout leaves it usable.
+  // The reply is awaited `slack` past the deadline (never past the scope's). Only a request
+  // whose I/O started and failed breaks the connection: its stream is out of step for good.
+  Reply call(const store_wire::Writer& request, const Deadline& own,
+             std::chrono::milliseconds slack = {}) {
+    refuse_in_fork_child();
+    const Deadline bound = control::within_store_scope(own);
+    const Deadline io = control::within_store_scope(Deadline::after(own.remaining() + slack));
+    std::unique_lock<std::timed_mutex> lock(mutex_, std::defer_lock);
+    if (!lock.try_lock_until(io.at()) || io.expired()) throw no_turn(bound);
     if (broken_) throw Error(broken_code_, broken_message_);
     Bytes frame = request.frame();
     std::string why;
     std::uint8_t header[store_wire::kHeaderSize];
     Reply reply{Type::kError, {}};
-    if (!net::send_all(fd_.get(), frame.data(), frame.size(), deadline, &why) ||
-        !net::recv_all(fd_.get(), header, sizeof(header), deadline, &why)) {
-      fail(why, deadline);
+    if (!net::send_all(fd_.get(), frame.data(), frame.size(), io, &why) ||
+        !net::recv_all(fd_.get(), header, sizeof(header), io, &why)) {
+      fail(why, io, bound.budget());
     }
     store_wire::Header h = store_wire::decode_header(header);
-    if (std::string problem = store_wire::check_header(h); !problem.empty()) fail(problem, {});
+    if (std::string problem = store_wire::check_header(h); !problem.empty()) {
+      fail(problem, std::nullopt, bound.budget());
+    }
     answered_ = true;  // a tpcomm store's frame: whatever happens next, it was one
     reply.type = h.type;
     reply.payload.resize(h.length);
-    if (!net::recv_all(fd_.get(), reply.payload.data(), h.length, deadline, &why)) {
-      fail(why, deadline);
+    if (!net::recv_all(fd_.get(), reply.payload.data(), h.length, io, &why)) {
+      fail(why, io, bound.budget());
     }
     return reply;
+  }
+
+  std::vector<std::string> wait_slice(const std::vector<std::string>& keys,
+                                      std::chrono::milliseconds slice, const Deadline& deadline) {
+    store_wire::Writer w(Type::kWait);
+    w.i64(slice.count()).i64(static_cast<std::int64_t>(keys.size()));
+    for (const auto& k : keys) w.string(k);
+    Reply r = call(w, deadline, kReplySlack);
+    if (r.type == Type::kOk) return {};
+    expect(r, Type::kMissing, "wait");
+    store_wire::Reader reader(r.payload.data(), r.payload.size());
+    std::vector<std::string> missing;
+    for (auto n = reader.i64(); n > 0; --n) missing.push_back(reader.string());
+    return missing;
+  }
+
+  // The connection is the parent's: a request from a fork() child would interleave with the
+  // parent's on one stream and corrupt both.
+  void refuse_in_fork_child() const {
+    if (detail::process_fork_generation() == fork_generation_) return;
+    throw Error(ErrorCode::kInvalidInput,
+                fmt::format("this process is a fork() child: the connection to the store at {} "
+                            "belongs to its parent, and the child may not use it (create a new "
+                            "connection, or a new communicator, in the child)",
+                            address_));
+  }
+
+  // The deadline passed while other threads of this process had the connection (a request of
+  // theirs to a store that is slow or no longer answers); nothing was sent.
+  Error no_turn(const Deadline& bound) const {
+    return Error(ErrorCode::kTimeout,
+                 fmt::format("the store at {} did not take this request within {} ms: other "
+                             "threads' requests held this process's connection to it (a store "
+                             "that answers slowly or not at all)",
+                             address_, bound.budget().count()));
   }
 
   [[noreturn]] void refuse(const std::string& why) {
@@ -176,9 +232,10 @@ class TcpStoreClient final : public Store {
     throw Error(ErrorCode::kInvalidInput, why);
   }
 
-  [[noreturn]] void fail(const std::string& why, const std::optional<Deadline>& deadline) {
+  [[noreturn]] void fail(const std::string& why, const std::optional<Deadline>& deadline,
+                         std::chrono::milliseconds budget) {
     broken_ = true;
-    std::tie(broken_code_, broken_message_) = failure(why, deadline);
+    std::tie(broken_code_, broken_message_) = failure(why, deadline, budget);
     throw Error(broken_code_, broken_message_);
   }
 
@@ -187,8 +244,10 @@ class TcpStoreClient final : public Store {
   // server): say so, not "unreachable". One that sent a frame, or no longer listens, was the
   // store and went away (its process ended). No answer within the deadline: unreachable within
   // it (the network is cut, or the store's host stopped).
+  // `budget`: the request's own, which the report names (the I/O deadline may add slack).
   std::pair<ErrorCode, std::string> failure(const std::string& why,
-                                            const std::optional<Deadline>& deadline) {
+                                            const std::optional<Deadline>& deadline,
+                                            std::chrono::milliseconds budget) {
     const bool timed_out = deadline && deadline->expired();
     if (handshaking_ && !answered_ && (!deadline || (!timed_out && still_listens()))) {
       return {ErrorCode::kInvalidInput,
@@ -201,7 +260,7 @@ class TcpStoreClient final : public Store {
       return {ErrorCode::kTimeout,
               fmt::format("the store at {} is unreachable within {} ms: no answer (the network to "
                           "it is cut, or its host stopped)",
-                          address_, deadline->budget().count())};
+                          address_, budget.count())};
     }
     if (handshaking_) {
       return {ErrorCode::kUnavailable,
@@ -230,12 +289,13 @@ class TcpStoreClient final : public Store {
                 fmt::format("store {}: unexpected reply type {}", what, static_cast<int>(r.type)));
   }
 
-  std::mutex mutex_;
+  std::timed_mutex mutex_;  // the connection: one request at a time
   net::Fd fd_;
   std::string host_;
   std::uint16_t port_;
   std::string address_;
   std::atomic<std::int64_t> request_timeout_ms_;
+  const std::uint64_t fork_generation_;  // the process's when the connection was made
   bool broken_ = false;
   bool handshaking_ = false;
   bool answered_ = false;  // a tpcomm frame arrived on this connection
@@ -243,10 +303,9 @@ class TcpStoreClient final : public Store {
   std::string broken_message_;
 };
 
-}  // namespace
-
-std::shared_ptr<Store> connect_tcp_store(const std::string& host, std::uint16_t port,
-                                         const Deadline& deadline, const std::string& secret) {
+// Dials until the deadline (the server may start after the client), then the handshake.
+std::shared_ptr<Store> dial_store(const std::string& host, std::uint16_t port,
+                                  const Deadline& deadline, const std::string& secret) {
   std::string why;
   while (true) {
     net::Fd fd = net::connect_tcp(host, port, deadline, &why);
@@ -264,6 +323,15 @@ std::shared_ptr<Store> connect_tcp_store(const std::string& host, std::uint16_t 
     }
     std::this_thread::sleep_for(std::min(std::chrono::milliseconds(20), deadline.remaining()));
   }
+}
+
+}  // namespace
+
+// Anything but a tpcomm::Error (std::bad_alloc) leaves as one.
+std::shared_ptr<Store> connect_tcp_store(const std::string& host, std::uint16_t port,
+                                         const Deadline& deadline, const std::string& secret) {
+  return detail::only_tpcomm_errors(fmt::format("connecting to the store at {}:{}", host, port),
+                                    [&] { return dial_store(host, port, deadline, secret); });
 }
 
 }  // namespace tpcomm

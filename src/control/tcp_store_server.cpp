@@ -15,6 +15,8 @@
 
 #include <fmt/format.h>
 
+#include "common/foreign_error.hpp"
+#include "common/fork_generation.hpp"
 #include "common/log_format.hpp"
 #include "tcp_store_server_impl.hpp"
 #include "tpcomm/error.hpp"
@@ -231,23 +233,40 @@ void Impl::run() {
       }
     }
     client_total = clients.size();
+    // Keys the requests just served set: their waiters' answers go out at the next poll, not
+    // when a waiter's deadline wakes it.
+    answer_waiters(false);
   }
 }
 
+// Anything but a tpcomm::Error (std::thread's std::system_error, std::bad_alloc) leaves as one.
 TcpStoreServer::TcpStoreServer(const std::string& bind_address, std::uint16_t port,
-                               TcpStoreOptions options)
-    : impl_(std::make_unique<Impl>(std::move(options))) {
-  impl_->listener = net::listen_tcp(bind_address, port);
-  net::set_nonblocking(impl_->listener.get());
-  impl_->port = net::local_port(impl_->listener.get());
-  impl_->wake = net::Fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  impl_->reserve = net::Fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  impl_->thread = std::thread([this] { impl_->run(); });
+                               TcpStoreOptions options) {
+  detail::only_tpcomm_errors("serving the store", [&] {
+    impl_ = std::make_unique<Impl>(std::move(options));
+    impl_->listener = net::listen_tcp(bind_address, port);
+    net::set_nonblocking(impl_->listener.get());
+    impl_->port = net::local_port(impl_->listener.get());
+    impl_->wake = net::Fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (impl_->wake.get() < 0) {
+      throw Error(ErrorCode::kUnavailable, "serving the store: eventfd(): " + net::errno_text());
+    }
+    impl_->reserve = net::Fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    impl_->fork_generation = detail::process_fork_generation();
+    impl_->thread = std::thread([this] { impl_->run(); });
+  });
   TPCOMM_LOG(kInfo, "store", "serving on {}:{}{}", bind_address, impl_->port,
              impl_->options.secret.empty() ? " without a secret" : "");
 }
 
+// In a fork() child the loop's thread and the stop eventfd are the parent's: writing the eventfd
+// would stop the parent's store, and the thread does not exist here to be joined. The child's
+// copy is left as it is (the communicator's state in a child is, too).
 TcpStoreServer::~TcpStoreServer() {
+  if (detail::process_fork_generation() != impl_->fork_generation) {
+    static_cast<void>(impl_.release());
+    return;
+  }
   impl_->stopping = true;
   std::uint64_t one = 1;
   [[maybe_unused]] auto n = ::write(impl_->wake.get(), &one, sizeof(one));

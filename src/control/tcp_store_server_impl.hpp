@@ -52,6 +52,7 @@ struct TcpStoreServer::Impl {
   std::uint16_t port = 0;
   std::thread thread;
   std::atomic<bool> stopping{false};
+  std::uint64_t fork_generation = 0;  // the process's when the thread started
 
   mutable std::mutex mutex;  // guards data for key_count() from other threads
   control::StoreTable data;
