@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -152,17 +153,18 @@ TEST(Registered, FreeFromAnotherThreadWaitsForTheCallThatReadsTheBuffer) {
     std::vector<float> out(n);
     if (r == 0) {
       // Rank 0's call waits for rank 1, which starts late; rank 0 frees from another thread
-      // meanwhile.
-      std::atomic<bool> call_returned{false};
-      std::thread call([&] {
-        comm->all_reduce(buf, out.data(), n, DataType::kFloat32, ReduceOp::kSum);
-        call_returned = true;
-      });
+      // meanwhile. The call's result is written before its turn ends, and the free's turn
+      // begins after that (the queue's mutex orders the two): so once free returns, the whole
+      // result is there to read, or free ran under the call.
+      std::thread call(
+          [&] { comm->all_reduce(buf, out.data(), n, DataType::kFloat32, ReduceOp::kSum); });
       // The call thread takes its turn within microseconds; half a second covers a loaded
       // machine and the sanitizer build (rank 1 starts its call a second after that).
       std::this_thread::sleep_for(500ms);
       comm->free(buf);
-      EXPECT_TRUE(call_returned) << "free returned before the call that reads the buffer";
+      std::size_t ready = 0;
+      while (ready < n && out[ready] == value(0, ready) + value(1, ready)) ++ready;
+      EXPECT_EQ(ready, n) << "free returned before the call that reads the buffer had finished";
       call.join();
     } else {
       std::this_thread::sleep_for(1500ms);
