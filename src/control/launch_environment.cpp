@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "common/foreign_error.hpp"
 #include "common/log_format.hpp"
 #include "group_scope.hpp"
 #include "launched_bootstrap.hpp"
@@ -127,9 +128,7 @@ std::unique_ptr<TcpStoreServer> host_store(const std::string& master_addr, std::
   }
 }
 
-}  // namespace
-
-std::shared_ptr<Bootstrap> bootstrap_from_environment(const Deadline& deadline) {
+std::shared_ptr<Bootstrap> bootstrap_launched(const Deadline& deadline) {
   // mpirun without MASTER_ADDR / MASTER_PORT: the rendezvous goes over MPI itself.
   if (env_raw("OMPI_COMM_WORLD_RANK") && !env_raw("RANK") && !env_raw("MASTER_ADDR") &&
       !env_raw("MASTER_PORT")) {
@@ -167,6 +166,14 @@ std::shared_ptr<Bootstrap> bootstrap_from_environment(const Deadline& deadline) 
       control::group_id_from_environment(), static_cast<int>(launch->rank), deadline);
   return control::launched_bootstrap(std::move(group), static_cast<int>(launch->rank),
                                      static_cast<int>(launch->size), std::move(server));
+}
+
+}  // namespace
+
+// Anything but a tpcomm::Error (std::thread's std::system_error, std::bad_alloc) leaves as one.
+std::shared_ptr<Bootstrap> bootstrap_from_environment(const Deadline& deadline) {
+  return detail::only_tpcomm_errors("joining the group (bootstrap_from_environment)",
+                                    [&] { return bootstrap_launched(deadline); });
 }
 
 }  // namespace tpcomm

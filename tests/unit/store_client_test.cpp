@@ -15,6 +15,7 @@
 
 #include "control/socket_util.hpp"
 #include "control/store_request_deadline.hpp"
+#include "tpcomm/bootstrap.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/tcp_store.hpp"
 
@@ -187,6 +188,69 @@ TEST(TcpStoreFork, AChildsCopiesRefuseRequestsAndTheirDestructionLeavesTheParent
   });
   EXPECT_TRUE(client->wait_for({"later"}, Deadline::after(5s)).empty());
   setter.get();
+}
+
+// Rank 0 of a group that met by address, in a child process that hosts the store and ends once
+// told to: the store goes with it.
+class HostingRank {
+ public:
+  HostingRank() {
+    int address_pipe[2];
+    int stop_pipe[2];
+    if (pipe(address_pipe) != 0 || pipe(stop_pipe) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      close(address_pipe[0]);
+      close(stop_pipe[1]);  // else the stop pipe never ends for the child's read
+      auto host = std::make_unique<StoreHost>("127.0.0.1");
+      const std::string address = host->address();
+      auto rank0 = bootstrap_from_address(address, 0, 2, Deadline::after(5s), std::move(host));
+      [[maybe_unused]] auto n = write(address_pipe[1], address.data(), address.size());
+      close(address_pipe[1]);
+      char byte;
+      [[maybe_unused]] auto m = read(stop_pipe[0], &byte, 1);
+      _exit(0);  // the store ends with the process, as when rank 0 is killed
+    }
+    close(address_pipe[1]);
+    close(stop_pipe[0]);
+    stop_ = stop_pipe[1];
+    char buf[512];
+    for (ssize_t n; (n = read(address_pipe[0], buf, sizeof(buf))) > 0;) address_.append(buf, n);
+    close(address_pipe[0]);
+  }
+  ~HostingRank() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  const std::string& address() const { return address_; }
+  void end() {
+    close(stop_);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int stop_ = -1;
+  std::string address_;
+};
+
+// The store dies with the rank that served it before the group's first round: the survivor's
+// error names that rank (it was unknown until a first round had succeeded).
+TEST(StoreServedBy, AStoreLostInTheFirstRoundNamesTheRankThatServedIt) {
+  HostingRank rank0;
+  ASSERT_FALSE(rank0.address().empty()) << "rank 0's process did not start";
+  auto rank1 = bootstrap_from_address(rank0.address(), 1, 2, Deadline::after(5s));
+  rank0.end();
+  try {
+    rank1->all_gather(b("1"), "the first round", Deadline::after(3s));
+    FAIL() << "a round without the store succeeded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 served the store: rank 0 is gone"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // SIGALRM without SA_RESTART every 50 us at this thread while it dials the store and proves the
