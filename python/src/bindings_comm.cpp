@@ -62,6 +62,11 @@ class Host {
   explicit Host(const std::string& host) : host_(std::make_unique<StoreHost>(host)) {
     address_ = host_->address();
   }
+  Host(Host&&) = default;
+  Host& operator=(Host&&) = delete;
+  // Never used, dropped by garbage collection: its store's thread, which may log through a
+  // Python sink, is joined with the GIL released (without_gil.hpp).
+  ~Host() { destroy_without_gil(host_); }
   const std::string& address() const { return address_; }
   std::unique_ptr<StoreHost> take() {
     if (!host_) throw invalid_input("this StoreHost was already used by a communicator");
@@ -86,7 +91,7 @@ void bind_calls(py::class_<Comm>& c) {
       "all_reduce",
       [](Comm& self, std::uintptr_t in, std::uintptr_t out, std::size_t count,
          const std::string& dtype, const std::string& op, Stream stream) {
-        Comm::Use comm(self);
+        Comm::Use comm(self, Comm::Use::kCall);
         auto t = parse<DataType>(dtype, "dtype");
         auto r = parse<ReduceOp>(op, "op");
         if (stream) {
@@ -101,7 +106,7 @@ void bind_calls(py::class_<Comm>& c) {
       "all_gather",
       [](Comm& self, std::uintptr_t in, std::uintptr_t out, std::size_t count,
          const std::string& dtype, Stream stream) {
-        Comm::Use comm(self);
+        Comm::Use comm(self, Comm::Use::kCall);
         auto t = parse<DataType>(dtype, "dtype");
         if (stream) {
           comm->all_gather(in_ptr(in), out_ptr(out), count, t,
@@ -115,7 +120,7 @@ void bind_calls(py::class_<Comm>& c) {
       "reduce_scatter",
       [](Comm& self, std::uintptr_t in, std::uintptr_t out, std::size_t count,
          const std::string& dtype, const std::string& op, Stream stream) {
-        Comm::Use comm(self);
+        Comm::Use comm(self, Comm::Use::kCall);
         auto t = parse<DataType>(dtype, "dtype");
         auto r = parse<ReduceOp>(op, "op");
         if (stream) {
@@ -130,7 +135,7 @@ void bind_calls(py::class_<Comm>& c) {
       "broadcast",
       [](Comm& self, std::uintptr_t buf, std::size_t count, const std::string& dtype, int root,
          Stream stream) {
-        Comm::Use comm(self);
+        Comm::Use comm(self, Comm::Use::kCall);
         auto t = parse<DataType>(dtype, "dtype");
         if (stream) {
           comm->broadcast(out_ptr(buf), count, t, root, reinterpret_cast<CudaStream>(*stream));
@@ -142,14 +147,14 @@ void bind_calls(py::class_<Comm>& c) {
   c.def(
       "barrier",
       [](Comm& self) {
-        Comm::Use comm(self);
+        Comm::Use comm(self, Comm::Use::kCall);
         comm->barrier();
       },
       rel);
   c.def(
       "allocate",
       [](Comm& self, std::size_t bytes) {
-        Comm::Use comm(self);
+        Comm::Use comm(self, Comm::Use::kCall);
         void* p = comm->allocate(bytes);
         return RegisteredMemory(comm->keep_mapped(p), bytes);
       },
@@ -157,14 +162,14 @@ void bind_calls(py::class_<Comm>& c) {
   c.def(
       "free",
       [](Comm& self, std::uintptr_t p) {
-        Comm::Use comm(self);
+        Comm::Use comm(self, Comm::Use::kCall);
         comm->free(reinterpret_cast<void*>(p));
       },
       rel);
   c.def(
       "split",
       [](Comm& self, int color, int key) -> std::optional<Comm> {
-        Comm::Use comm(self);
+        Comm::Use comm(self, Comm::Use::kCall);
         auto sub = comm->split(color, key);
         if (!sub) return std::nullopt;
         return Comm(std::move(sub));
@@ -174,16 +179,16 @@ void bind_calls(py::class_<Comm>& c) {
 
 void bind_plan(py::class_<Comm>& c) {
   c.def("plan_json", [](Comm& self) {
-    Comm::Use comm(self);
+    Comm::Use comm(self, Comm::Use::kQuick);
     return plan_to_json(comm->plan());
   });
   c.def("plan_text", [](Comm& self) {
-    Comm::Use comm(self);
+    Comm::Use comm(self, Comm::Use::kQuick);
     return cli::format_plan_report(comm->facts(), comm->plan());
   });
   c.def("route",
         [](Comm& self, const std::string& op, std::uint64_t input_bytes, const std::string& dtype) {
-          Comm::Use comm(self);
+          Comm::Use comm(self, Comm::Use::kQuick);
           const Op o = parse<Op>(op, "op");
           const Plan& plan = comm->plan();
           const TableRow& row = plan.ops.at(o).row_for(routed_bytes(o, input_bytes, comm->size()));
@@ -228,26 +233,26 @@ void bind_communicator(py::module_& m) {
       py::arg("address"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("device"),
       py::arg("cuda_device"), py::arg("host") = nullptr);
   c.def_property_readonly("rank", [](Comm& self) {
-    Comm::Use comm(self);
+    Comm::Use comm(self, Comm::Use::kQuick);
     return comm->rank();
   });
   c.def_property_readonly("size", [](Comm& self) {
-    Comm::Use comm(self);
+    Comm::Use comm(self, Comm::Use::kQuick);
     return comm->size();
   });
   c.def_property_readonly("cuda_device", [](Comm& self) {
-    Comm::Use comm(self);
+    Comm::Use comm(self, Comm::Use::kQuick);
     return comm->cuda_device();
   });
   c.def_property_readonly("closed", &Comm::closed);
   c.def_property_readonly("aborted", [](Comm& self) {
-    Comm::Use comm(self);
+    Comm::Use comm(self, Comm::Use::kQuick);
     return comm->aborted();
   });
   c.def(
       "abort",
       [](Comm& self, const std::string& why) {
-        Comm::Use comm(self);
+        Comm::Use comm(self, Comm::Use::kQuick);
         comm->abort(why);
       },
       py::call_guard<py::gil_scoped_release>());

@@ -47,3 +47,82 @@ def test_a_forked_child_cannot_call_and_its_exit_leaves_the_parents_group_workin
             group_works(1 if drop else 2)
         ok("the group works after two forked children")
     """, n=n, env=env, args=args, timeout=60).expect_ok(n)
+
+
+def test_close_in_a_forked_child_waits_for_the_childs_own_calls(tmp_path):
+    # The child's threads call the inherited communicator (refused, naming fork) while the child
+    # closes it: close() must wait for the child's calls in flight (it skipped waiting in any
+    # child and destroyed the communicator under them: a SIGSEGV in about one close() of 250), and
+    # not for the parent's, whose threads do not exist in the child. Many close()s (nine
+    # communicators in each of many children, eight children at a time), since each lands at a
+    # random point of the threads' calls.
+    run_ranks(tmp_path, """
+        import threading, time
+        comm = tpcomm.Communicator.from_env(timeout=10)
+        n, r = comm.size, comm.rank
+        base = torch.arange(5000, dtype=torch.float32) % 13
+        batches, at_once, callers = 6, 8, 4
+        comms = [comm] + [comm.split(0, r) for _ in range(8)]
+
+        def group_works(i):
+            t = base + r + i
+            comm.all_reduce(t)
+            assert torch.equal(t, sum(base + q + i for q in range(n))), f"all_reduce {i} wrong"
+
+        def close_under_calls(comm):
+            ends, refused_once = [], threading.Semaphore(0)
+
+            def calls():
+                refusals = 0
+                while True:
+                    try:
+                        comm._native.barrier()
+                        ends.append("a call on the inherited communicator returned")
+                        return
+                    except (ValueError, tpcomm.Error) as e:
+                        if "closed" in str(e):
+                            ends.append(refusals)
+                            return
+                        if "fork" not in str(e):
+                            ends.append(f"{type(e).__name__}: {e}")
+                            return
+                        refusals += 1
+                        if refusals == 1:
+                            refused_once.release()
+
+            threads = [threading.Thread(target=calls) for _ in range(callers)]
+            for t in threads: t.start()
+            for _ in threads: assert refused_once.acquire(timeout=10), ends
+            comm.close()  # while the threads call
+            for t in threads: t.join(10)
+            assert not any(t.is_alive() for t in threads), "a child's thread did not end"
+            assert all(isinstance(e, int) and e > 0 for e in ends), ends
+            assert comm._native.closed
+
+        def child():
+            for c in comms:
+                close_under_calls(c)
+
+        def fork_child(name):
+            pid = os.fork()
+            if pid == 0:
+                status = 0
+                try:
+                    child()
+                except BaseException as e:
+                    print(f"rank {r}'s child {name}: {type(e).__name__}: {e}", flush=True)
+                    status = 3
+                os._exit(status)
+            return pid
+
+        group_works(0)
+        for b in range(batches):
+            pids = [fork_child(f"{b}.{k}") for k in range(at_once)]
+            for k, pid in enumerate(pids):
+                _, status = os.waitpid(pid, 0)
+                assert os.waitstatus_to_exitcode(status) == 0, (
+                    f"child {b}.{k} ended with {status:#x}")
+            group_works(b + 1)
+        ok(f"{batches * at_once} children closed {len(comms)} inherited communicators each "
+           "under their calls")
+    """, n=2, timeout=120).expect_ok(2)
