@@ -19,8 +19,8 @@
 #include "common/rank_list.hpp"
 #include "common/text_file.hpp"
 #include "communicator_impl.hpp"
+#include "control/launched_bootstrap.hpp"
 #include "control/socket_util.hpp"
-#include "control/store_keys.hpp"
 #include "facts_exchange.hpp"
 #include "node_identity.hpp"
 #include "tpcomm/env.hpp"
@@ -324,9 +324,7 @@ std::unique_ptr<Communicator> build_communicator(std::shared_ptr<Bootstrap> boot
 
   c->comm_id = records[0].comm_id;
   c->bootstrap->store()->set_ephemeral(c->presence_key(c->bootstrap->rank()), Bytes{1});
-  if (auto host = c->bootstrap->store()->get(control::kStoreServedByKey); host && !host->empty()) {
-    c->store_served_by = std::stoi(std::string(host->begin(), host->end()));
-  }
+  c->store_served_by = control::read_served_by(*c->bootstrap->store());
   c->heap = std::make_shared<transport::shm::RegisteredHeap>(c->bootstrap->rank(),
                                                              c->bootstrap->size(), c->comm_id);
   const BackendContext context = backend_context(*c, records, node_of);
