@@ -165,41 +165,31 @@ void expect_huge_counts_refused(std::shared_ptr<Bootstrap> bs, Make make) {
   }
 }
 
-TEST(BufferChecks, CountsWhoseByteSizeOverflowsAreRefusedOnShm) {
-  test::on_ranks(make_thread_group(2), [&](int, std::shared_ptr<Bootstrap> bs) {
-    CommunicatorOptions o;
-    o.timeout = 20s;
+// expect_huge_counts_refused on `ranks` thread ranks whose communicators plan `backend`.
+void huge_counts_over(int ranks, CommunicatorOptions o, const detail::Platform& platform,
+                      Backend backend) {
+  o.timeout = 20s;
+  test::on_ranks(make_thread_group(ranks), [&](int, std::shared_ptr<Bootstrap> bs) {
     expect_huge_counts_refused(bs, [&](std::shared_ptr<Bootstrap> b) {
-      auto comm = Communicator::create(b, o);
-      EXPECT_EQ(comm->plan().ops.at(Op::kAllGather).table.front().backend, Backend::kShm);
+      auto comm = detail::create_communicator(b, o, platform);
+      EXPECT_EQ(comm->plan().ops.at(Op::kAllGather).table.front().backend, backend);
       return comm;
     });
   });
+}
+
+TEST(BufferChecks, CountsWhoseByteSizeOverflowsAreRefusedOnShm) {
+  huge_counts_over(2, {}, detail::builtin_platform(), Backend::kShm);
 }
 
 TEST(BufferChecks, CountsWhoseByteSizeOverflowsAreRefusedOnGloo) {
-  test::on_ranks(make_thread_group(2), [&](int, std::shared_ptr<Bootstrap> bs) {
-    CommunicatorOptions o;
-    o.timeout = 20s;
-    o.disabled = {Backend::kShm};  // Gloo carries every call
-    expect_huge_counts_refused(bs, [&](std::shared_ptr<Bootstrap> b) {
-      auto comm = Communicator::create(b, o);
-      EXPECT_EQ(comm->plan().ops.at(Op::kAllGather).table.front().backend, Backend::kGloo);
-      return comm;
-    });
-  });
+  CommunicatorOptions gloo_only;
+  gloo_only.disabled = {Backend::kShm};  // Gloo carries every call
+  huge_counts_over(2, gloo_only, detail::builtin_platform(), Backend::kGloo);
 }
 
 TEST(BufferChecks, CountsWhoseByteSizeOverflowsAreRefusedOnHier) {
-  test::on_ranks(make_thread_group(4), [&](int, std::shared_ptr<Bootstrap> bs) {
-    CommunicatorOptions o;
-    o.timeout = 20s;
-    expect_huge_counts_refused(bs, [&](std::shared_ptr<Bootstrap> b) {
-      auto comm = detail::create_communicator(b, o, test::nodes_in_turn(2));
-      EXPECT_EQ(comm->plan().ops.at(Op::kAllGather).table.front().backend, Backend::kHier);
-      return comm;
-    });
-  });
+  huge_counts_over(4, {}, test::nodes_in_turn(2), Backend::kHier);
 }
 
 }  // namespace

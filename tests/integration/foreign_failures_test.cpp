@@ -44,8 +44,7 @@ void out_of_memory_in_a_call(const CommunicatorOptions& options) {
     EXPECT_TRUE(comm->aborted()) << "rank " << r;
   });
   EXPECT_EQ(code[1], ErrorCode::kUnavailable) << what[1];
-  EXPECT_NE(what[1].find("rank 1: all_reduce failed: out of memory"), std::string::npos)
-      << what[1];
+  EXPECT_NE(what[1].find("rank 1: all_reduce failed: out of memory"), std::string::npos) << what[1];
   // Rank 0 hears of it through the abort, long before its 30 s deadline.
   EXPECT_NE(what[0], "returned");
   EXPECT_LT(took[0], 10s) << what[0];

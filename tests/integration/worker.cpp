@@ -33,8 +33,8 @@
 
 #include "tpcomm/tpcomm.hpp"
 #include "transport/common/convert.hpp"
-#include "worker_network.hpp"
 #include "worker_fork.hpp"
+#include "worker_network.hpp"
 
 namespace {
 
