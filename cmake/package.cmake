@@ -33,12 +33,8 @@ target_include_directories(tpcomm_library PUBLIC
 target_compile_features(tpcomm_library INTERFACE cxx_std_17)
 set(_tpcomm_private fmt::fmt Threads::Threads OpenSSL::Crypto gloo rt ${CMAKE_DL_LIBS})
 set(_tpcomm_pc_private "-lfmt -lgloo -lcrypto -lrt -ldl -pthread")
-if(TPCOMM_HAVE_MPI)
-  # By path, not MPI::MPI_C: a static libtpcomm's consumers then need no find_package(MPI), which
-  # would require them to enable the C language.
-  list(APPEND _tpcomm_private ${MPI_C_LIBRARIES})
-  string(APPEND _tpcomm_pc_private " -lmpi")
-endif()
+# No libmpi: the MPI bootstrap opens the plug-in libtpcomm_mpi.so when it is used
+# (src/CMakeLists.txt).
 if(TPCOMM_CUDA_ENABLED)
   list(APPEND _tpcomm_private CUDA::cudart_static)
 endif()

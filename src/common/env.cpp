@@ -160,8 +160,15 @@ const std::vector<EnvVar>& env_registry() {
       {"TPCOMM_FAULT",
        EnvKind::kString,
        "",
-       "debugging aid: make a step fail, stall or corrupt on one rank, e.g. facts:corrupt@1 "
-       "(docs/errors.md)",
+       "debugging aid: make a step fail, stall, corrupt or run out of memory (oom) on one "
+       "rank, e.g. facts:corrupt@1 (docs/errors.md)",
+       {}},
+      {"TPCOMM_MPI_PLUGIN",
+       EnvKind::kString,
+       "",
+       "path of libtpcomm_mpi.so, which the MPI bootstrap opens when a group is bootstrapped "
+       "through mpirun (default: beside libtpcomm, then the build's and the install's lib "
+       "folders; docs/packaging.md)",
        {}},
   });
   return registry;

@@ -1,11 +1,8 @@
 // Bootstrap over MPI (Open MPI, when present at build time): point-to-point messages polled
 // against the deadline, so a rank that never arrives is named instead of hanging in a blocking
 // collective. Backends' rendezvous (Gloo) still needs a store: rank 0 serves one and tells the
-// others where, over MPI.
-// The C API only: Open MPI's deprecated C++ bindings would need libmpi_cxx.
-#define OMPI_SKIP_MPICXX 1
-#define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
+// others where, over MPI. MPI itself is reached through the plug-in libtpcomm_mpi.so, opened
+// here on first use (mpi_plugin.hpp): libtpcomm does not link libmpi.
 #include <unistd.h>
 
 #include <thread>
@@ -13,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "common/rank_list.hpp"
+#include "mpi_plugin.hpp"
 #include "store_auth.hpp"
 #include "tpcomm/bootstrap.hpp"
 #include "tpcomm/env.hpp"
@@ -24,25 +22,23 @@ namespace {
 
 class MpiBootstrap final : public Bootstrap {
  public:
-  explicit MpiBootstrap(const Deadline& deadline) {
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (!initialized) {
-      int provided = 0;
-      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
-      initialized_here_ = true;
+  explicit MpiBootstrap(const Deadline& deadline) : mpi_(control::mpi_plugin()) {
+    if (int rc = mpi_.open(&comm_, &rank_, &size_, &initialized_here_)) {
+      throw Error(ErrorCode::kUnavailable,
+                  fmt::format("MPI could not be initialised (MPI error {})", rc));
     }
-    MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
-    MPI_Comm_rank(comm_, &rank_);
-    MPI_Comm_size(comm_, &size_);
-    set_up_store(deadline);
+    try {
+      set_up_store(deadline);
+    } catch (...) {
+      mpi_.close(comm_, initialized_here_);
+      throw;
+    }
   }
 
   ~MpiBootstrap() override {
     store_.reset();
     server_.reset();
-    MPI_Comm_free(&comm_);
-    if (initialized_here_) MPI_Finalize();
+    mpi_.close(comm_, initialized_here_);
   }
 
   int rank() const override { return rank_; }
@@ -57,11 +53,12 @@ class MpiBootstrap final : public Bootstrap {
     const int tag = static_cast<int>(round % 32000) + 1;
     std::vector<Bytes> out(static_cast<std::size_t>(size_));
     out[static_cast<std::size_t>(rank_)] = mine;
-    std::vector<MPI_Request> sends;
+    std::vector<void*> sends;
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
-      sends.emplace_back();
-      MPI_Isend(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, r, tag, comm_, &sends.back());
+      sends.emplace_back(nullptr);
+      check(mpi_.isend(comm_, mine.data(), static_cast<int>(mine.size()), r, tag, &sends.back()),
+            "send");
     }
     std::vector<bool> have(static_cast<std::size_t>(size_), false);
     have[static_cast<std::size_t>(rank_)] = true;
@@ -70,15 +67,12 @@ class MpiBootstrap final : public Bootstrap {
       bool progress = false;
       for (int r = 0; r < size_; ++r) {
         if (have[static_cast<std::size_t>(r)]) continue;
-        int flag = 0;
-        MPI_Status status;
-        MPI_Iprobe(r, tag, comm_, &flag, &status);
-        if (!flag) continue;
+        int waiting = 0;
         int count = 0;
-        MPI_Get_count(&status, MPI_BYTE, &count);
+        check(mpi_.iprobe(comm_, r, tag, &waiting, &count), "probe");
+        if (!waiting) continue;
         out[static_cast<std::size_t>(r)].resize(static_cast<std::size_t>(count));
-        MPI_Recv(out[static_cast<std::size_t>(r)].data(), count, MPI_BYTE, r, tag, comm_,
-                 MPI_STATUS_IGNORE);
+        check(mpi_.recv(comm_, out[static_cast<std::size_t>(r)].data(), count, r, tag), "receive");
         have[static_cast<std::size_t>(r)] = true;
         --pending;
         progress = true;
@@ -101,7 +95,7 @@ class MpiBootstrap final : public Bootstrap {
     for (auto& req : sends) {
       int done = 0;
       while (!done) {
-        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        check(mpi_.test(req, &done), "send");
         if (!done) {
           if (deadline.expired()) {
             broken_ = true;
@@ -147,10 +141,19 @@ class MpiBootstrap final : public Bootstrap {
                                deadline, where.substr(0, space));
   }
 
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  // An MPI call that failed (Open MPI aborts the job on errors by default: this is for the ones
+  // it returns).
+  void check(int rc, const char* what) {
+    if (rc == 0) return;
+    broken_ = true;
+    throw Error(ErrorCode::kUnavailable, fmt::format("MPI {} failed (MPI error {})", what, rc));
+  }
+
+  const TpcommMpiApi& mpi_;
+  void* comm_ = nullptr;
   int rank_ = 0;
   int size_ = 1;
-  bool initialized_here_ = false;
+  int initialized_here_ = 0;
   bool broken_ = false;
   long round_ = 0;
   std::unique_ptr<TcpStoreServer> server_;

@@ -3,7 +3,8 @@
 #   install   cmake --install of this build into a prefix; every installed header compiles alone
 #             as C++17 and includes no private dependency;
 #   cmake     a C++17 project with find_package(tpcomm) and tpcomm::tpcomm, built and run under
-#             the installed `tpcomm run -n 2`;
+#             the installed `tpcomm run -n 2` (its ranks must not map libmpi), and under mpirun
+#             (the MPI bootstrap opens the installed plug-in libtpcomm_mpi.so);
 #   pkgconfig the same program compiled with `pkg-config --cflags --libs tpcomm`, run likewise;
 #   subdir    a project that vendors tpcomm with add_subdirectory: configured (tpcomm's tests,
 #             benchmarks and examples stay off) and the library parts that read the generated
@@ -40,15 +41,16 @@ for h in "$prefix"/include/tpcomm/*.hpp; do
 done
 echo "headers: each compiles alone as C++17"
 
-run_pair() {  # run_pair NAME PROGRAM: both ranks must print their "ok" line
+run_pair() {  # run_pair NAME PROGRAM: both ranks must print their "ok" line, without libmpi
   local out="$work/$1.out"
   if ! timeout 120 "$prefix/bin/tpcomm" run -n 2 -- "$2" >"$out" 2>&1; then
     cat "$out"; echo "FAIL: $1: the consumer failed under tpcomm run -n 2"; exit 1
   fi
   for r in 0 1; do
-    grep -q "consumer [0-9.]* rank $r of 2 ok" "$out" || { cat "$out"; echo "FAIL: $1: rank $r"; exit 1; }
+    grep -q "consumer [0-9.]* rank $r of 2 ok (libmpi mapped: no)" "$out" ||
+      { cat "$out"; echo "FAIL: $1: rank $r (not ok, or libmpi mapped without MPI)"; exit 1; }
   done
-  echo "$1: both ranks ok"
+  echo "$1: both ranks ok, libmpi not mapped"
 }
 
 echo "== find_package(tpcomm)"
@@ -60,6 +62,20 @@ if readelf -d "$work/cmake/consumer" | grep -q 'libmpi'; then
   echo "FAIL: the consumer links libmpi directly: MPI must be private to libtpcomm"; exit 1
 fi
 run_pair cmake "$work/cmake/consumer"
+if [ -e "$prefix/lib/libtpcomm_mpi.so" ] && command -v mpirun >/dev/null; then
+  # Under mpirun the MPI bootstrap finds the installed plug-in beside libtpcomm.so.
+  if ! timeout 120 mpirun --allow-run-as-root --oversubscribe -n 2 \
+      -x TPCOMM_TIMEOUT_MS=30000 "$work/cmake/consumer" >"$work/mpirun.out" 2>&1; then
+    cat "$work/mpirun.out"; echo "FAIL: mpirun: the consumer failed"; exit 1
+  fi
+  for r in 0 1; do
+    grep -q "rank $r of 2 ok (libmpi mapped: yes)" "$work/mpirun.out" ||
+      { cat "$work/mpirun.out"; echo "FAIL: mpirun: rank $r"; exit 1; }
+  done
+  echo "mpirun: both ranks ok through the installed MPI plug-in"
+else
+  echo "mpirun: not run (no libtpcomm_mpi.so installed: a build without Open MPI, or no mpirun)"
+fi
 
 echo "== pkg-config tpcomm"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"

@@ -1,11 +1,24 @@
 // A program outside tpcomm, built against the installed tree (find_package or pkg-config) as
-// C++17: every rank all-reduces rank-dependent values, broadcasts, splits, and checks each element.
+// C++17: every rank all-reduces rank-dependent values, broadcasts, splits, and checks each element;
+// then it says whether libmpi is mapped in the process (it must be only under mpirun: libtpcomm
+// opens its MPI plug-in on demand).
 #include <tpcomm/tpcomm.hpp>
 #include <tpcomm/version.hpp>
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <string>
 #include <vector>
+
+// Whether the running process maps libmpi (not only whether the binary names it).
+bool maps_libmpi() {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("/libmpi.so") != std::string::npos) return true;
+  }
+  return false;
+}
 
 int main() {
   try {
@@ -34,7 +47,8 @@ int main() {
     auto solo = comm->split(rank, 0);
     if (!solo || solo->size() != 1) return 1;
     comm->barrier();
-    std::printf("consumer %s rank %d of %d ok\n", tpcomm::kVersion, rank, size);
+    std::printf("consumer %s rank %d of %d ok (libmpi mapped: %s)\n", tpcomm::kVersion, rank, size,
+                maps_libmpi() ? "yes" : "no");
     return 0;
   } catch (const tpcomm::Error& e) {
     std::fprintf(stderr, "consumer: %s\n", e.what());
