@@ -1,14 +1,14 @@
 """The extension module shares nothing by symbol with the rest of the process: it exports only
 PyInit__tpcomm (python/module.map), and after `import torch, tpcomm` and a collective call the
 process maps one file each of libcrypto, libfmt and libgloo, the copies torch's libraries load
-too (docs/python.md)."""
+too (docs/python.md); libmpi is not mapped at all, since no group asked for MPI (the MPI bootstrap
+opens its plug-in on demand: docs/packaging.md)."""
 
 import subprocess
 
 from conftest import BUILD, engine_setup, run_ranks
 
-# The libraries tpcomm and Debian's torch both link: one copy each may be mapped. (libmpi is
-# left out: whether it is mapped depends on whether MPI is asked for.)
+# The libraries tpcomm and Debian's torch both link: one copy each may be mapped.
 SHARED_WITH_TORCH = ("libcrypto.so", "libfmt.so", "libgloo.so")
 
 
@@ -48,11 +48,14 @@ def test_torch_and_tpcomm_map_one_copy_of_each_shared_library(tmp_path):
                 for lib in {SHARED_WITH_TORCH!r}:
                     if base.startswith(lib):
                         files.setdefault(lib, set()).add(os.path.realpath(path))
+                if base.startswith("libmpi.so"):
+                    files.setdefault("libmpi.so", set()).add(os.path.realpath(path))
         found = "; ".join(f"{{k}}: {{sorted(v)}}" for k, v in sorted(files.items()))
         print(f"rank {{RANK}} maps: {{found}}", flush=True)
         for lib in {SHARED_WITH_TORCH!r}:
             assert len(files.get(lib, ())) == 1, (lib, files.get(lib))
-        ok("one copy each")
+        assert "libmpi.so" not in files, ("libmpi mapped without MPI", files["libmpi.so"])
+        ok("one copy each, no libmpi")
     """, n=n, env=env, args=args)
     print(run.output)
     run.expect_ok(n)
