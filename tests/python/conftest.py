@@ -16,14 +16,16 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("TPCOMM_BUILD_DIR", REPO / "build")).resolve()
 TPCOMM = BUILD / "bin" / "tpcomm"
-PYTHON = "/usr/bin/python3"
+# The ranks run under the interpreter that runs the suite: Debian's /usr/bin/python3 (torch 1.13)
+# or the project's .venv (the current torch 2.x); docs/python.md states the matrix.
+PYTHON = sys.executable
 TEST_TIME_LIMIT_S = 150
 
 # Debian's torchrun (torch 1.13) on Python 3.11 fails in its own argument parsing: the default
 # "--redirects 0 --tee 0" map to Std.NONE, which Python 3.11's IntFlag no longer yields when
 # iterated, so start_processes gets None. "--redirects 2 --tee 2" (stderr redirected and teed,
 # stdout untouched) parse to a real flag and change nothing visible (docs/python.md).
-TORCHRUN = ["torchrun", "--redirects", "2", "--tee", "2"]
+TORCHRUN = [PYTHON, "-m", "torch.distributed.run", "--redirects", "2", "--tee", "2"]
 
 PREAMBLE = """
 import os, sys, json
