@@ -9,6 +9,7 @@ packages=(cmake ninja-build g++ make pkg-config nlohmann-json3-dev libcli11-dev 
           libgtest-dev libgmock-dev libssl-dev libbenchmark-dev libgloo-dev
           libopenmpi-dev openmpi-bin libhwloc-dev gnuplot-nox universal-ctags clang-format
           python3-dev python3-pybind11 pybind11-dev python3-torch python3-numpy python3-pytest
+          python3-venv
           iproute2 nftables)
 
 missing=()
@@ -27,6 +28,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "setup: all build packages present"
+fi
+
+# The project's own Python environment with the current torch (python/requirements-test.txt),
+# beside Debian's torch 1.13: nothing is installed into the system interpreter. Made again when
+# the requirements change.
+requirements=python/requirements-test.txt
+if [ ! -x .venv/bin/python ] || ! cmp -s "$requirements" .venv/requirements-installed.txt; then
+  echo "setup: installing $requirements into .venv (the current torch, for the Python suite)"
+  rm -rf .venv
+  /usr/bin/python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check -r "$requirements"
+  cp "$requirements" .venv/requirements-installed.txt
 fi
 
 preset="${TPCOMM_PRESET:-default}"
