@@ -241,9 +241,9 @@ class TcpStoreClient final : public Store {
 
   // What a lost connection is. A server that accepted the connection but never sent a tpcomm
   // frame, and still listens (whether it closed the connection or stayed silent), is another
-  // program on that port (torchrun's c10d store, a web server): say so, not "unreachable". One that sent a frame, or no longer listens, was the
-  // store and went away (its process ended). No answer within the deadline: unreachable within
-  // it (the network is cut, or the store's host stopped).
+  // program on that port (torchrun's c10d store, a web server): say so, not "unreachable". One that
+  // sent a frame, or no longer listens, was the store and went away (its process ended). No answer
+  // within the deadline: unreachable within it (the network is cut, or the store's host stopped).
   // `budget`: the request's own, which the report names (the I/O deadline may add slack).
   std::pair<ErrorCode, std::string> failure(const std::string& why,
                                             const std::optional<Deadline>& deadline,
@@ -253,9 +253,10 @@ class TcpStoreClient final : public Store {
     // 2.x's c10d store waits for a request of its own protocol instead of closing.
     if (handshaking_ && !answered_ && (!deadline || still_listens())) {
       const std::string what =
-          timed_out ? fmt::format("it accepted the connection but did not answer the handshake "
-                                  "within {} ms",
-                                  budget.count())
+          timed_out ? fmt::format(
+                          "it accepted the connection but did not answer the handshake "
+                          "within {} ms",
+                          budget.count())
                     : why;
       return {ErrorCode::kInvalidInput,
               fmt::format("the server at {} is not a tpcomm store (protocol {}): {}; another "
