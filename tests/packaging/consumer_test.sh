@@ -41,15 +41,19 @@ for h in "$prefix"/include/tpcomm/*.hpp; do
 done
 echo "headers: each compiles alone as C++17"
 
+expect_ranks_ok() {  # expect_ranks_ok NAME OUTPUT yes|no: both ranks ok, libmpi mapped or not
+  for r in 0 1; do
+    grep -q "consumer [0-9.]* rank $r of 2 ok (libmpi mapped: $3)" "$2" ||
+      { cat "$2"; echo "FAIL: $1: rank $r (not ok, or libmpi mapped: not $3)"; exit 1; }
+  done
+}
+
 run_pair() {  # run_pair NAME PROGRAM: both ranks must print their "ok" line, without libmpi
   local out="$work/$1.out"
   if ! timeout 120 "$prefix/bin/tpcomm" run -n 2 -- "$2" >"$out" 2>&1; then
     cat "$out"; echo "FAIL: $1: the consumer failed under tpcomm run -n 2"; exit 1
   fi
-  for r in 0 1; do
-    grep -q "consumer [0-9.]* rank $r of 2 ok (libmpi mapped: no)" "$out" ||
-      { cat "$out"; echo "FAIL: $1: rank $r (not ok, or libmpi mapped without MPI)"; exit 1; }
-  done
+  expect_ranks_ok "$1" "$out" no
   echo "$1: both ranks ok, libmpi not mapped"
 }
 
@@ -69,10 +73,7 @@ if [ -e "$prefix/lib/libtpcomm_mpi.so" ] && command -v mpirun >/dev/null; then
       -x TPCOMM_TIMEOUT_MS=30000 -x ASAN_OPTIONS "$work/cmake/consumer" >"$work/mpirun.out" 2>&1; then
     cat "$work/mpirun.out"; echo "FAIL: mpirun: the consumer failed"; exit 1
   fi
-  for r in 0 1; do
-    grep -q "rank $r of 2 ok (libmpi mapped: yes)" "$work/mpirun.out" ||
-      { cat "$work/mpirun.out"; echo "FAIL: mpirun: rank $r"; exit 1; }
-  done
+  expect_ranks_ok mpirun "$work/mpirun.out" yes
   echo "mpirun: both ranks ok through the installed MPI plug-in"
 else
   echo "mpirun: not run (no libtpcomm_mpi.so installed: a build without Open MPI, or no mpirun)"
