@@ -120,11 +120,6 @@ void RegisteredHeap::free(void* p, Bootstrap& bs, const Deadline& deadline) {
   std::string mine = fmt::format("ok {}", id);
   if (id == 0) {
     mine = fmt::format("error free({}): not a buffer allocate() of this communicator returned", p);
-  } else if (calls_.load(std::memory_order_acquire) > 0) {
-    mine = fmt::format(
-        "error free({}): a call of this communicator is running on rank {}; free after it "
-        "returned (nothing was freed)",
-        p, rank_);
   }
   const auto posts = vote(bs, mine, fmt::format("registered {:016x} free #{}", comm_id_, ++ops_),
                           deadline, ErrorCode::kInvalidInput);

@@ -46,8 +46,9 @@ class RegisteredHeap {
   // Collective: every rank's segment of `bytes` (page-rounded), created, exchanged and mapped by
   // every rank; a failure on any rank fails it on every rank, naming that rank.
   void* allocate(std::size_t bytes, Bootstrap& bootstrap, const Deadline& deadline);
-  // Collective: unmaps the allocation at `p` (this rank's pointer) everywhere. A call of this
-  // communicator in progress on this rank (another thread) makes it an error, nothing freed.
+  // Collective: unmaps the allocation at `p` (this rank's pointer) everywhere. No call of this
+  // communicator runs meanwhile: the communicator serves its calls, free included, one at a
+  // time (runtime/call_queue.hpp).
   void free(void* p, Bootstrap& bootstrap, const Deadline& deadline);
 
   // Keeps this rank's mapping of the allocation at `p` (allocate's pointer) alive while the
@@ -60,22 +61,6 @@ class RegisteredHeap {
   // Rank r's memory at `at`, `bytes` long; throws kMismatch if it is not in an allocation
   // mapped here (a peer named a buffer this rank freed, or out of bounds).
   const std::uint8_t* peer(int r, RegisteredAt at, std::size_t bytes) const;
-
-  // Held by the shm backend around every call, so that free() can refuse to run under one.
-  class CallScope {
-   public:
-    explicit CallScope(RegisteredHeap* h) : h_(h) {
-      if (h_) h_->calls_.fetch_add(1, std::memory_order_acq_rel);
-    }
-    ~CallScope() {
-      if (h_) h_->calls_.fetch_sub(1, std::memory_order_acq_rel);
-    }
-    CallScope(const CallScope&) = delete;
-    CallScope& operator=(const CallScope&) = delete;
-
-   private:
-    RegisteredHeap* h_;
-  };
 
  private:
   struct Allocation {
@@ -93,7 +78,6 @@ class RegisteredHeap {
   std::map<std::uint32_t, Allocation> allocations_;  // by id
   std::uint32_t next_id_ = 1;
   std::uint64_t ops_ = 0;  // allocate and free calls so far (the same on every rank): vote keys
-  std::atomic<int> calls_{0};
 };
 
 }  // namespace tpcomm::transport::shm

@@ -94,7 +94,6 @@ void ShmBackend::run(const Call& c) {
   // A call in progress is the one an abort now stops; between calls, the next one.
   current_call_.store(c.sequence, std::memory_order_release);
   throw_if_a_peer_aborted(c, false);
-  const RegisteredHeap::CallScope scope(ctx_.registered.get());
   register_input(c);
   switch (c.op) {
     case Op::kAllReduce:
