@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "common/fair_timed_mutex.hpp"
 #include "common/foreign_error.hpp"
 #include "common/fork_generation.hpp"
 #include "socket_util.hpp"
@@ -166,7 +167,7 @@ class TcpStoreClient final : public Store {
     refuse_in_fork_child();
     const Deadline bound = control::within_store_scope(own);
     const Deadline io = control::within_store_scope(Deadline::after(own.remaining() + slack));
-    std::unique_lock<std::timed_mutex> lock(mutex_, std::defer_lock);
+    std::unique_lock<FairTimedMutex> lock(mutex_, std::defer_lock);
     if (!lock.try_lock_until(io.at()) || io.expired()) throw no_turn(bound);
     if (broken_) throw Error(broken_code_, broken_message_);
     Bytes frame = request.frame();
@@ -300,7 +301,7 @@ class TcpStoreClient final : public Store {
                 fmt::format("store {}: unexpected reply type {}", what, static_cast<int>(r.type)));
   }
 
-  std::timed_mutex mutex_;  // the connection: one request at a time
+  FairTimedMutex mutex_;  // the connection: one request at a time, in arrival order
   net::Fd fd_;
   std::string host_;
   std::uint16_t port_;
