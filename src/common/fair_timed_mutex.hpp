@@ -30,7 +30,8 @@ class FairTimedMutex {
   int waiting() const;
 
  private:
-  bool acquire(std::unique_lock<std::mutex>& guard, const std::chrono::steady_clock::time_point* until);
+  bool acquire(std::unique_lock<std::mutex>& guard,
+               const std::chrono::steady_clock::time_point* until);
 
   mutable std::mutex mutex_;
   std::condition_variable turn_;

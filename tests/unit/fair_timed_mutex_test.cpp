@@ -39,7 +39,11 @@ TEST(FairTimedMutex, AThreadThatLocksAgainAtOnceGoesBehindTheOneWaiting) {
   // Both cores busy (as under ctest -j): a woken waiter is late, and a plain mutex (glibc's, the
   // client's before) went to the relocking thread tens to thousands of times in a row.
   std::vector<std::thread> load;
-  for (int i = 0; i < 2; ++i) load.emplace_back([&] { while (!stop.load()) {} });
+  for (int i = 0; i < 2; ++i)
+    load.emplace_back([&] {
+      while (!stop.load()) {
+      }
+    });
   while (rounds.load() < 3) std::this_thread::sleep_for(1ms);
   const int before = rounds.load();
   const bool got = m.try_lock_until(Clock::now() + 5s);
