@@ -166,6 +166,15 @@ void bind_calls(py::class_<Comm>& c) {
         comm->free(reinterpret_cast<void*>(p));
       },
       rel);
+  // Collective, after CUDA-graph capture (communicator.hpp): how many captured input buffers
+  // replays now read in place. A kCpu communicator has no captured calls: 0.
+  c.def(
+      "register_graph_buffers",
+      [](Comm& self) {
+        Comm::Use comm(self, Comm::Use::kCall);
+        return comm->register_graph_buffers();
+      },
+      rel);
   c.def(
       "split",
       [](Comm& self, int color, int key) -> std::optional<Comm> {
@@ -186,20 +195,25 @@ void bind_plan(py::class_<Comm>& c) {
     Comm::Use comm(self, Comm::Use::kQuick);
     return cli::format_plan_report(comm->facts(), comm->plan());
   });
-  c.def("route",
-        [](Comm& self, const std::string& op, std::uint64_t input_bytes, const std::string& dtype) {
-          Comm::Use comm(self, Comm::Use::kQuick);
-          const Op o = parse<Op>(op, "op");
-          const Plan& plan = comm->plan();
-          const TableRow& row = plan.ops.at(o).row_for(routed_bytes(o, input_bytes, comm->size()));
-          // As the communicator dispatches it: integers leave the floating-point-only kernels.
-          if (auto other = backend_for_type(row.backend, parse<DataType>(dtype, "dtype"))) {
-            return py::make_tuple(std::string(to_string(*other)),
-                                  std::string(to_string(algorithms_of(*other, o).front())));
-          }
-          return py::make_tuple(std::string(to_string(row.backend)),
-                                std::string(to_string(row.algorithm)));
-        });
+  // `mode`: the size table of eager calls or of calls captured in a CUDA graph (a kCpu
+  // communicator has only its own mode's: the other is an error that says so).
+  c.def(
+      "route",
+      [](Comm& self, const std::string& op, std::uint64_t input_bytes, const std::string& dtype,
+         const std::string& mode) {
+        Comm::Use comm(self, Comm::Use::kQuick);
+        const Op o = parse<Op>(op, "op");
+        const Plan& plan = comm->plan(parse<Mode>(mode, "mode"));
+        const TableRow& row = plan.ops.at(o).row_for(routed_bytes(o, input_bytes, comm->size()));
+        // As the communicator dispatches it: integers leave the floating-point-only kernels.
+        if (auto other = backend_for_type(row.backend, parse<DataType>(dtype, "dtype"))) {
+          return py::make_tuple(std::string(to_string(*other)),
+                                std::string(to_string(algorithms_of(*other, o).front())));
+        }
+        return py::make_tuple(std::string(to_string(row.backend)),
+                              std::string(to_string(row.algorithm)));
+      },
+      py::arg("op"), py::arg("input_bytes"), py::arg("dtype"), py::arg("mode") = "eager");
 }
 
 }  // namespace

@@ -259,12 +259,24 @@ class Communicator:
         """The plan as `tpcomm plan` prints it."""
         return self._native.plan_text()
 
-    def route(self, op, nbytes, dtype="float32"):
-        """(backend, algorithm) a call of `op` on an input of `nbytes` bytes uses."""
+    def route(self, op, nbytes, dtype="float32", mode="eager"):
+        """(backend, algorithm) a call of `op` on an input of `nbytes` bytes uses; mode "graph":
+        a call captured in a CUDA graph (a CUDA communicator's second size table)."""
         name = _buffers.dtype_name(dtype)
         if nbytes < 0 or nbytes % _buffers._ITEMSIZE[name]:
             raise ValueError(f"route: {nbytes} bytes is not a whole number of {name} elements")
-        return self._native.route(op, int(nbytes), name)
+        return self._native.route(op, int(nbytes), name, mode)
+
+    # --- CUDA graphs (docs/gpu.md, CUDA graphs and zero-copy) ------------------------------------
+
+    def register_graph_buffers(self):
+        """Collective, after capturing CUDA graphs: every rank calls it, in the same order as
+        its other calls. The input buffers of the calls captured since the last registration
+        are shared with the peers, so that replays read them in place where the graph plan
+        allows zero-copy (the others keep copying through the workspace, as captured). Returns
+        how many buffers replays now read in place: 0 on a CPU communicator, which has no
+        captured calls."""
+        return self._native.register_graph_buffers()
 
     # --- lifetime ------------------------------------------------------------------------------
 
