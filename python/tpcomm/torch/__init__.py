@@ -1,0 +1,44 @@
+"""tpcomm for PyTorch programs: `import tpcomm.torch` registers the torch.distributed backend
+"tpcomm" for cpu and cuda (docs/python.md, "torch.distributed backend"):
+
+    import tpcomm.torch
+    torch.distributed.init_process_group("tpcomm")            # or "cpu:gloo,cuda:tpcomm"
+    torch.distributed.all_reduce(t)
+
+It needs a torch whose torch.distributed Backend takes Python subclasses (2.15 is tested)."""
+
+import torch
+import torch.distributed as dist
+
+if not hasattr(torch._C, "_distributed_c10d") or not hasattr(
+        torch._C._distributed_c10d, "Backend") or not hasattr(dist, "Work"):
+    raise ImportError(f"tpcomm.torch: torch {torch.__version__} has no torch.distributed Backend "
+                      "that Python can subclass (the backend needs torch 2.x; docs/python.md)")
+
+from . import _registry  # noqa: E402
+from ._backend import TpcommBackend, create  # noqa: E402
+
+BACKEND_NAME = "tpcomm"
+
+
+def _register():
+    if "TPCOMM" in getattr(dist.Backend, "_plugins", {}):
+        return
+    dist.Backend.register_backend(BACKEND_NAME, create, extended_api=True,
+                                  devices=["cpu", "cuda"])
+
+
+_register()
+
+
+def communicator(group=None, device="cpu"):
+    """The tpcomm Communicator under a torch.distributed group of backend tpcomm (default: the
+    world) for `device`; made on first use, so every rank of the group calls it."""
+    pg = group if group is not None else dist.group.WORLD
+    backend = pg._get_backend(torch.device(device))
+    if not isinstance(backend, TpcommBackend):
+        raise ValueError(f"the group's backend for {device} is {backend.name()}, not tpcomm")
+    return backend.communicator(device)
+
+
+__all__ = ["BACKEND_NAME", "TpcommBackend", "communicator"]

@@ -1,0 +1,251 @@
+"""The torch.distributed backend "tpcomm": a Python subclass of torch's C10D Backend (torch's
+PyBackend trampoline), so it ties tpcomm to no PyTorch C++ ABI, and it stands beside another
+backend in the mixed form ("cpu:gloo,cuda:tpcomm"). Each collective runs on a tpcomm
+Communicator made for the group on its first call per device: one for CPU tensors, one per GPU.
+Every rank of a group makes the same calls in the same order, so every rank makes it at the same
+call."""
+
+import datetime
+import threading
+
+import torch
+import torch.distributed as dist
+
+from .. import _tpcomm
+from .._rendezvous import PublishedAddress, _host_for_store
+from ..communicator import Communicator
+from . import _registry
+from ._work import DoneWork
+
+_C10dBackend = torch._C._distributed_c10d.Backend
+
+_OPS = (
+    (dist.ReduceOp.SUM, "sum"),
+    (dist.ReduceOp.AVG, "avg"),
+    (dist.ReduceOp.MIN, "min"),
+    (dist.ReduceOp.MAX, "max"),
+)
+
+_P2P = "a group of backend gloo or nccl (torch.distributed.new_group(backend=\"gloo\"))"
+# What a program should use for each collective tpcomm does not serve.
+_INSTEAD = {
+    "reduce": "all_reduce (every rank gets the result)",
+    "gather": "all_gather",
+    "gather_into_tensor": "all_gather_into_tensor",
+    "gather_single": "all_gather_into_tensor",
+    "alltoall": _P2P,
+    "alltoall_base": _P2P,
+    "all_to_all_single": _P2P,
+    "send": _P2P,
+    "recv": _P2P,
+    "recv_anysource": _P2P,
+    "allreduce_sparse": "a dense tensor (to_dense()), or a gloo group",
+    "monitored_barrier": "barrier (every wait of tpcomm has a deadline already)",
+}
+
+
+def _op_name(opts, what):
+    for known, name in _OPS:
+        if opts.reduceOp == known:
+            return name
+    op = str(getattr(opts.reduceOp, "op", opts.reduceOp)).rsplit(".", 1)[-1]  # RedOpType.PRODUCT
+    raise ValueError(f"tpcomm backend: {what} with op {op} is not supported (tpcomm "
+                     "reduces with SUM, AVG, MIN, MAX); use a gloo or nccl group for it")
+
+
+def _seconds(timeout):
+    if isinstance(timeout, datetime.timedelta):
+        return timeout.total_seconds()
+    return None if timeout is None else float(timeout)
+
+
+def _refuse(name):
+    def method(self, *args, **kwargs):
+        raise ValueError(f"tpcomm backend: {name} is not supported; use {_INSTEAD[name]}")
+    method.__name__ = name
+    return method
+
+
+class TpcommBackend(_C10dBackend):
+    """Created by torch.distributed for a group whose backend is "tpcomm" (register() below)."""
+
+    def __init__(self, store, rank, size, timeout, group_id, global_ranks):
+        super().__init__(rank, size)
+        self._store, self._rank, self._size = store, rank, size
+        self._timeout_s = _seconds(timeout)
+        self._group_id = group_id
+        self._first_global = global_ranks[0] if global_ranks else 0
+        self._comms = {}  # "cpu" / "cuda:N" -> Communicator
+        self._lock = threading.Lock()
+
+    # --- torch's questions ------------------------------------------------------------------
+
+    def getBackendName(self):
+        return "tpcomm"
+
+    def name(self):
+        return "tpcomm"
+
+    # --- the group's communicators ----------------------------------------------------------
+
+    def _comm(self, tensor, what):
+        if not isinstance(tensor, torch.Tensor):
+            raise ValueError(f"tpcomm backend: {what} takes tensors, not {type(tensor).__name__}")
+        device = tensor.device
+        if device.type not in ("cpu", "cuda"):
+            raise ValueError(f"tpcomm backend: {what} on a {device.type} tensor; tpcomm serves "
+                             "cpu and cuda tensors")
+        key = "cpu" if device.type == "cpu" else f"cuda:{device.index}"
+        with self._lock:
+            comm = self._comms.get(key)
+            if comm is None:
+                comm = self._create(key, device)
+                self._comms[key] = comm
+        return comm
+
+    def _create(self, key, device):
+        """The group's communicator for `device`: rank 0 serves tpcomm's store on a port the
+        kernel picks and publishes its address in the group's torch store; the others read it."""
+        store_key = f"tpcomm/backend/{key}"
+        host = None
+        if self._rank == 0:
+            host = _tpcomm.StoreHost(_host_for_store(self._first_global))
+            self._store.set(store_key, host.address)
+            text = host.address
+        else:
+            wait = self._timeout_s or 60.0
+            try:
+                self._store.wait([store_key], datetime.timedelta(seconds=wait))
+            except RuntimeError as e:
+                raise _tpcomm.TimeoutError(
+                    f"tpcomm backend: rank 0 of group {self._group_id} did not publish tpcomm's "
+                    f"store address within {wait:g} s: {e}") from None
+            text = self._store.get(store_key).decode()
+        kind = device.type
+        gpu = -1 if kind == "cpu" else device.index
+        try:
+            native = _tpcomm.Comm.from_address(text, self._rank, self._size, self._timeout_s,
+                                               kind, gpu, host)
+        finally:
+            PublishedAddress(self._store, store_key, text).done(self._rank)
+        comm = Communicator(native, kind)
+        _registry.register(comm, f"{self._group_id}/{key}")
+        return comm
+
+    def communicator(self, device="cpu"):
+        """The tpcomm Communicator this group's calls on `device` run on (made on first use:
+        collective)."""
+        return self._comm(torch.empty(0, device=device), "communicator")
+
+    # --- collectives ------------------------------------------------------------------------
+
+    def allreduce(self, tensors, opts):
+        op = _op_name(opts, "all_reduce")
+        for t in tensors:
+            self._comm(t, "all_reduce").all_reduce(t, op)
+        return DoneWork(tensors)
+
+    def allgather(self, output_lists, inputs, opts):
+        for outs, t in zip(output_lists, inputs):
+            if len(outs) != self._size:
+                raise ValueError(f"tpcomm backend: all_gather into {len(outs)} tensors, the "
+                                 f"group has {self._size} ranks")
+            gathered = self._comm(t, "all_gather").all_gather(t.contiguous().reshape(-1))
+            for out, part in zip(outs, gathered.chunk(self._size)):
+                out.copy_(part.view(out.shape))
+        return DoneWork(output_lists)
+
+    def all_gather_single(self, output, input, opts):
+        self._comm(input, "all_gather_into_tensor").all_gather(input.contiguous(), out=output)
+        return DoneWork([output])
+
+    _allgather_base = all_gather_single
+
+    def reduce_scatter_single(self, output, input, opts):
+        op = _op_name(opts, "reduce_scatter_tensor")
+        self._comm(input, "reduce_scatter_tensor").reduce_scatter(input.contiguous(), op,
+                                                                  out=output)
+        return DoneWork([output])
+
+    _reduce_scatter_base = reduce_scatter_single
+
+    def reduce_scatter(self, outputs, input_lists, opts):
+        op = _op_name(opts, "reduce_scatter")
+        for out, parts in zip(outputs, input_lists):
+            whole = torch.cat([p.reshape(-1) for p in parts])
+            self._comm(out, "reduce_scatter").reduce_scatter(whole, op, out=out)
+        return DoneWork(outputs)
+
+    # The coalesced forms (DTensor's full_tensor() of several shards, torch's coalescing
+    # manager) run one call per tensor, in order.
+
+    def allreduce_coalesced(self, tensors, opts):
+        return self.allreduce(tensors, opts)
+
+    def allgather_coalesced(self, output_lists, inputs, opts):
+        return self.allgather(output_lists, inputs, opts)
+
+    def all_gather_single_coalesced(self, outputs, inputs, opts):
+        for out, t in zip(outputs, inputs):
+            self.all_gather_single(out, t, opts)
+        return DoneWork(outputs)
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts):
+        for out, t in zip(outputs, inputs):
+            self.reduce_scatter_single(out, t, opts)
+        return DoneWork(outputs)
+
+    def broadcast(self, tensors, opts):
+        for t in tensors:
+            comm = self._comm(t, "broadcast")
+            if t.is_contiguous():
+                comm.broadcast(t, opts.rootRank)
+            else:
+                t.copy_(comm.broadcast(t.contiguous(), opts.rootRank))
+        return DoneWork(tensors)
+
+    def scatter(self, outputs, input_lists, opts):
+        # A broadcast of the root's whole list, each rank keeping its part: W times a scatter's
+        # bytes, for set-up (DTensor's distribute_tensor of a sharded parameter), not per token.
+        root = opts.rootRank
+        for i, out in enumerate(outputs):
+            comm = self._comm(out, "scatter")
+            if self._rank == root:
+                whole = torch.cat([p.reshape(-1) for p in input_lists[i]])
+            else:
+                whole = torch.empty(out.numel() * self._size, dtype=out.dtype, device=out.device)
+            comm.broadcast(whole, root)
+            out.copy_(whole.chunk(self._size)[self._rank].view(out.shape))
+        return DoneWork(outputs)
+
+    def barrier(self, opts=None):
+        with self._lock:
+            comms = list(self._comms.values())
+        # A group that has run no collective yet makes its CPU communicator for the barrier.
+        (comms[0] if comms else self.communicator("cpu")).barrier()
+        return DoneWork([])
+
+    # --- lifetime ---------------------------------------------------------------------------
+
+    def shutdown(self):
+        with self._lock:
+            comms, self._comms = list(self._comms.items()), {}
+        for key, comm in comms:
+            _registry.unregister(f"{self._group_id}/{key}")
+            comm.close()
+
+    def abort(self):
+        with self._lock:
+            comms = list(self._comms.values())
+        for comm in comms:
+            comm.abort("the torch.distributed group was aborted")
+
+
+for _name in _INSTEAD:
+    setattr(TpcommBackend, _name, _refuse(_name))
+
+
+def create(opts, backend_options):
+    """torch.distributed's creator (extended form: it names the group and its global ranks)."""
+    return TpcommBackend(opts.store, opts.group_rank, opts.group_size, opts.timeout,
+                         opts.group_id, list(opts.global_ranks_in_group))

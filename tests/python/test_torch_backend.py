@@ -1,0 +1,220 @@
+"""The torch.distributed backend "tpcomm" (import tpcomm.torch): every collective and dtype
+against references computed here, the refusals, groups and the mixed form, and torch's own
+tensor-parallel API (DTensor's parallelize_module) on backend tpcomm against gloo and against
+one process computing the whole block. torch 2.x only: torch 1.13 has no Backend that Python
+can subclass, which the last test checks it says."""
+
+import subprocess
+
+import pytest
+
+from conftest import BUILD, PYTHON, run_ranks
+
+torch = pytest.importorskip("torch")
+TORCH2 = int(torch.__version__.split(".")[0]) >= 2
+needs_torch2 = pytest.mark.skipif(
+    not TORCH2, reason=f"torch {torch.__version__}: the backend needs torch 2.x (a Python-"
+    "subclassable torch.distributed Backend); this interpreter runs the 1.13 test below instead")
+
+SETUP = """
+import torch.distributed as dist
+import tpcomm.torch
+from tpcomm.torch import TpcommBackend
+CALLS = {}
+def counted(name):
+    real = getattr(TpcommBackend, name)
+    def call(self, *args):
+        CALLS[name] = CALLS.get(name, 0) + 1
+        return real(self, *args)
+    setattr(TpcommBackend, name, call)
+for name in ("allreduce", "allgather", "all_gather_single", "reduce_scatter_single", "broadcast",
+             "scatter", "barrier"):
+    counted(name)
+"""
+
+COLLECTIVES = SETUP + """
+dist.init_process_group("tpcomm")
+r, w = dist.get_rank(), dist.get_world_size()
+n = 37
+i = torch.arange(n)
+def value(q, dtype):  # rank q's element j: small and exact in every dtype
+    return ((i * 7 + q * 5) % 11).to(dtype)
+for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int64,
+              torch.uint8):
+    parts = [value(q, torch.float64) for q in range(w)]
+    expect = {"sum": sum(parts), "min": torch.stack(parts).min(0).values,
+              "max": torch.stack(parts).max(0).values}
+    if dtype.is_floating_point:
+        expect["avg"] = sum(parts) / w
+    for name, op in (("sum", dist.ReduceOp.SUM), ("avg", dist.ReduceOp.AVG),
+                     ("min", dist.ReduceOp.MIN), ("max", dist.ReduceOp.MAX)):
+        if name not in expect:
+            continue
+        t = value(r, dtype)
+        work = dist.all_reduce(t, op=op, async_op=(name == "max"))
+        if name == "max":  # async_op: wait() completes it, the future holds the tensor
+            assert work.wait() is True, name
+            assert torch.equal(work.get_future().wait()[0], t), name
+        assert torch.equal(t, expect[name].to(dtype)), (dtype, name, t, expect[name])
+    outs = [torch.full((n,), 99, dtype=dtype) for _ in range(w)]
+    dist.all_gather(outs, value(r, dtype))
+    for q in range(w):
+        assert torch.equal(outs[q], value(q, dtype)), (dtype, "all_gather", q)
+    into = torch.empty(w * n, dtype=dtype)
+    dist.all_gather_into_tensor(into, value(r, dtype))
+    assert torch.equal(into, torch.cat([value(q, dtype) for q in range(w)])), (dtype, "into")
+    big = [((torch.arange(w * n) * 3 + q) % 13).to(dtype) for q in range(w)]
+    out = torch.empty(n, dtype=dtype)
+    dist.reduce_scatter_tensor(out, big[r])
+    assert torch.equal(out, sum(b.double() for b in big)[r * n:(r + 1) * n].to(dtype)), dtype
+    for src in range(w):
+        b = value(r, dtype)
+        dist.broadcast(b, src)
+        assert torch.equal(b, value(src, dtype)), (dtype, "broadcast", src)
+    dist.barrier()
+assert CALLS["allreduce"] == 3 * 4 + 3 * 3 and CALLS["barrier"] == 6, CALLS  # all on tpcomm
+dist.destroy_process_group()
+ok(f"every collective and dtype, {CALLS}")
+"""
+
+
+@needs_torch2
+def test_every_collective_and_dtype_matches_the_reference(tmp_path):
+    run_ranks(tmp_path, COLLECTIVES, n=3, launcher="torchrun").expect_ok(3)
+
+
+REFUSALS = SETUP + """
+dist.init_process_group("tpcomm")
+r = dist.get_rank()
+if r == 0:  # rank 1 makes none of these calls: each fails here, before anything waits
+    t = torch.ones(4)
+    refused(lambda: dist.all_reduce(t, op=dist.ReduceOp.PRODUCT), "all_reduce with op PRODUCT")
+    refused(lambda: dist.all_reduce(torch.ones(4, dtype=torch.float64)), "torch.float64")
+    refused(lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32), op=dist.ReduceOp.AVG),
+            "avg is for floating-point types", Exception)
+    refused(lambda: dist.send(t, 1), "send is not supported; use a group of backend gloo")
+    refused(lambda: dist.reduce(t, 0), "reduce is not supported; use all_reduce")
+    refused(lambda: dist.all_to_all_single(t, t), "all_to_all_single is not supported")
+    refused(lambda: dist.gather(t, [torch.ones(4)] * 2, 0), "gather is not supported")
+t = torch.full((5,), float(r + 1))
+dist.all_reduce(t)  # both ranks: the group is in step after the refusals
+assert torch.equal(t, torch.full((5,), 3.0)), t
+dist.destroy_process_group()
+ok("refused")
+"""
+
+
+@needs_torch2
+def test_unsupported_ops_dtypes_and_collectives_fail_on_the_calling_rank_alone(tmp_path):
+    run_ranks(tmp_path, REFUSALS, launcher="torchrun").expect_ok(2)
+
+
+GROUPS = SETUP + """
+dist.init_process_group("cpu:tpcomm,cuda:gloo")
+r, w = dist.get_rank(), dist.get_world_size()
+world = dist.group.WORLD
+assert isinstance(world._get_backend(torch.device("cpu")), TpcommBackend)
+pair = dist.new_group([0, 2], backend="tpcomm")
+if r in (0, 2):
+    t = torch.full((6,), float(r + 1))
+    dist.all_reduce(t, group=pair)
+    assert torch.equal(t, torch.full((6,), 4.0)), t
+    assert tpcomm.torch.communicator(pair).size == 2
+mixed = dist.new_group(list(range(w)), backend="cpu:gloo,cuda:tpcomm")
+assert not isinstance(mixed._get_backend(torch.device("cpu")), TpcommBackend)
+assert isinstance(mixed._get_backend(torch.device("cuda")), TpcommBackend)
+before = dict(CALLS)
+t = torch.full((3,), float(r))
+dist.all_reduce(t, group=mixed)  # a CPU tensor: gloo's
+assert torch.equal(t, torch.full((3,), 3.0)) and CALLS == before, (t, CALLS, before)
+t = torch.full((3,), float(r))
+dist.all_reduce(t)  # the world: tpcomm's
+assert torch.equal(t, torch.full((3,), 3.0)), t
+assert CALLS["allreduce"] == before.get("allreduce", 0) + 1, (CALLS, before)
+dist.destroy_process_group()
+ok("groups")
+"""
+
+
+@needs_torch2
+def test_new_group_and_the_mixed_form_route_each_device_to_its_backend(tmp_path):
+    run_ranks(tmp_path, GROUPS, n=3, launcher="torchrun").expect_ok(3)
+
+
+TP_BLOCK = SETUP + """
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+BACKEND = os.environ["TP_BACKEND"]
+dist.init_process_group(BACKEND)
+r, w = dist.get_rank(), dist.get_world_size()
+
+class Block(nn.Module):  # pre-norm attention and MLP, heads split across the ranks
+    def __init__(self, d=32, heads=4):
+        super().__init__()
+        self.heads, self.d = heads, d
+        self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+        self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+    def forward(self, x):
+        b, n, _ = x.shape
+        y = self.norm1(x)
+        dh = self.d // self.heads
+        q, k, v = (p(y).view(b, n, -1, dh).transpose(1, 2) for p in (self.q, self.k, self.v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.o(a.transpose(1, 2).reshape(b, n, -1))
+        return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+PLAN = {"q": ColwiseParallel(), "k": ColwiseParallel(), "v": ColwiseParallel(),
+        "o": RowwiseParallel(), "up": ColwiseParallel(), "down": RowwiseParallel()}
+
+def step(module):
+    torch.manual_seed(1)
+    x = torch.randn(2, 6, 32, requires_grad=True)
+    out = module(x)
+    (out * torch.arange(32.0)).sum().backward()
+    grads = {n: (p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad)
+             for n, p in module.named_parameters()}
+    return {"output": out.detach(), "input grad": x.grad, **grads}
+
+torch.manual_seed(0)
+module = Block()
+parallelize_module(module, init_device_mesh("cpu", (w,)), PLAN)
+parallel = step(module)
+torch.manual_seed(0)
+whole = step(Block())  # one process, the whole block: the reference
+for name, got in parallel.items():
+    assert torch.allclose(got, whole[name], rtol=1e-4, atol=1e-5), (name, (got - whole[name]).abs().max())
+if BACKEND == "tpcomm":  # tpcomm served the block's all-reduces, forward and backward
+    assert CALLS.get("allreduce", 0) >= 4, CALLS
+torch.save(parallel, os.environ["TP_OUT"] + f".{r}")
+dist.destroy_process_group()
+ok(f"TP block on {w} ranks over {BACKEND}, tpcomm calls {CALLS}")
+"""
+
+
+@needs_torch2
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_parallelize_module_on_tpcomm_matches_gloo_and_the_whole_block(tmp_path, ranks):
+    results = {}
+    for backend in ("gloo", "tpcomm"):
+        out = tmp_path / backend
+        run_ranks(tmp_path, TP_BLOCK, n=ranks, launcher="torchrun", timeout=140,
+                  env={"TP_BACKEND": backend, "TP_OUT": str(out)}).expect_ok(ranks)
+        results[backend] = [torch.load(f"{out}.{r}") for r in range(ranks)]
+    for r in range(ranks):
+        for name, on_gloo in results["gloo"][r].items():
+            on_tpcomm = results["tpcomm"][r][name]
+            # Equal up to the order of the ranks' float additions (bit for bit at W = 2).
+            scale = max(1.0, on_gloo.abs().max().item())
+            assert torch.allclose(on_tpcomm, on_gloo, rtol=1e-5, atol=1e-5 * scale), \
+                (r, name, (on_tpcomm - on_gloo).abs().max(), scale)
+
+
+@pytest.mark.skipif(TORCH2, reason=f"torch {torch.__version__} has the backend; the tests above "
+                    "run it")
+def test_import_on_torch_1_says_the_backend_needs_torch_2():
+    proc = subprocess.run([PYTHON, "-c", "import tpcomm.torch"], capture_output=True, text=True,
+                          timeout=60, env={"PYTHONPATH": str(BUILD / "python")})
+    assert proc.returncode != 0 and "the backend needs torch 2.x" in proc.stderr, proc.stderr
