@@ -1,11 +1,14 @@
 """The cost of calling tpcomm from Python: a 4 KiB float32 all_reduce (1024 elements, in place)
 through tpcomm.Communicator on a torch tensor and a numpy array, through the extension module
-directly (no argument checks), and through torch.distributed's gloo backend on the same ranks.
-Run by bench/python_overhead.sh, which also times the same call from C++ (tpcomm bench).
+directly (no argument checks), and through torch.distributed's gloo backend on the same ranks;
+under torch 2.x also through torch.distributed's tpcomm backend (import tpcomm.torch). Run by
+bench/python_overhead.sh, under Debian's torch 1.13 and the .venv's torch 2.x, which also times
+the same call from C++ (tpcomm bench).
 
     PYTHONPATH=build/python build/bin/tpcomm run -n 2 -- /usr/bin/python3 bench/python_overhead.py PORT
 """
 
+import importlib
 import os
 import statistics
 import sys
@@ -48,10 +51,15 @@ def main():
          lambda: native.all_reduce(ptr, ptr, 1024, "float32", "sum", None)),
         ("torch.distributed gloo, torch tensor", lambda: dist.all_reduce(t)),
     ]
+    if int(torch.__version__.split(".")[0]) >= 2:
+        importlib.import_module("tpcomm.torch")  # registers the backend
+        group = dist.new_group(list(range(size)), backend="tpcomm")
+        rows.append(("torch.distributed tpcomm, torch tensor",
+                     lambda: dist.all_reduce(t, group=group)))
     results = [(name, *per_call_us(fn, comm.barrier)) for name, fn in rows]
     if rank == 0:
-        print(f"# 4 KiB float32 all_reduce, {size} ranks, per call: min and median of {BATCHES} "
-              f"batches of {CALLS}")
+        print(f"# torch {torch.__version__}: 4 KiB float32 all_reduce, {size} ranks, per call: "
+              f"min and median of {BATCHES} batches of {CALLS}")
         print(f"{'path':40} {'min (us)':>10} {'median (us)':>12}")
         for name, best, median in results:
             print(f"{name:40} {best:10.2f} {median:12.2f}")
