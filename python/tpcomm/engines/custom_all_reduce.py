@@ -65,9 +65,11 @@ class TpcommCustomAllreduce:
     Communicator of the same ranks and device to use instead of creating one (it is then not
     closed by close()). Collective: every rank of the group creates it, in the same order."""
 
+    # Plain attributes the engines read (and SGLang's cleanup writes): disabled until set up.
+    disabled = True
+    _IS_CAPTURING = False  # inside capture(); SGLang's fused paths read it through getattr
+
     def __init__(self, group, device, max_size=None, *, comm=None, timeout=None):
-        self.disabled = True  # until set up; an attribute the engines read and write
-        self._IS_CAPTURING = False  # read by SGLang's fused paths through getattr
         self.registered_buffers = 0  # what the last capture's registration returned
         self.device, kind, index = _device(device)
         if max_size is not None and (isinstance(max_size, bool) or int(max_size) <= 0):
