@@ -33,6 +33,14 @@ def _check_dim(what, input_, dim):
     return dim % input_.dim()
 
 
+def _stateless(group):
+    """A vLLM StatelessProcessGroup (elastic EP's), unknown to torch.distributed: tpcomm's
+    rendezvous goes through torch.distributed's store, so such a group keeps vLLM's own."""
+    from torch.distributed.distributed_c10d import _world
+
+    return _world.pg_map.get(group) is None
+
+
 class _TpcommServed:
     """The methods the subclass adds to vLLM's class (mixed in first)."""
 
@@ -40,7 +48,7 @@ class _TpcommServed:
         self.tpcomm = None  # the Communicator, where this group is served
         self.tpcomm_ar = None
         name = self.unique_name.split(":")[0]
-        if self.world_size < 2 or name not in SERVED_GROUPS:
+        if self.world_size < 2 or name not in SERVED_GROUPS or _stateless(self.cpu_group):
             return
         device, kind, index = _device(self.device)
         self.tpcomm = Communicator.from_torch(self.cpu_group, device=kind, cuda_device=index)
