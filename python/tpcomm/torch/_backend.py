@@ -44,7 +44,14 @@ _INSTEAD = {
 }
 
 
+# ReduceOp's type -> tpcomm's name: one dict lookup per call.
+_OP_BY_TYPE = {getattr(known, "op", known): name for known, name in _OPS}
+
+
 def _op_name(opts, what):
+    name = _OP_BY_TYPE.get(getattr(opts.reduceOp, "op", None))
+    if name is not None:
+        return name
     for known, name in _OPS:
         if opts.reduceOp == known:
             return name
@@ -89,6 +96,10 @@ class TpcommBackend(_C10dBackend):
     # --- the group's communicators ----------------------------------------------------------
 
     def _comm(self, tensor, what):
+        if tensor.__class__ is torch.Tensor and tensor.is_cpu:  # the common case, unlocked
+            comm = self._comms.get("cpu")
+            if comm is not None:
+                return comm
         if not isinstance(tensor, torch.Tensor):
             raise ValueError(f"tpcomm backend: {what} takes tensors, not {type(tensor).__name__}")
         device = tensor.device
