@@ -179,6 +179,8 @@ for w in 2 8; do
 done
 part "stalled rank becomes the watchdog's error" 30 "$check" stall
 part "two processes: workspace fds exported and imported" 60 "$tpcomm" run -n 2 -- "$check" process
+part "two processes: 850 captured calls on 253 VMM allocations, and a remapped one (N1, N3)" 60 \
+  "$tpcomm" run -n 2 -- "$check" registration
 part "multimem: entry points and multicast set-up" 30 "$check" multimem
 part "communicator as a user creates it, one rank, NCCL carrying the calls" 60 \
   env TPCOMM_DISABLE=local "$tpcomm" run -n 1 -- "$check" communicator

@@ -1,5 +1,13 @@
-// Sets of descriptors in one tagged SCM_RIGHTS message per pair of ranks (fd_channel.hpp).
+// Sets of descriptors, one tagged connection per pair of ranks and round, in messages of at most
+// kMaxHandleSet descriptors each (fd_channel.hpp).
+//
+// A set of any size travels as split_into_chunks() gives it: message i carries descriptors
+// [first, first + count) in one SCM_RIGHTS control message, with their sizes after the header.
+// The receiver reads a connection's messages until the set is whole (ChunkAssembly checks every
+// index), so each read starts at a message boundary: a header-sized recvmsg takes the message's
+// descriptors (the kernel attaches them to the first byte), then exactly `count` sizes follow.
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -9,100 +17,206 @@
 #include <fmt/format.h>
 
 #include "fd_channel.hpp"
+#include "handle_chunks.hpp"
 #include "tpcomm/error.hpp"
 
 namespace tpcomm::transport::cuda {
 namespace {
 
-constexpr std::uint16_t kSetKind = 1;
+constexpr std::uint16_t kChunkedSetKind = 2;  // 1 was a set in one message (at most 200)
 
-// Header, then one u64 size per descriptor; the descriptors ride in one control message.
-struct SetMessage {
+// What follows the header of each message, before its sizes.
+struct ChunkWire {
+  std::uint32_t index = 0;
+  std::uint32_t chunks = 0;
+  std::uint32_t first = 0;
+  std::uint32_t count = 0;
+};
+static_assert(sizeof(ChunkWire) == 16);
+
+// The fixed part of each message, read at once.
+struct MessageStart {
   HandleHeader header;
-  std::uint64_t sizes[kMaxHandleSet];
-  iovec iov{};
+  ChunkWire wire;
+};
+static_assert(sizeof(MessageStart) == sizeof(HandleHeader) + sizeof(ChunkWire));
+
+std::string open_file_limit() {
+  rlimit l{};
+  if (getrlimit(RLIMIT_NOFILE, &l) != 0) return "unknown";
+  return l.rlim_cur == RLIM_INFINITY ? "unlimited" : std::to_string(l.rlim_cur);
+}
+
+void send_chunk(int socket, const HandleHeader& header, const Chunk& c, const std::vector<int>& fds,
+                const std::vector<std::uint64_t>& sizes, const Deadline& deadline) {
+  HandleHeader h = header;
+  ChunkWire w{c.index, c.chunks, c.first, c.count};
+  iovec iov[3] = {{&h, sizeof(h)},
+                  {&w, sizeof(w)},
+                  {const_cast<std::uint64_t*>(sizes.data() + c.first), c.count * sizeof(sizes[0])}};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxHandleSet)] = {};
   msghdr msg{};
-  SetMessage() {
-    iov = {this, sizeof(HandleHeader) + sizeof(sizes)};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 3;
+  if (c.count > 0) {
     msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * c.count);
+    cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int) * c.count);
+    std::memcpy(CMSG_DATA(cm), fds.data() + c.first, sizeof(int) * c.count);
   }
-  SetMessage(const SetMessage&) = delete;
-  SetMessage& operator=(const SetMessage&) = delete;
-};
-static_assert(offsetof(SetMessage, sizes) == sizeof(HandleHeader));
-
-void send_set(int socket, const HandleHeader& header, const std::vector<int>& fds,
-              const std::vector<std::uint64_t>& sizes, const Deadline& deadline) {
-  auto m = std::make_unique<SetMessage>();
-  m->header = header;
-  std::copy(sizes.begin(), sizes.end(), m->sizes);
-  m->iov.iov_len = sizeof(HandleHeader) + sizes.size() * sizeof(std::uint64_t);
-  if (fds.empty()) {
-    m->msg.msg_control = nullptr;
-    m->msg.msg_controllen = 0;
-  } else {
-    m->msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-    cmsghdr* c = CMSG_FIRSTHDR(&m->msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  const std::string what =
+      fmt::format("sending buffer handles {}..{} of {} (message {} of {})", c.first,
+                  c.first + c.count, header.bytes, c.index + 1, c.chunks);
+  if (!wait_ready(socket, POLLOUT, deadline)) {
+    throw Error(ErrorCode::kTimeout, fmt::format("{}: the peer took none in time", what));
   }
-  if (!wait_ready(socket, POLLOUT, deadline) ||
-      sendmsg(socket, &m->msg, MSG_NOSIGNAL) != static_cast<ssize_t>(m->iov.iov_len)) {
+  const auto length = static_cast<ssize_t>(iov[0].iov_len + iov[1].iov_len + iov[2].iov_len);
+  const ssize_t n = sendmsg(socket, &msg, MSG_NOSIGNAL);
+  if (n < 0 && errno == ETOOMANYREFS) {
     throw Error(ErrorCode::kUnavailable,
-                fmt::format("sending {} buffer handles: {}", fds.size(), net::errno_text()));
+                fmt::format("{}: too many descriptors in flight for this user; the kernel caps "
+                            "them at the open-file limit (ulimit -n, now {}): raise it",
+                            what, open_file_limit()));
+  }
+  if (n != length) {
+    throw Error(ErrorCode::kUnavailable, fmt::format("{}: {}", what, net::errno_text()));
   }
 }
 
-// One set from an accepted connection, checked against this communicator and round (a later
-// round is returned for the mailbox; an earlier one is an error).
-struct ReceivedSet {
-  int from = -1;
-  std::uint32_t tag = 0;
-  HandleSet set;
-};
-ReceivedSet receive_set(int socket, std::uint64_t comm_id, std::uint32_t tag, std::size_t count,
-                        const Deadline& deadline) {
-  auto m = std::make_unique<SetMessage>();
-  ReceivedSet out;
-  if (!wait_ready(socket, POLLIN, deadline)) {
-    throw Error(ErrorCode::kTimeout, "a peer connected but sent no buffer handles in time");
+// Reads exactly `bytes` (the rest of a message: no descriptors ride there).
+void read_exact(int socket, void* to, std::size_t bytes, const Deadline& deadline) {
+  auto* p = static_cast<char*>(to);
+  while (bytes > 0) {
+    if (!wait_ready(socket, POLLIN, deadline)) {
+      throw Error(ErrorCode::kTimeout, "a peer's buffer handle message stopped halfway");
+    }
+    const ssize_t n = recv(socket, p, bytes, 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) {
+      throw Error(ErrorCode::kUnavailable,
+                  fmt::format("a peer's buffer handle message ended early: {}",
+                              n == 0 ? "connection closed" : net::errno_text()));
+    }
+    p += n;
+    bytes -= static_cast<std::size_t>(n);
   }
-  const ssize_t n = recvmsg(socket, &m->msg, MSG_CMSG_CLOEXEC);
-  for (cmsghdr* c = CMSG_FIRSTHDR(&m->msg); c != nullptr; c = CMSG_NXTHDR(&m->msg, c)) {
+}
+
+struct ReceivedChunk {
+  HandleHeader header;
+  Chunk chunk;
+  std::vector<net::Fd> fds;
+  std::vector<std::uint64_t> sizes;
+};
+
+// The descriptors of one message, owned at once (every error path then closes them).
+std::vector<net::Fd> take_descriptors(msghdr& msg) {
+  std::vector<net::Fd> fds;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
     const std::size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
     for (std::size_t i = 0; i < k; ++i) {
       int fd;
       std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-      out.set.fds.emplace_back(fd);  // owned first, so every error path closes them
+      fds.emplace_back(fd);
     }
   }
-  const HandleHeader& h = m->header;
-  const ssize_t expected =
-      static_cast<ssize_t>(sizeof(HandleHeader) + count * sizeof(std::uint64_t));
-  if (n < static_cast<ssize_t>(sizeof(HandleHeader)) || h.magic != kHandleMagic ||
-      h.version != kHandleVersion || h.kind != kSetKind || h.comm_id != comm_id) {
+  return fds;
+}
+
+void check_header(const HandleHeader& h, std::uint64_t comm_id) {
+  if (h.magic != kHandleMagic || h.version != kHandleVersion || h.kind != kChunkedSetKind ||
+      h.comm_id != comm_id) {
     throw Error(ErrorCode::kMismatch,
                 fmt::format("a buffer handle message that is not this communicator's (magic "
                             "{:#010x}, version {}, kind {}, communicator {:016x})",
                             h.magic, h.version, h.kind, h.comm_id));
   }
-  if (h.tag < tag || h.bytes != count || n != expected || out.set.fds.size() != count) {
-    throw Error(ErrorCode::kMismatch,
-                fmt::format("rank {} sent {} buffer handles ({} descriptors) for round {}; this "
-                            "rank expected {} for round {}",
-                            h.from_rank, h.bytes, out.set.fds.size(), h.tag, count, tag));
+}
+
+// One message of a set, its header checked against this communicator.
+ReceivedChunk receive_chunk(int socket, std::uint64_t comm_id, const Deadline& deadline) {
+  ReceivedChunk out;
+  MessageStart start;
+  iovec iov{&start, sizeof(start)};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxHandleSet)] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  if (!wait_ready(socket, POLLIN, deadline)) {
+    throw Error(ErrorCode::kTimeout, "a peer connected but sent no buffer handles in time");
   }
-  out.from = h.from_rank;
-  out.tag = h.tag;
-  out.set.sizes.assign(m->sizes, m->sizes + count);
+  const ssize_t n = recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
+  out.fds = take_descriptors(msg);
+  if (n < 0) {
+    throw Error(ErrorCode::kUnavailable,
+                fmt::format("receiving buffer handles: {}", net::errno_text()));
+  }
+  if ((msg.msg_flags & MSG_CTRUNC) != 0) {
+    throw Error(
+        ErrorCode::kUnavailable,
+        fmt::format("rank {}'s buffer handles (round {}): only {} of the message's "
+                    "descriptors fit in this process (MSG_CTRUNC): its open-file limit "
+                    "(ulimit -n, now {}) is too low for one descriptor per peer "
+                    "allocation; raise it",
+                    start.header.from_rank, start.header.tag, out.fds.size(), open_file_limit()));
+  }
+  if (n == 0) throw Error(ErrorCode::kUnavailable, "a peer closed before sending buffer handles");
+  if (static_cast<std::size_t>(n) < sizeof(start)) {
+    read_exact(socket, reinterpret_cast<char*>(&start) + n,
+               sizeof(start) - static_cast<std::size_t>(n), deadline);
+  }
+  out.header = start.header;
+  const ChunkWire& w = start.wire;
+  check_header(out.header, comm_id);
+  if (w.count > kMaxHandleSet || out.fds.size() != w.count) {
+    throw Error(ErrorCode::kMismatch,
+                fmt::format("rank {}'s buffer handle message {} says {} descriptors and carries {}",
+                            out.header.from_rank, w.index, w.count, out.fds.size()));
+  }
+  out.chunk = Chunk{w.index, w.chunks, w.first, w.count};
+  out.sizes.resize(w.count);
+  read_exact(socket, out.sizes.data(), w.count * sizeof(std::uint64_t), deadline);
   return out;
+}
+
+// A peer's whole set for one round from an accepted connection (a later round is returned for
+// the mailbox; an earlier one is an error).
+struct ReceivedSet {
+  int from = -1;
+  std::uint32_t tag = 0;
+  HandleSet set;
+};
+ReceivedSet receive_set(int socket, std::uint64_t comm_id, std::uint32_t tag,
+                        const Deadline& deadline) {
+  ReceivedChunk first = receive_chunk(socket, comm_id, deadline);
+  const HandleHeader h = first.header;
+  if (h.tag < tag) {
+    throw Error(ErrorCode::kMismatch,
+                fmt::format("rank {} sent {} buffer handles for round {}; this rank is in round {} "
+                            "(a message of an earlier registration)",
+                            h.from_rank, h.bytes, h.tag, tag));
+  }
+  ChunkAssembly assembly(h.from_rank, h.tag, h.bytes);
+  assembly.add(first.chunk, std::move(first.fds), std::move(first.sizes));
+  while (!assembly.complete()) {
+    ReceivedChunk next = receive_chunk(socket, comm_id, deadline);
+    if (next.header.from_rank != h.from_rank || next.header.tag != h.tag ||
+        next.header.bytes != h.bytes) {
+      throw Error(ErrorCode::kMismatch,
+                  fmt::format("rank {}'s buffer handles of round {} ({}) continue as rank {}'s "
+                              "of round {} ({})",
+                              h.from_rank, h.tag, h.bytes, next.header.from_rank, next.header.tag,
+                              next.header.bytes));
+    }
+    assembly.add(next.chunk, std::move(next.fds), std::move(next.sizes));
+  }
+  return ReceivedSet{h.from_rank, h.tag, assembly.take()};
 }
 
 }  // namespace
@@ -112,22 +226,25 @@ std::vector<HandleSet> exchange_handle_sets(int rank, int world, std::uint64_t c
                                             const std::vector<int>& fds,
                                             const std::vector<std::uint64_t>& sizes,
                                             const Deadline& deadline) {
-  if (fds.size() > kMaxHandleSet || sizes.size() != fds.size()) {
-    throw Error(ErrorCode::kInvalidInput, fmt::format("{} buffer handles in one round; at most {}",
-                                                      fds.size(), kMaxHandleSet));
+  if (sizes.size() != fds.size() || fds.size() > kMaxRoundDescriptors) {
+    throw Error(
+        ErrorCode::kInvalidInput,
+        fmt::format("{} buffer handles with {} sizes in one round", fds.size(), sizes.size()));
   }
   std::vector<HandleSet> out(static_cast<std::size_t>(world));
   HandleHeader h;
-  h.kind = kSetKind;
+  h.kind = kChunkedSetKind;
   h.from_rank = rank;
   h.tag = tag;
   h.comm_id = comm_id;
   h.bytes = fds.size();
-  // Connections are one-way (the sender connects), so sends never wait on this rank's receives.
+  // Connections are one-way (the sender connects), so sends never wait on this rank's receives;
+  // a peer's whole set is one connection, so its messages never interleave with another's.
+  const std::vector<Chunk> chunks = split_into_chunks(fds.size());
   for (int p = 0; p < world; ++p) {
     if (p == rank) continue;
     net::Fd s = connect_abstract(listener_name(comm_id, p), deadline);
-    send_set(s.get(), h, fds, sizes, deadline);
+    for (const Chunk& c : chunks) send_chunk(s.get(), h, c, fds, sizes, deadline);
   }
   std::vector<bool> seen(static_cast<std::size_t>(world), false);
   int got = 0;
@@ -159,10 +276,13 @@ std::vector<HandleSet> exchange_handle_sets(int rank, int world, std::uint64_t c
     }
     net::Fd c(accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
     if (c.get() < 0) {
-      throw Error(ErrorCode::kUnavailable,
-                  fmt::format("accepting buffer handles: {}", net::errno_text()));
+      const bool out_of_files = errno == EMFILE;
+      throw Error(
+          ErrorCode::kUnavailable,
+          fmt::format("accepting buffer handles: {}{}", net::errno_text(),
+                      out_of_files ? fmt::format(" (ulimit -n is {})", open_file_limit()) : ""));
     }
-    ReceivedSet r = receive_set(c.get(), comm_id, tag, fds.size(), deadline);
+    ReceivedSet r = receive_set(c.get(), comm_id, tag, deadline);
     if (r.tag == tag) {
       take(r.from, std::move(r.set));
     } else {

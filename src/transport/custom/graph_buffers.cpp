@@ -41,13 +41,14 @@ std::vector<T> from_bytes(const Bytes& b, std::size_t n, int rank) {
 // One registration round (declared in the header, so not in the anonymous namespace): what every
 // rank shares of each pending buffer, and what becomes of it.
 struct RegistrationRound {
-  std::vector<SharedBuffer> mine;
-  std::vector<net::Fd> fds;                       // this rank's VMM descriptors, by buffer
+  std::uint32_t tag = 0;                          // the registration's number
+  Descriptions mine;                              // this rank's, with its VMM descriptors
   std::vector<std::vector<SharedBuffer>> peers;   // [rank][buffer]
   std::vector<std::string> why;                   // why buffer i keeps copying
   std::vector<std::uint8_t> usable;               // 1: every rank could open it so far
   std::vector<std::vector<std::uint64_t>> words;  // each buffer's slot: flag, then addresses
-  std::vector<std::vector<net::Fd>> received;     // [buffer][rank]: peers' VMM descriptors
+  std::vector<std::vector<std::uint32_t>> sent;   // [rank]: the allocations it sends, ascending
+  std::vector<HandleSet> received;                // [rank]: their descriptors, as `sent` orders
 };
 
 namespace {
@@ -74,14 +75,11 @@ RegistrationRound exchange_descriptions(
     const Deadline& deadline) {
   const std::size_t n = inputs.size();
   RegistrationRound round;
-  round.mine.resize(n);
-  round.fds.resize(n);
-  round.why.resize(n);
+  round.mine = describe_all(inputs);
+  round.why = round.mine.why;
   round.usable.assign(n, 1);
   round.words.assign(n, std::vector<std::uint64_t>(kSlotWords, 0));
-  for (std::size_t i = 0; i < n; ++i)
-    round.mine[i] = describe(inputs[i].first, inputs[i].second, &round.fds[i], &round.why[i]);
-  auto all = bootstrap.all_gather(as_bytes(round.mine), "graph buffer handles", deadline);
+  auto all = bootstrap.all_gather(as_bytes(round.mine.buffers), "graph buffer handles", deadline);
   for (int r = 0; r < bootstrap.size(); ++r) {
     round.peers.push_back(from_bytes<SharedBuffer>(all[static_cast<std::size_t>(r)], n, r));
   }
@@ -133,11 +131,25 @@ void* GraphBuffers::open_ipc(const cudaIpcMemHandle_t& handle) {
   return opened_.emplace(key, base).first->second;
 }
 
-void* GraphBuffers::open_vmm(int rank, std::uint64_t their_base, std::size_t bytes, int fd) {
-  const std::pair<int, std::uint64_t> key{rank, their_base};
+void* GraphBuffers::open_vmm(const VmmImportKey& key, std::size_t bytes, int fd) {
   auto it = vmm_opened_.find(key);
   if (it != vmm_opened_.end()) return it->second;
   return vmm_opened_.emplace(key, vmm_peers_.map_peer(fd, bytes)).first->second;
+}
+
+// A peer's VMM buffer: the descriptor of its allocation in this round, imported once per round
+// (review N3: the peer's address is no key, its allocator may have remapped it since).
+void* GraphBuffers::open_peer_vmm(const RegistrationRound& round, int r, const SharedBuffer& s) {
+  const auto rank = static_cast<std::size_t>(r);
+  const std::size_t k = position_in(round.sent[rank], s.allocation);
+  const HandleSet& theirs = round.received[rank];
+  if (theirs.sizes[k] != s.size) {
+    throw Error(ErrorCode::kMismatch,
+                fmt::format("its descriptor maps {} bytes, its description says {}",
+                            theirs.sizes[k], s.size));
+  }
+  return open_vmm(vmm_import_key(r, round.tag, s.address - s.offset, s.allocation), s.size,
+                  theirs.fds[k].get());
 }
 
 GraphBuffers::~GraphBuffers() {
@@ -176,9 +188,9 @@ const std::uint64_t* GraphBuffers::claim(const void* input, std::size_t bytes) {
   return slots_ + kSlotWords * used_++;
 }
 
-// Phase 3: the VMM descriptors of every buffer that every rank shares that way travel in one set
-// per pair of ranks (one round per registration: a fast rank's next buffer can never be taken for
-// this one).
+// Phase 3: the VMM descriptors of every buffer that every rank shares that way travel as one set
+// per pair of ranks and round (a fast rank's next round can never be taken for this one): one
+// descriptor per allocation, in as many messages as the set needs (review N1).
 void GraphBuffers::exchange_vmm(RegistrationRound& round, Bootstrap& bootstrap, int listener,
                                 std::uint64_t channel, const Deadline& deadline) {
   std::vector<std::size_t> vmm;
@@ -186,7 +198,9 @@ void GraphBuffers::exchange_vmm(RegistrationRound& round, Bootstrap& bootstrap, 
     require_shared_alike(round, i);
     if (round.usable[i] && round.peers[0][i].how == kVmmFd) vmm.push_back(i);
   }
-  round.received.resize(round.usable.size());
+  const auto world = static_cast<std::size_t>(bootstrap.size());
+  const auto me = static_cast<std::size_t>(bootstrap.rank());
+  round.received.resize(world);
   if (vmm.empty()) return;
   if (listener < 0) {
     for (std::size_t i : vmm) {
@@ -195,22 +209,28 @@ void GraphBuffers::exchange_vmm(RegistrationRound& round, Bootstrap& bootstrap, 
     }
     return;
   }
+  // What each rank sends follows from the gathered descriptions, so every rank knows which
+  // allocation the k-th descriptor of a peer is.
+  for (std::size_t r = 0; r < world; ++r) {
+    std::vector<std::uint32_t> used;
+    for (std::size_t i : vmm) used.push_back(round.peers[r][i].allocation);
+    round.sent.push_back(allocations_to_send(used));
+  }
   std::vector<int> fds;
   std::vector<std::uint64_t> sizes;
-  for (std::size_t i : vmm) {
-    fds.push_back(round.fds[i].get());
-    sizes.push_back(round.mine[i].size);
+  for (std::uint32_t a : round.sent[me]) {
+    fds.push_back(round.mine.exported[a].get());
+    sizes.push_back(round.mine.allocations[a].size);
   }
-  std::vector<HandleSet> sets =
-      exchange_handle_sets(bootstrap.rank(), bootstrap.size(), channel, registrations_++, listener,
-                           mailbox_, fds, sizes, deadline);
-  for (std::size_t k = 0; k < vmm.size(); ++k) {
-    auto& per_rank = round.received[vmm[k]];
-    per_rank.resize(static_cast<std::size_t>(bootstrap.size()));
-    for (int r = 0; r < bootstrap.size(); ++r) {
-      if (r != bootstrap.rank()) {
-        per_rank[static_cast<std::size_t>(r)] = std::move(sets[static_cast<std::size_t>(r)].fds[k]);
-      }
+  round.received = exchange_handle_sets(bootstrap.rank(), bootstrap.size(), channel, round.tag,
+                                        listener, mailbox_, fds, sizes, deadline);
+  round.mine.exported.clear();  // sent: each peer holds its own copy now
+  for (std::size_t r = 0; r < world; ++r) {
+    if (r != me && round.received[r].fds.size() != round.sent[r].size()) {
+      throw Error(ErrorCode::kMismatch,
+                  fmt::format("register_graph_buffers: rank {} sent {} VMM descriptors, its "
+                              "buffers name {} allocations",
+                              r, round.received[r].fds.size(), round.sent[r].size()));
     }
   }
 }
@@ -262,10 +282,7 @@ void GraphBuffers::open_peers(RegistrationRound& round, std::size_t i, int me) {
       continue;
     }
     try {
-      void* base = how == kIpcHandle
-                       ? open_ipc(s.handle)
-                       : open_vmm(r, s.address - s.offset, s.size,
-                                  round.received[i][static_cast<std::size_t>(r)].get());
+      void* base = how == kIpcHandle ? open_ipc(s.handle) : open_peer_vmm(round, r, s);
       word = reinterpret_cast<std::uintptr_t>(base) + s.offset;
     } catch (const std::exception& e) {
       round.why[i] = fmt::format("cannot open rank {}'s buffer: {}", r, e.what());
@@ -304,6 +321,7 @@ std::size_t GraphBuffers::register_all(Bootstrap& bootstrap, int listener, std::
   std::vector<std::pair<const void*, std::size_t>> inputs;
   for (const auto& p : pending_) inputs.emplace_back(p.input, p.bytes);
   RegistrationRound round = exchange_descriptions(bootstrap, inputs, deadline);
+  round.tag = registrations_++;
   exchange_vmm(round, bootstrap, listener, channel, deadline);
   for (std::size_t i = 0; i < inputs.size(); ++i) open_peers(round, i, bootstrap.rank());
   vote_on_usable(bootstrap, round, deadline);

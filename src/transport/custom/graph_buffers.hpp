@@ -8,7 +8,10 @@
 // votes so that a slot is switched on only where every rank could open every peer's buffer (the
 // ranks of one call must agree on the protocol), and writes the slots. Buffers of VMM allocators
 // (PyTorch's expandable segments) have no legacy IPC handle: their allocation is exported as a
-// POSIX fd (when it was created exportable) and passed over the node's Unix socket channel.
+// POSIX fd (when it was created exportable), one per allocation however many captured calls read
+// it, and passed over the node's Unix socket channel in messages of at most kMaxHandleSet; a
+// peer imports it once per registration round (an allocator may remap new memory at the same
+// address between rounds, so the address is no key).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -24,11 +27,13 @@
 #include "tpcomm/bootstrap.hpp"
 #include "transport/cuda/cuda_layout.hpp"
 #include "transport/cuda/fd_channel.hpp"
+#include "transport/cuda/handle_chunks.hpp"
 #include "transport/cuda/vmm_workspace.hpp"
 
 namespace tpcomm::transport::cuda {
 
 struct RegistrationRound;  // one registration (graph_buffers.cpp)
+struct SharedBuffer;       // how a rank shares one buffer (shared_buffer.hpp)
 
 // u64 words of one slot: the flag, then one address per rank.
 constexpr std::size_t kSlotWords = 1 + kMaxRanks;
@@ -61,7 +66,8 @@ class GraphBuffers {
   bool peer_access_to(const void* address, std::string* why);
   std::size_t write_slots(RegistrationRound& round, int me);
   void* open_ipc(const cudaIpcMemHandle_t& handle);
-  void* open_vmm(int rank, std::uint64_t their_base, std::size_t bytes, int fd);
+  void* open_peer_vmm(const RegistrationRound& round, int rank, const SharedBuffer& buffer);
+  void* open_vmm(const VmmImportKey& key, std::size_t bytes, int fd);
 
   std::uint64_t* slots_ = nullptr;  // device memory, capacity_ x kSlotWords
   std::size_t capacity_ = 0;
@@ -73,10 +79,10 @@ class GraphBuffers {
     const void* input;
     std::size_t bytes;  // the extent registration must find inside one allocation
   };
-  std::vector<Pending> pending_;                               // claimed, not yet registered
-  std::map<std::string, void*> opened_;                        // IPC handle bytes -> mapped base
-  VmmWorkspace vmm_peers_;                                     // peers' VMM buffers mapped here
-  std::map<std::pair<int, std::uint64_t>, void*> vmm_opened_;  // (rank, its base) -> mapped
+  std::vector<Pending> pending_;              // claimed, not yet registered
+  std::map<std::string, void*> opened_;       // IPC handle bytes -> mapped base
+  VmmWorkspace vmm_peers_;                    // peers' VMM buffers mapped here
+  std::map<VmmImportKey, void*> vmm_opened_;  // (rank, round, allocation)
   bool full_reported_ = false;
   std::uint32_t registrations_ = 0;  // the round tag of the next VMM descriptor exchange
   HandleMailbox mailbox_;            // a fast peer's descriptors of a later registration

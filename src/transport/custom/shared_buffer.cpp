@@ -1,8 +1,5 @@
-// Describing a buffer for zero-copy registration (shared_buffer.hpp).
+// Describing buffers for zero-copy registration (shared_buffer.hpp).
 #include "shared_buffer.hpp"
-
-#include <fstream>
-#include <random>
 
 #include <fmt/format.h>
 
@@ -32,26 +29,10 @@ net::Fd export_vmm(CUdeviceptr address, std::string* why) {
   return net::Fd(fd);
 }
 
-}  // namespace
-
-// This process among all processes of all nodes: a random token drawn once, mixed with the boot
-// id. A pid is not enough: ranks in different PID namespaces, or on different nodes, share pids.
-std::uint64_t this_process() {
-  static const std::uint64_t token = [] {
-    std::random_device rd;
-    std::uint64_t t = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-    std::ifstream in("/proc/sys/kernel/random/boot_id");
-    std::string boot;
-    std::getline(in, boot);
-    for (char c : boot) t = (t ^ static_cast<std::uint8_t>(c)) * 1099511628211ull;  // FNV-1a
-    return t;
-  }();
-  return token;
-}
-
-// How this rank can share `input` (how == kNone: why says why not); a VMM buffer's descriptor
-// goes to `fd`.
-SharedBuffer describe(const void* input, std::size_t bytes, net::Fd* fd, std::string* why) {
+// Describes `input` up to its sharing: kIpcHandle when its allocation has a legacy IPC handle;
+// otherwise how stays kNone and *vmm is set where it may be a VMM allocation (`range`).
+SharedBuffer describe_one(const void* input, std::size_t bytes, AllocationRange* range, bool* vmm,
+                          std::string* why) {
   SharedBuffer s{};
   s.process = this_process();
   s.address = reinterpret_cast<std::uintptr_t>(input);
@@ -82,9 +63,44 @@ SharedBuffer describe(const void* input, std::size_t bytes, net::Fd* fd, std::st
   }
   cudaGetLastError();
   // VMM allocations (PyTorch's expandable segments) have no legacy IPC handle.
-  *fd = export_vmm(base, why);
-  if (fd->get() >= 0) s.how = kVmmFd;
+  *range = AllocationRange{static_cast<std::uint64_t>(base), size};
+  *vmm = true;
   return s;
+}
+
+}  // namespace
+
+Descriptions describe_all(const std::vector<std::pair<const void*, std::size_t>>& inputs) {
+  Descriptions d;
+  d.buffers.resize(inputs.size());
+  d.why.resize(inputs.size());
+  std::vector<std::size_t> vmm_buffers;
+  std::vector<AllocationRange> vmm_ranges;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    AllocationRange range;
+    bool vmm = false;
+    d.buffers[i] = describe_one(inputs[i].first, inputs[i].second, &range, &vmm, &d.why[i]);
+    if (!vmm) continue;
+    vmm_buffers.push_back(i);
+    vmm_ranges.push_back(range);
+  }
+  // One descriptor per allocation (review N1): an engine's thousands of captured calls read a
+  // few allocations, and each descriptor costs an open file on every peer.
+  AllocationGroups groups = group_by_allocation(vmm_ranges);
+  d.allocations = std::move(groups.allocations);
+  std::vector<std::string> export_why(d.allocations.size());
+  for (std::size_t a = 0; a < d.allocations.size(); ++a)
+    d.exported.push_back(export_vmm(d.allocations[a].base, &export_why[a]));
+  for (std::size_t k = 0; k < vmm_buffers.size(); ++k) {
+    SharedBuffer& s = d.buffers[vmm_buffers[k]];
+    s.allocation = groups.of_buffer[k];
+    if (d.exported[s.allocation].get() >= 0) {
+      s.how = kVmmFd;
+    } else {
+      d.why[vmm_buffers[k]] = export_why[s.allocation];
+    }
+  }
+  return d;
 }
 
 }  // namespace tpcomm::transport::cuda
