@@ -490,7 +490,7 @@ TEST(Waiting, ARankWaitingForASlowPeerSpinsForTheSpinTimeThenSleeps) {
                     "whatever TPCOMM_SHM_SPIN_US says";
   }
   // Rank 1 starts its call 1.2 s after rank 0; rank 0's thread CPU time over its wait tells
-  // whether it spun (burning the CPU) or slept. The bounds leave room for a parallel test.
+  // whether it spun (burning the CPU) or slept.
   auto rank0 = [](const ProcessResult& r, long long* waited) {
     const auto line = lines_with(r.out, "rank 0: waited");
     if (line.size() != 1) return -1.0;
@@ -513,7 +513,10 @@ TEST(Waiting, ARankWaitingForASlowPeerSpinsForTheSpinTimeThenSleeps) {
       run_group({"-n", "2"}, {"slow_peer", "1200"}, {{"TPCOMM_SHM_SPIN_US", "1000000"}}, marker());
   ASSERT_EQ(spinning.exit_code, 0) << spinning.out << spinning.err;
   EXPECT_EQ(lines_with(spinning.out, ", 0 wrong").size(), 2u) << spinning.out;
-  EXPECT_GE(rank0(spinning, &waited), 300) << "asked to spin 1 s\n" << spinning.out;
+  // Spinning costs CPU for the whole second; sleeping about none (the brief run: < 50 ms, about
+  // 1 in practice). The bound is low because a spinning thread gets only its share of a core
+  // when other tests (or builds) run beside it: 210 ms of a 1.2 s wait was seen under a build.
+  EXPECT_GE(rank0(spinning, &waited), 100) << "asked to spin 1 s\n" << spinning.out;
   EXPECT_GE(waited, 1000) << spinning.out;
 }
 
