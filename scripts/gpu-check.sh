@@ -184,6 +184,9 @@ part "two processes: 850 captured calls on 253 VMM allocations, and a remapped o
 part "multimem: entry points and multicast set-up" 30 "$check" multimem
 part "communicator as a user creates it, one rank, NCCL carrying the calls" 60 \
   env TPCOMM_DISABLE=local "$tpcomm" run -n 1 -- "$check" communicator
+# In a process of its own: its last step leaves that process's CUDA context unusable (a trap).
+part "a failure reaches every rank's next launch, an abort the peer's kernel, a replay traps (N2, N7)" 60 \
+  "$check" failure
 
 if [ -n "$build_pid" ]; then
   section "the build from source on this machine"

@@ -49,7 +49,9 @@ void bind_errors(py::module_& m) {
   sub(ErrorCode::kInternal, "InternalError", "A bug in tpcomm: please report it.",
       builtins.attr("RuntimeError"));
 
-  py::register_exception_translator([](std::exception_ptr p) {
+  // Local to this module: a translator shared through pybind11's internals would see every
+  // exception of another module built with the same pybind11 (torch's among them).
+  py::register_local_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const Error& e) {

@@ -56,6 +56,15 @@ const std::vector<EnvVar>& env_registry() {
        {},
        1,
        86'400'000},
+      {"TPCOMM_KERNEL_TIMEOUT_MS",
+       EnvKind::kInteger,
+       "600000",
+       "how long a GPU kernel (custom, multimem) waits for a peer before it gives up and fails the "
+       "group, in milliseconds (separate from TPCOMM_TIMEOUT_MS: a host stall shorter than this "
+       "does not fail the kernels)",
+       {},
+       1,
+       86'400'000},
       {"TPCOMM_TUNING",
        EnvKind::kPath,
        "",

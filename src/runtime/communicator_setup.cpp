@@ -253,6 +253,7 @@ BackendContext backend_context(CommunicatorState& c,
   context.bootstrap = c.bootstrap;
   context.comm_id = c.comm_id;
   context.timeout = c.timeout;
+  context.kernel_timeout = std::chrono::milliseconds(env_integer("TPCOMM_KERNEL_TIMEOUT_MS"));
   context.socket_address = socket_address(records);
   context.node_of_rank = node_of;
   context.shm_workspace_bytes = static_cast<std::size_t>(env_integer("TPCOMM_SHM_WORKSPACE"));

@@ -17,6 +17,9 @@
 //                                    replaced at the same address (registration_check.cpp)
 //   tpcomm_gpu_check multimem        what device 0 offers for multicast (the kernels need two
 //                                    GPUs or more on an NVSwitch)
+//   tpcomm_gpu_check failure         2 ranks: a timeout fails every rank's next launch, an abort
+//                                    stops the peer's waiting kernel, a replay after a failure
+//                                    traps (failure_check.cpp; leaves the context unusable)
 //   tpcomm_gpu_check communicator    under `TPCOMM_DISABLE=local tpcomm run -n 1`: a CUDA
 //                                    communicator as a user creates it, NCCL carrying the calls
 //                                    (communicator_check.cpp)
@@ -41,6 +44,7 @@
 
 #include "communicator_check.hpp"
 #include "cuda_check.hpp"
+#include "failure_check.hpp"
 #include "registration_check.hpp"
 #include "tpcomm/bootstrap.hpp"
 #include "tpcomm/error.hpp"
@@ -835,10 +839,20 @@ int main_checked(int argc, char** argv) {
         [](std::shared_ptr<Bootstrap> bs) { return set_up(std::move(bs), 0x9f0e, nullptr); });
   }
   if (mode == "multimem") return multimem(devices);
+  if (mode == "failure") {  // last in a run: its third part leaves the CUDA context unusable
+    return gpu_check::failure_check(
+        [](std::shared_ptr<Bootstrap> bs, std::uint64_t id,
+           std::function<void(const std::string&)> on_failure, std::chrono::milliseconds t) {
+          return set_up(std::move(bs), id, std::move(on_failure), t);
+        },
+        [](int ranks, const std::function<void(int, std::shared_ptr<Bootstrap>)>& fn) {
+          on_threads(ranks, fn);
+        });
+  }
   if (mode == "communicator") return gpu_check::communicator_check();
   std::fprintf(stderr,
                "usage: tpcomm_gpu_check correctness W [BLOCKS] | stress W [BLOCKS] | stall | "
-               "timing W [BLOCKS] | process | registration | multimem | communicator\n");
+               "timing W [BLOCKS] | process | registration | multimem | communicator | failure\n");
   return 2;
 }
 

@@ -25,6 +25,10 @@ struct BackendContext {
   std::shared_ptr<Bootstrap> bootstrap;  // rendezvous; its store() holds the backends' keys
   std::uint64_t comm_id = 0;             // unique per communicator: names segments and keys
   std::chrono::milliseconds timeout{60000};
+  // How long a GPU kernel's wait for a peer may spin before it gives up (TPCOMM_KERNEL_TIMEOUT_MS);
+  // 0: `timeout`. Longer than the host's by default: one rank's host stall shorter than this (a
+  // checkpoint or adapter load) must not fail the group's kernels for good.
+  std::chrono::milliseconds kernel_timeout{0};
   std::string socket_address = "127.0.0.1";    // where peers reach this rank (gloo's sockets)
   std::vector<int> node_of_rank;               // node index of every rank; empty: one node
   std::size_t shm_workspace_bytes = 1u << 20;  // per rank (TPCOMM_SHM_WORKSPACE): shm, hier

@@ -25,12 +25,14 @@ constexpr std::size_t kVecBytes = 16;  // every rank moves 16-byte vectors
 //            current one and nothing is ever reset (graph replays included);
 //   [steps]  this rank's last step number and a count of finished blocks (kept on the device
 //            and advanced by the kernels, so a CUDA graph replay gets fresh numbers);
+//   [failed] the group's failure word (kernel_codes.hpp), written by peers through their mappings;
 //   [data]   two buffers used by step parity: the input of the current chunk (copied in), then
 //            for two-shot the reduced slice.
 constexpr int kPhases = 3;  // start, middle (two-shot), end
 struct WorkspaceLayout {
   std::size_t pads_offset = 0;
   std::size_t steps_offset = 0;
+  std::size_t failed_offset = 0;
   std::size_t data_offset = 0;
   std::size_t data_bytes = 0;
   std::size_t total_bytes = 0;
@@ -46,7 +48,8 @@ TPCOMM_HD WorkspaceLayout workspace_layout(std::size_t data_bytes, std::size_t g
   l.pads_offset = 0;
   const std::size_t pads = sizeof(std::uint64_t) * kPhases * kMaxBlocks * kMaxRanks;
   l.steps_offset = round_up(pads, 256);
-  l.data_offset = round_up(l.steps_offset + sizeof(std::uint64_t) * kMaxBlocks, 4096);
+  l.failed_offset = round_up(l.steps_offset + sizeof(std::uint64_t) * kMaxBlocks, 256);
+  l.data_offset = round_up(l.failed_offset + sizeof(std::uint64_t), 4096);
   l.data_bytes = round_up(data_bytes, 4096);
   l.total_bytes = round_up(l.data_offset + l.data_bytes, granularity == 0 ? 1 : granularity);
   return l;

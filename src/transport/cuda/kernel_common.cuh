@@ -225,11 +225,10 @@ __device__ inline void copy_bytes(char* dst, const char* src, std::size_t bytes)
   }
 }
 
-// Spins until `*flag` reaches `target`, bounded: it gives up when the abort word is set (code 2)
-// or after `budget_ns` nanoseconds of %globaltimer (code 1) — wall time, unlike a cycle count
-// that depends on the clock the SM runs at — recording the first failure of the launch (rank,
-// the peer awaited or -1 when unknown, barrier phase, launch step) for the host watchdog.
-// Returns false when it gave up.
+// The waits are bounded: a wait gives up when the abort word or the group's failure word is set,
+// or after `budget_ns` nanoseconds of %globaltimer — wall time, unlike a cycle count that depends
+// on the clock the SM runs at — recording the first failure of the launch (rank, the peer
+// awaited or -1 when unknown, barrier phase, launch step) for the host watchdog.
 struct WaitSite {
   int rank;
   int peer;
@@ -241,34 +240,70 @@ __device__ __forceinline__ std::uint64_t global_timer_ns() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
-__device__ inline bool bounded_wait(const std::uint64_t* flag, std::uint64_t target,
-                                    const volatile std::int32_t* abort_word,
-                                    std::uint64_t budget_ns, KernelFailure* failure,
-                                    const WaitSite& site) {
+// Records the first failure of the launch for the host watchdog (one thread wins `claimed`).
+__device__ inline void record_failure(KernelFailure* failure, int code, const WaitSite& site) {
+  if (atomicCAS(&failure->claimed, 0, 1) != 0) return;
+  failure->rank = site.rank;
+  failure->peer = site.peer;
+  failure->phase = site.phase;
+  failure->step = site.step;
+  __threadfence_system();
+  atomicExch(&failure->code, code);  // published last
+  __threadfence_system();
+}
+
+// Waits until `flag` reaches `target`. Returns 0, or the failure code (kernel_codes.hpp) when
+// it gave up: 1 the budget ran out, 2 this rank's host abort word, 3 the group's failure word
+// (`group_failed`, this rank's copy, written by a peer that gave up or aborted).
+__device__ inline int bounded_wait(const std::uint64_t* flag, std::uint64_t target,
+                                   const volatile std::int32_t* abort_word,
+                                   const std::uint64_t* group_failed, std::uint64_t budget_ns,
+                                   KernelFailure* failure, WaitSite site) {
   const std::uint64_t start = global_timer_ns();
   unsigned spins = 0;
   while (!reached(load_acquire(flag), target)) {
-    // The abort word is host memory: a read crosses PCIe (about a microsecond), so it and the
-    // timer are looked at only every kCheckEvery spins, keeping a wait that succeeds fast.
+    // The abort word is host memory: a read crosses PCIe (about a microsecond), so it, the
+    // failure word and the timer are looked at only every kCheckEvery spins, keeping a wait
+    // that succeeds fast.
     constexpr unsigned kCheckEvery = 256;
     if (++spins % kCheckEvery != 0) continue;
     int code = 0;
+    const std::uint64_t group = load_acquire(group_failed);
     if (*abort_word != 0) code = 2;
-    if (global_timer_ns() - start > budget_ns) code = 1;
+    if (group != 0) {
+      code = 3;
+      site.peer = group_failure_origin(group);
+    }
+    if (code == 0 && global_timer_ns() - start > budget_ns) code = 1;
     if (code != 0) {
-      if (atomicCAS(&failure->claimed, 0, 1) == 0) {
-        failure->rank = site.rank;
-        failure->peer = site.peer;
-        failure->phase = site.phase;
-        failure->step = site.step;
-        __threadfence_system();
-        atomicExch(&failure->code, code);  // published last
-        __threadfence_system();
-      }
-      return false;
+      record_failure(failure, code, site);
+      return code;
     }
   }
-  return true;
+  return 0;
+}
+
+// On entry, block-uniform: whether the group failed before this launch (this rank's copy of the
+// failure word is set). The launch then records it and stops before it copies in or signals.
+__device__ inline bool group_failed_on_entry(const std::uint64_t* group_failed,
+                                             KernelFailure* failure, int rank, std::uint64_t step) {
+  __shared__ int failed;
+  if (threadIdx.x == 0) {
+    const std::uint64_t group = load_acquire(group_failed);
+    failed = group != 0;
+    if (failed) record_failure(failure, 3, WaitSite{rank, group_failure_origin(group), -1, step});
+  }
+  __syncthreads();
+  return failed != 0;
+}
+
+// What a launch that failed does last. Eager, it returns (its output is not written; the host
+// watchdog turns the record into the communicator's error, raised by the next call). Replayed
+// from a CUDA graph no tpcomm call follows that could raise it: the kernel traps, which makes the
+// CUDA context's error sticky, so the program's next synchronisation fails instead of going on
+// with a result that was never computed.
+__device__ __forceinline__ void end_failed_launch(int in_graph) {
+  if (in_graph != 0) __trap();
 }
 
 // One step number per launch for every block of a kernel: steps[0] holds the last launch's

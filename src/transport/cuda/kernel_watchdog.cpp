@@ -9,6 +9,7 @@
 
 #include "common/log_format.hpp"
 #include "driver_api.hpp"
+#include "kernel_failure_text.hpp"
 
 namespace tpcomm::transport::cuda {
 
@@ -46,27 +47,14 @@ KernelFailure KernelWatchdog::read() const {
 }
 
 std::string KernelWatchdog::text() const {
-  const KernelFailure f = read();
-  if (f.code == 2) {
-    return fmt::format("{} on rank {} stopped at step {}: the group was aborted", what_, f.rank,
-                       f.step);
-  }
-  static const char* phases[] = {"start", "middle", "end"};
-  const char* phase = f.phase >= 0 && f.phase < 3 ? phases[f.phase] : "?";
-  return f.peer >= 0 ? fmt::format(
-                           "{} on rank {}: rank {} did not signal step {} ({} barrier) "
-                           "within {} ms (kernel watchdog)",
-                           what_, f.rank, f.peer, f.step, phase, timeout_.count())
-                     : fmt::format(
-                           "{} on rank {}: not every rank signalled step {} ({} barrier) "
-                           "within {} ms (kernel watchdog)",
-                           what_, f.rank, f.step, phase, timeout_.count());
+  return kernel_failure_text(read(), what_, timeout_);
 }
 
 void KernelWatchdog::start(std::function<void(const std::string&)> on_failure) {
   thread_ = std::thread([this, on_failure = std::move(on_failure)] {
     while (!stop_.load()) {
       const int code = read().code;
+      // Not this rank's own abort (2): its cause is reported by whoever aborted.
       if (code != 0 && code != 2 && !reported_.exchange(true)) {
         const std::string t = text();
         TPCOMM_LOG(kError, "cuda", "{}", t);

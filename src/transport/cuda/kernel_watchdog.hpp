@@ -23,7 +23,7 @@ class KernelWatchdog {
   KernelWatchdog& operator=(const KernelWatchdog&) = delete;
 
   // Allocates the host-mapped record on the current device. `what` names the kernels in
-  // messages ("custom kernel"); `timeout` is the communicator's.
+  // messages ("custom kernel"); `timeout` is the kernels' wait budget (kernel_wait_budget).
   void create(std::string what, std::chrono::milliseconds timeout);
   // What the kernels get: the abort word and failure record as device pointers, and the
   // timeout in nanoseconds of the GPU's %globaltimer.

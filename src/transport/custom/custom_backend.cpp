@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstring>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -14,6 +15,8 @@
 #include "transport/cuda/device_guard.hpp"
 #include "transport/cuda/driver_api.hpp"
 #include "transport/cuda/fd_channel.hpp"
+#include "transport/cuda/group_failure.hpp"
+#include "transport/cuda/kernel_failure_text.hpp"
 #include "transport/cuda/kernel_watchdog.hpp"
 #include "transport/cuda/vmm_workspace.hpp"
 
@@ -52,6 +55,7 @@ class CustomBackend final : public CollectiveBackend {
     if (!watchdog_.created()) return;
     watchdog_.abort();
     if (cudaSetDevice(ctx_.cuda_device) == cudaSuccess) cudaDeviceSynchronize();
+    if (abort_stream_ != nullptr) cudaStreamDestroy(abort_stream_);
     cudaGetLastError();
   }
 
@@ -81,6 +85,7 @@ class CustomBackend final : public CollectiveBackend {
     KernelArgs a = base_args_;
     a.type = static_cast<int>(c.type);
     a.reduce = static_cast<int>(c.reduce);
+    a.in_graph = c.captured ? 1 : 0;
     a.blocks = cuda::blocks_for(std::clamp(c.blocks > 0 ? c.blocks : 16, 1, cuda::kMaxBlocks),
                                 c.count * es);
     const bool rs = c.op == Op::kReduceScatter;
@@ -100,7 +105,19 @@ class CustomBackend final : public CollectiveBackend {
                            "launching the custom kernel");
   }
 
-  void abort() override { watchdog_.abort(); }
+  // This rank's kernels stop (the abort word), and so do the peers': the group's failure word is
+  // written into every rank's workspace through the mappings (kernel_codes.hpp).
+  void abort() override {
+    watchdog_.abort();
+    if (abort_stream_ == nullptr) return;
+    std::vector<std::uint64_t*> words;
+    for (int p = 0; p < ctx_.size; ++p) {
+      if (base_args_.peers[p] != nullptr) words.push_back(failed_word(p));
+    }
+    if (base_args_.peers[ctx_.rank] == nullptr) return;
+    cuda::publish_group_failure(ctx_.cuda_device, failed_word(ctx_.rank), words,
+                                cuda::group_failure_value(2, ctx_.rank), abort_stream_);
+  }
 
   std::size_t register_graph_buffers(const Deadline& deadline) override {
     cuda::check_cuda(cudaSetDevice(ctx_.cuda_device), "cudaSetDevice");
@@ -118,7 +135,10 @@ class CustomBackend final : public CollectiveBackend {
     const auto layout = cuda::workspace_layout(
         2 * kBufferBytes, cuda::VmmWorkspace::granularity(ctx_.cuda_device, sharing()));
     workspace_.create(ctx_.cuda_device, layout.total_bytes, sharing());
-    watchdog_.create("custom kernel", ctx_.timeout);
+    watchdog_.create("custom kernel", cuda::kernel_wait_budget(ctx_.timeout, ctx_.kernel_timeout));
+    failed_offset_ = layout.failed_offset;
+    cuda::check_cuda(cudaStreamCreateWithFlags(&abort_stream_, cudaStreamNonBlocking),
+                     "cudaStreamCreateWithFlags (abort stream)");
     base_args_.rank = ctx_.rank;
     base_args_.world = ctx_.size;
     base_args_.data_offset = layout.data_offset;
@@ -128,7 +148,10 @@ class CustomBackend final : public CollectiveBackend {
     base_args_.wait_budget_ns = watchdog_.wait_budget_ns();
     graph_buffers_.create(ctx_.cuda_device, ctx_.graph_slots);
     if (!ctx_.spans_nodes()) {
-      listener_ = cuda::listen_abstract(cuda::listener_name(ctx_.comm_id, ctx_.rank));
+      // The plain name (no random part) while graph registration (fd_handle_sets.cpp) still
+      // connects by it; listen_fd_channel once it takes the channel's record too.
+      listener_name_ = cuda::listener_name(ctx_.comm_id, ctx_.rank);
+      listener_ = cuda::listen_abstract(listener_name_);
     }
   }
 
@@ -140,8 +163,9 @@ class CustomBackend final : public CollectiveBackend {
   void exchange_and_map(const Deadline& deadline) {
     if (ctx_.spans_nodes()) return exchange_fabric_handles(deadline);
     net::Fd mine = workspace_.export_fd();
-    auto fds = cuda::exchange_handles(ctx_.rank, ctx_.size, ctx_.comm_id, listener_.get(),
-                                      mine.get(), workspace_.bytes(), deadline);
+    fd_auth_ = cuda::agree_fd_channel(*ctx_.bootstrap, ctx_.comm_id, listener_name_, deadline);
+    auto fds = cuda::exchange_handles(fd_auth_, listener_.get(), mine.get(), workspace_.bytes(),
+                                      deadline);
     for (int p = 0; p < ctx_.size; ++p) {
       base_args_.peers[p] =
           p == ctx_.rank
@@ -204,12 +228,22 @@ class CustomBackend final : public CollectiveBackend {
     ctx_.bootstrap->barrier("custom peer probe done", deadline);
   }
 
+  // Rank p's copy of the group's failure word, through this process's mapping.
+  std::uint64_t* failed_word(int p) const {
+    return reinterpret_cast<std::uint64_t*>(static_cast<char*>(base_args_.peers[p]) +
+                                            failed_offset_);
+  }
+
   BackendContext ctx_;
   cuda::VmmWorkspace workspace_;
   cuda::GraphBuffers graph_buffers_;
   net::Fd listener_;
+  std::string listener_name_;
+  cuda::FdChannelAuth fd_auth_;  // who may send on listener_ (agreed in custom.exchange)
   KernelArgs base_args_;
   cuda::KernelWatchdog watchdog_;
+  std::size_t failed_offset_ = 0;        // the group's failure word in every workspace
+  cudaStream_t abort_stream_ = nullptr;  // abort()'s writes, beside a kernel that waits
 };
 
 }  // namespace

@@ -34,6 +34,7 @@ struct KernelArgs {
   std::uint64_t wait_budget_ns = 0;  // how long a wait may spin before giving up (%globaltimer)
   const volatile std::int32_t* abort_word = nullptr;  // host-mapped: nonzero = stop waiting
   KernelFailure* failure = nullptr;                   // host-mapped: first failure
+  int in_graph = 0;  // captured into a CUDA graph: a failed launch traps (end_failed_launch)
 };
 
 // Launches one chunk on `stream` (a cudaStream_t). Returns the cudaError_t of the launch.

@@ -1,7 +1,8 @@
 // The custom collective kernels: one-shot and two-shot all-reduce, all-gather and reduce-scatter
 // over peer-mapped workspaces. 16-byte vector loads, fp32 accumulation in rank order (so every
-// rank computes bitwise the same result), signal pads with growing step numbers, and waits
-// bounded by an abort word and a cycle budget.
+// rank computes bitwise the same result), signal pads with growing step numbers, waits bounded
+// by an abort word, the group's failure word and a time budget, and a failure that every later
+// launch on every rank turns into an error (kernel_codes.hpp, "the group's failure word").
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -19,9 +20,25 @@ __device__ __forceinline__ std::uint64_t* pads(void* workspace) {
 __device__ __forceinline__ char* data(const KernelArgs& a, int r, std::uint64_t step) {
   return static_cast<char*>(a.peers[r]) + a.data_offset + (step % 2) * a.half_bytes;
 }
+// Rank r's copy of the group's failure word (kernel_codes.hpp).
+__device__ __forceinline__ std::uint64_t* failed_word(const KernelArgs& a, int r) {
+  return reinterpret_cast<std::uint64_t*>(static_cast<char*>(a.peers[r]) +
+                                          workspace_layout(0, 0).failed_offset);
+}
+
+// A wait of this rank ran out of time: every rank's failure word says so (unless the group
+// failed already: the first cause stays), so that the peers' kernels stop waiting for this one
+// and every later launch on every rank fails. (A rank that aborts tells the group from the host,
+// CustomBackend::abort; closing a communicator ends its own kernels only.)
+__device__ void tell_the_group(const KernelArgs& a) {
+  if (load_acquire(failed_word(a, a.rank)) != 0) return;
+  const std::uint64_t value = group_failure_value(1, a.rank);
+  for (int q = 0; q < a.world; ++q) store_release(failed_word(a, q), value);
+}
 
 // Every thread t < world signals rank t and waits for rank t's signal. Returns false on every
-// thread of the block when a wait gave up (the failure is recorded for the host).
+// thread of the block when a wait gave up: the failure is recorded for the host, the group is
+// told of a timeout, and a graph replay traps (end_failed_launch).
 template <int MaxW>
 __device__ bool barrier(const KernelArgs& a, int phase, std::uint64_t step) {
   __shared__ int failed;
@@ -34,12 +51,15 @@ __device__ bool barrier(const KernelArgs& a, int phase, std::uint64_t step) {
     __threadfence_system();
     store_release(pads(a.peers[p]) + pad_index(phase, blockIdx.x, a.rank), step);
     const std::uint64_t* mine = pads(a.peers[a.rank]) + pad_index(phase, blockIdx.x, p);
-    if (!bounded_wait(mine, step, a.abort_word, a.wait_budget_ns, a.failure,
-                      WaitSite{a.rank, p, phase, step})) {
+    const int code = bounded_wait(mine, step, a.abort_word, failed_word(a, a.rank),
+                                  a.wait_budget_ns, a.failure, WaitSite{a.rank, p, phase, step});
+    if (code != 0) {
+      if (code == 1) tell_the_group(a);
       failed = 1;
     }
   }
   __syncthreads();
+  if (failed != 0) end_failed_launch(a.in_graph);
   return failed == 0;
 }
 
@@ -70,11 +90,12 @@ __global__ void __launch_bounds__(kThreads) custom_kernel(KernelArgs a) {
   const LaunchStep launch_step(reinterpret_cast<unsigned long long*>(
       static_cast<char*>(a.peers[a.rank]) + workspace_layout(0, 0).steps_offset));
   const std::uint64_t step = launch_step.number();
+  if (group_failed_on_entry(failed_word(a, a.rank), a.failure, a.rank, step))
+    return end_failed_launch(a.in_graph);
   const int b = static_cast<int>(blockIdx.x);
   const int nb = static_cast<int>(gridDim.x);
   char* mine = data(a, a.rank, step);
-  // A registered graph buffer: every rank reads the others' inputs in place (the flag is the
-  // same on every rank: register_graph_buffers voted on it).
+  // A registered graph buffer: inputs read in place (register_graph_buffers voted the flag).
   const bool in_place = a.graph_slot != nullptr && a.graph_slot[0] != 0;
   switch (a.op) {
     case KernelOp::kOneShot: {
@@ -88,7 +109,7 @@ __global__ void __launch_bounds__(kThreads) custom_kernel(KernelArgs a) {
                             in_place ? registered_sources<MaxW>(a) : data_sources<MaxW>(a, step, 0),
                             r.begin, r.end, static_cast<char*>(a.output));
       // Inputs read in place must stay as they are until every peer has read them.
-      if (in_place) barrier<MaxW>(a, 2, step);
+      if (in_place) barrier<MaxW>(a, 2, step);  // (a failure there is recorded and told)
       return;
     }
     case KernelOp::kTwoShot: {

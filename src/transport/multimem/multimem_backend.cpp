@@ -15,6 +15,8 @@
 #include "transport/cuda/device_guard.hpp"
 #include "transport/cuda/driver_api.hpp"
 #include "transport/cuda/fd_channel.hpp"
+#include "transport/cuda/group_failure.hpp"
+#include "transport/cuda/kernel_failure_text.hpp"
 #include "transport/cuda/kernel_watchdog.hpp"
 #include "transport/cuda/vmm_workspace.hpp"
 
@@ -41,6 +43,7 @@ class MultimemBackend final : public CollectiveBackend {
     if (!watchdog_.created()) return;
     watchdog_.abort();
     if (cudaSetDevice(ctx_.cuda_device) == cudaSuccess) cudaDeviceSynchronize();
+    if (abort_stream_ != nullptr) cudaStreamDestroy(abort_stream_);
     cudaGetLastError();
   }
 
@@ -69,6 +72,7 @@ class MultimemBackend final : public CollectiveBackend {
     const std::size_t es = size_of(c.type);
     const bool rs = c.op == Op::kReduceScatter;
     MultimemArgs a = base_;
+    a.in_graph = c.captured ? 1 : 0;
     a.type = static_cast<int>(c.type);
     a.reduce = static_cast<int>(c.reduce);
     a.blocks = cuda::blocks_for(std::clamp(c.blocks > 0 ? c.blocks : 16, 1, cuda::kMaxBlocks),
@@ -85,7 +89,24 @@ class MultimemBackend final : public CollectiveBackend {
                            "launching the multimem kernel");
   }
 
-  void abort() override { watchdog_.abort(); }
+  // This rank's kernels stop (the abort word) and so do the peers': unless the group failed
+  // already, one thread sets the group's failure word on every rank through the multicast
+  // mapping (it runs once this rank's own waiting kernel has stopped and freed the SMs).
+  void abort() override {
+    watchdog_.abort();
+    if (abort_stream_ == nullptr) return;
+    const std::uint64_t value = cuda::group_failure_value(2, ctx_.rank);
+    auto* own = reinterpret_cast<std::uint64_t*>(base_.unicast + base_.layout.failed_offset);
+    // Only the multicast add writes it (a copy written from the host too would be added to).
+    if (!cuda::publish_group_failure(ctx_.cuda_device, own, {}, value, abort_stream_) ||
+        base_.multicast == nullptr) {
+      return;
+    }
+    const cuda::DeviceGuard on_device(ctx_.cuda_device);
+    cuda::launch_multimem_publish_failure(base_.multicast + base_.layout.failed_offset, value,
+                                          abort_stream_);
+    cudaGetLastError();
+  }
   std::optional<std::string> take_async_failure() override { return watchdog_.take_failure(); }
 
  private:
@@ -106,7 +127,10 @@ class MultimemBackend final : public CollectiveBackend {
         cuda::MulticastObject::granularity(ctx_.size, layout.total_bytes, ctx_.spans_nodes());
     layout = cuda::multimem_layout(kAreaBytes, std::max(vmm_granularity, mc_granularity));
     workspace_.create(ctx_.cuda_device, layout.total_bytes, sharing);
-    watchdog_.create("multimem kernel", ctx_.timeout);
+    watchdog_.create("multimem kernel",
+                     cuda::kernel_wait_budget(ctx_.timeout, ctx_.kernel_timeout));
+    cuda::check_cuda(cudaStreamCreateWithFlags(&abort_stream_, cudaStreamNonBlocking),
+                     "cudaStreamCreateWithFlags (abort stream)");
     if (ctx_.rank == 0) multicast_.create(ctx_.size, layout.total_bytes, ctx_.spans_nodes());
     base_.rank = ctx_.rank;
     base_.world = ctx_.size;
@@ -116,7 +140,9 @@ class MultimemBackend final : public CollectiveBackend {
     base_.failure = watchdog_.device_failure();
     base_.wait_budget_ns = watchdog_.wait_budget_ns();
     if (!ctx_.spans_nodes()) {
-      listener_ = cuda::listen_abstract(cuda::listener_name(channel(), ctx_.rank));
+      cuda::FdListener listener = cuda::listen_fd_channel(channel(), ctx_.rank);
+      listener_ = std::move(listener.socket);
+      listener_name_ = std::move(listener.name);
     }
   }
 
@@ -142,8 +168,10 @@ class MultimemBackend final : public CollectiveBackend {
       return;
     }
     net::Fd mine = ctx_.rank == 0 ? multicast_.export_fd() : net::Fd();
-    net::Fd got = cuda::broadcast_handle(ctx_.rank, ctx_.size, 0, channel(), listener_.get(),
-                                         mine.get(), base_.layout.total_bytes, deadline);
+    const cuda::FdChannelAuth auth =
+        cuda::agree_fd_channel(*ctx_.bootstrap, channel(), listener_name_, deadline);
+    net::Fd got = cuda::broadcast_handle(auth, 0, listener_.get(), mine.get(),
+                                         base_.layout.total_bytes, deadline);
     if (ctx_.rank != 0) multicast_.import(got.get(), base_.layout.total_bytes);
     multicast_.add_device(ctx_.cuda_device);
   }
@@ -189,7 +217,9 @@ class MultimemBackend final : public CollectiveBackend {
   cuda::MulticastObject multicast_;  // after workspace_: unbound before the memory goes
   cuda::KernelWatchdog watchdog_;
   net::Fd listener_;
+  std::string listener_name_;
   MultimemArgs base_;
+  cudaStream_t abort_stream_ = nullptr;  // abort()'s writes, beside a kernel that waits
 };
 
 }  // namespace

@@ -30,11 +30,16 @@ struct MultimemArgs {
   std::uint64_t wait_budget_ns = 0;
   const volatile std::int32_t* abort_word = nullptr;
   KernelFailure* failure = nullptr;
+  int in_graph = 0;  // captured into a CUDA graph: a failed launch traps (end_failed_launch)
 };
 
 // Launches one step on `stream` (a cudaStream_t); returns the cudaError_t of the launch. On a
 // device below sm_90 the kernel traps (the plan never admits multimem there).
 int launch_multimem_kernel(const MultimemArgs& args, void* stream);
+
+// Sets the group's failure word on every rank (`multicast_word`: its multicast address) from
+// one thread on `stream`: how a rank that aborts tells the peers' kernels.
+int launch_multimem_publish_failure(void* multicast_word, std::uint64_t value, void* stream);
 
 // The set-up self-test: one thread reads the sum of every rank's four floats at `multicast_in`
 // (multimem.ld_reduce) and writes it to `result`.

@@ -114,8 +114,28 @@ __device__ __forceinline__ unsigned long long* local_words(const MultimemArgs& a
   return reinterpret_cast<unsigned long long*>(a.unicast + a.layout.local_offset);
 }
 
+// This rank's copy of the group's failure word (kernel_codes.hpp), and the same word on every
+// rank at once.
+__device__ __forceinline__ std::uint64_t* failed_word(const MultimemArgs& a) {
+  return reinterpret_cast<std::uint64_t*>(a.unicast + a.layout.failed_offset);
+}
+__device__ __forceinline__ std::uint64_t* failed_word_everywhere(const MultimemArgs& a) {
+  return reinterpret_cast<std::uint64_t*>(a.multicast + a.layout.failed_offset);
+}
+
+// Sets the group's failure word on every rank at once. An add, the multicast operation on 64-bit
+// words that every sm_90 switch has: the word only has to become nonzero (two ranks failing at
+// the same moment add up to a value whose origin field is garbled, not to zero).
+// Only for a timeout: a rank that aborts tells the group from the host (MultimemBackend::abort).
+__device__ void tell_the_group(const MultimemArgs& a) {
+  if (load_acquire(failed_word(a)) == 0) {
+    multicast_add(failed_word_everywhere(a), group_failure_value(1, a.rank));
+  }
+}
+
 // Every rank adds 1 to this block's pad of `phase` on every rank, then waits until its own copy
-// reaches the next multiple of W. Returns false on every thread when the wait gave up.
+// reaches the next multiple of W. Returns false on every thread when the wait gave up: the
+// failure is recorded, the group told of a timeout, a graph replay traps.
 __device__ bool multicast_barrier(const MultimemArgs& a, int phase, std::uint64_t step) {
   __shared__ int failed;
   // Every thread orders its own stores, through either mapping, before the signal (fences are
@@ -133,12 +153,15 @@ __device__ bool multicast_barrier(const MultimemArgs& a, int phase, std::uint64_
     const auto* mine =
         reinterpret_cast<const std::uint64_t*>(a.unicast + a.layout.pads_offset) + pad;
     // A counter does not say who is missing: peer -1.
-    if (!bounded_wait(mine, target, a.abort_word, a.wait_budget_ns, a.failure,
-                      WaitSite{a.rank, -1, phase, step})) {
+    const int code = bounded_wait(mine, target, a.abort_word, failed_word(a), a.wait_budget_ns,
+                                  a.failure, WaitSite{a.rank, -1, phase, step});
+    if (code != 0) {
+      if (code == 1) tell_the_group(a);
       failed = 1;
     }
   }
   __syncthreads();
+  if (failed != 0) end_failed_launch(a.in_graph);
   fence_alias();  // and every thread's later reads through its own mapping see the peers' stores
   return failed == 0;
 }
@@ -264,6 +287,8 @@ template <typename T, int MaxW>
 __global__ void __launch_bounds__(kThreads) multimem_kernel(MultimemArgs a) {
   const LaunchStep launch_step(local_words(a));
   const std::uint64_t step = launch_step.number();
+  if (group_failed_on_entry(failed_word(a), a.failure, a.rank, step))
+    return end_failed_launch(a.in_graph);
   const std::size_t area = a.layout.data_offset + (step % 2) * a.layout.area_bytes;
   const StepBuffers s{a.unicast + area, a.multicast + area, static_cast<const char*>(a.input),
                       static_cast<char*>(a.output)};
@@ -290,7 +315,18 @@ __global__ void multimem_probe(const char* multicast_in, float* result) {
   result[3] = __uint_as_float(v.w);
 }
 
+// One thread: the group's failure word set on every rank (a rank that aborts, from the host).
+__global__ void multimem_publish_failure(std::uint64_t* everywhere, std::uint64_t value) {
+  multicast_add(everywhere, value);
+}
+
 }  // namespace
+
+int launch_multimem_publish_failure(void* multicast_word, std::uint64_t value, void* stream) {
+  multimem_publish_failure<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<std::uint64_t*>(multicast_word), value);
+  return static_cast<int>(cudaGetLastError());
+}
 
 int launch_multimem_kernel(const MultimemArgs& a, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);

@@ -11,6 +11,8 @@
 //   [local]    this rank's own counters, never touched through the multicast mapping: the last
 //              step number, finished blocks, and per pad the value the next barrier waits for.
 //   [probe]    16 bytes for the set-up self-test.
+//   [failed]   the group's failure word (kernel_codes.hpp): a kernel that gives up sets it on
+//              every rank at once through the multicast mapping.
 //   [data]     two areas used by step parity, as in the custom kernels.
 #pragma once
 
@@ -25,6 +27,7 @@ struct MultimemLayout {
   std::size_t pads_offset = 0;
   std::size_t local_offset = 0;  // steps[0], steps[1], then kPhases x kMaxBlocks targets
   std::size_t probe_offset = 0;
+  std::size_t failed_offset = 0;
   std::size_t data_offset = 0;
   std::size_t area_bytes = 0;  // each of the two data areas
   std::size_t total_bytes = 0;
@@ -37,7 +40,8 @@ TPCOMM_HD MultimemLayout multimem_layout(std::size_t area_bytes, std::size_t gra
   l.local_offset = round_up(pads, 256);
   l.probe_offset =
       round_up(l.local_offset + sizeof(std::uint64_t) * (2 + kPhases * kMaxBlocks), 256);
-  l.data_offset = round_up(l.probe_offset + kVecBytes, 4096);
+  l.failed_offset = round_up(l.probe_offset + kVecBytes, 256);
+  l.data_offset = round_up(l.failed_offset + sizeof(std::uint64_t), 4096);
   l.area_bytes = round_up(area_bytes, 4096);
   l.total_bytes = round_up(l.data_offset + 2 * l.area_bytes, granularity == 0 ? 1 : granularity);
   return l;
