@@ -1,17 +1,20 @@
-// SCM_RIGHTS messages with a checked header, and the all-to-all exchange of one node.
+// SCM_RIGHTS messages with a checked header, and the exchanges of one node over proven
+// connections (fd_channel_auth.hpp).
 #include "fd_channel.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include <fmt/format.h>
 
-#include "cuda_layout.hpp"
+#include "fd_proof_frames.hpp"
 #include "tpcomm/error.hpp"
 
 namespace tpcomm::transport::cuda {
@@ -134,98 +137,98 @@ net::Fd listen_abstract(const std::string& name) {
   socklen_t len;
   sockaddr_un a = abstract_address(name, &len);
   if (s.get() < 0 || bind(s.get(), reinterpret_cast<sockaddr*>(&a), len) != 0 ||
-      listen(s.get(), kMaxRanks) != 0) {
+      listen(s.get(), kListenBacklog) != 0) {
     throw Error(ErrorCode::kUnavailable,
                 fmt::format("cannot listen on unix socket @{}: {}", name, net::errno_text()));
   }
   return s;
 }
 
-net::Fd connect_abstract(const std::string& name, const Deadline& deadline) {
+net::Fd connect_abstract(const std::string& name, const Deadline& deadline,
+                         const std::atomic<bool>* stop) {
   socklen_t len;
   sockaddr_un a = abstract_address(name, &len);
   while (true) {
-    net::Fd s(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (connect(s.get(), reinterpret_cast<sockaddr*>(&a), len) == 0) return s;
+    // Non-blocking: a backlog filled by strangers is EAGAIN, retried, not a connect(2) that
+    // blocks past the deadline.
+    net::Fd s(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (connect(s.get(), reinterpret_cast<sockaddr*>(&a), len) == 0) {
+      fcntl(s.get(), F_SETFL, fcntl(s.get(), F_GETFL, 0) & ~O_NONBLOCK);
+      return s;
+    }
+    // The deadline first: a side stopped at the deadline reports its own timeout.
     if (deadline.expired()) {
       throw Error(ErrorCode::kTimeout,
                   fmt::format("cannot connect to unix socket @{}: {}", name, net::errno_text()));
     }
+    if (stop != nullptr && stop->load()) throw ChannelStopped{};
     usleep(1000);
   }
 }
 
-namespace {
-
-// Accepts one connection on `listener` and receives its checked message.
-ReceivedHandle accept_handle(int listener, std::uint64_t comm_id, const Deadline& deadline,
-                             const std::string& waiting_for) {
-  if (!wait_ready(listener, POLLIN, deadline)) {
-    throw Error(ErrorCode::kTimeout, fmt::format("{} before the deadline", waiting_for));
-  }
-  net::Fd c(accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
-  if (c.get() < 0) {
-    throw Error(ErrorCode::kUnavailable,
-                fmt::format("accepting a workspace handle: {}", net::errno_text()));
-  }
-  return receive_handle(c.get(), comm_id, deadline, "a peer");
-}
-
-}  // namespace
-
-net::Fd broadcast_handle(int rank, int world, int root, std::uint64_t comm_id, int listener,
-                         int root_fd, std::uint64_t bytes, const Deadline& deadline) {
-  if (rank == root) {
+net::Fd broadcast_handle(const FdChannelAuth& auth, int root, int listener, int root_fd,
+                         std::uint64_t bytes, const Deadline& deadline) {
+  if (auth.rank == root) {
     HandleHeader h;
-    h.from_rank = rank;
-    h.comm_id = comm_id;
+    h.from_rank = auth.rank;
+    h.comm_id = auth.comm_id;
     h.bytes = bytes;
-    for (int p = 0; p < world; ++p) {
-      if (p == rank) continue;
-      net::Fd s = connect_abstract(listener_name(comm_id, p), deadline);
+    for (int p = 0; p < auth.world; ++p) {
+      if (p == auth.rank) continue;
+      net::Fd s = connect_peer(auth, p, h, deadline);
       send_handle(s.get(), h, root_fd, deadline);
     }
     return net::Fd();
   }
-  ReceivedHandle h = accept_handle(listener, comm_id, deadline,
-                                   fmt::format("rank {} did not send its handle", root));
-  if (h.header.from_rank != root) {
+  PendingPeers pending;
+  AcceptedPeer peer = accept_peer(listener, auth, pending, deadline,
+                                  fmt::format("rank {} did not send its handle", root));
+  if (peer.header.from_rank != root) {
     throw Error(ErrorCode::kMismatch,
                 fmt::format("expected the handle of rank {}, got one from rank {}", root,
-                            h.header.from_rank));
+                            peer.header.from_rank));
   }
+  ReceivedHandle h =
+      receive_handle(peer.socket.get(), auth.comm_id, deadline, fmt::format("rank {}", root));
+  require_proven(h.header, peer.header);
   return std::move(h.fd);
 }
 
-std::vector<net::Fd> exchange_handles(int rank, int world, std::uint64_t comm_id, int listener,
-                                      int my_fd, std::uint64_t bytes, const Deadline& deadline) {
+std::vector<net::Fd> exchange_handles(const FdChannelAuth& auth, int listener, int my_fd,
+                                      std::uint64_t bytes, const Deadline& deadline) {
+  const int world = auth.world;
   std::vector<net::Fd> out(static_cast<std::size_t>(world));
   HandleHeader mine;
-  mine.from_rank = rank;
-  mine.comm_id = comm_id;
+  mine.from_rank = auth.rank;
+  mine.comm_id = auth.comm_id;
   mine.bytes = bytes;
-  // Connections are one-way (sender connects), so sends never wait on this rank's receives.
   std::vector<net::Fd> sent;
-  for (int p = 0; p < world; ++p) {
-    if (p == rank) continue;
-    net::Fd s = connect_abstract(listener_name(comm_id, p), deadline);
-    send_handle(s.get(), mine, my_fd, deadline);
-    sent.push_back(std::move(s));
-  }
-  for (int got = 0; got < world - 1; ++got) {
-    ReceivedHandle h =
-        accept_handle(listener, comm_id, deadline,
-                      fmt::format("{} of {} peers sent their workspace handle", got, world - 1));
-    const int from = h.header.from_rank;
-    if (from < 0 || from >= world || from == rank ||
-        out[static_cast<std::size_t>(from)].get() >= 0) {
-      throw Error(ErrorCode::kMismatch,
-                  fmt::format("workspace handle claims to be from rank {} (world {}, twice or "
-                              "out of range)",
-                              from, world));
+  auto send_all = [&](const std::atomic<bool>& stop) {
+    for (int p = 0; p < world; ++p) {
+      if (p == auth.rank) continue;
+      net::Fd s = connect_peer(auth, p, mine, deadline, &stop);
+      send_handle(s.get(), mine, my_fd, deadline);
+      sent.push_back(std::move(s));
     }
-    out[static_cast<std::size_t>(from)] = std::move(h.fd);
-  }
+  };
+  auto receive_all = [&](const std::atomic<bool>& stop) {
+    PendingPeers pending;
+    for (int got = 0; got < world - 1; ++got) {
+      AcceptedPeer peer = accept_peer(
+          listener, auth, pending, deadline,
+          fmt::format("{} of {} peers sent their workspace handle", got, world - 1), &stop);
+      const int from = peer.header.from_rank;
+      if (out[static_cast<std::size_t>(from)].get() >= 0) {
+        throw Error(ErrorCode::kMismatch,
+                    fmt::format("rank {} sent its workspace handle twice", from));
+      }
+      ReceivedHandle h =
+          receive_handle(peer.socket.get(), auth.comm_id, deadline, fmt::format("rank {}", from));
+      require_proven(h.header, peer.header);
+      out[static_cast<std::size_t>(from)] = std::move(h.fd);
+    }
+  };
+  send_while_receiving(send_all, receive_all);
   return out;
 }
 

@@ -1,34 +1,24 @@
 // Passing file descriptors (VMM workspace handles exported as POSIX fds) between the processes
-// of one node over Unix sockets (SCM_RIGHTS). Every message carries a framed header that the
-// receiver checks (magic, version, communicator, sender, size), so a stray or stale connection
-// is an error naming what was wrong, not a wrong mapping. Listeners use the abstract namespace:
-// nothing is left in the file system, whatever happens to the process.
+// of one node over Unix sockets (SCM_RIGHTS). Every connection first proves itself to the
+// listener (fd_channel_auth.hpp: the sender's credentials, and an HMAC with the group's key over
+// the header it will send and the listener's nonce), and every message carries a framed header
+// that the receiver checks (magic, version, communicator, sender, size), so a stranger's or a
+// stale connection is refused, not mapped. Listeners use the abstract namespace: nothing is left
+// in the file system, whatever happens to the process.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "control/socket_util.hpp"
+#include "fd_channel_auth.hpp"
+#include "fd_handle_header.hpp"
 #include "tpcomm/deadline.hpp"
 
 namespace tpcomm::transport::cuda {
-
-constexpr std::uint32_t kHandleMagic = 0x44465054;  // "TPFD"
-constexpr std::uint16_t kHandleVersion = 2;         // 2: handle sets (kind 1) with a round tag
-
-struct HandleHeader {
-  std::uint32_t magic = kHandleMagic;
-  std::uint16_t version = kHandleVersion;
-  std::uint16_t kind = 0;  // 0: one workspace descriptor; 1: a set (exchange_handle_sets)
-  std::int32_t from_rank = 0;
-  std::uint32_t tag = 0;  // a set's round: a message of another round is never taken for this one
-  std::uint64_t comm_id = 0;
-  std::uint64_t bytes =
-      0;  // kind 0: the exported allocation's size; kind 1: descriptors in the set
-};
-static_assert(sizeof(HandleHeader) == 32);
 
 struct ReceivedHandle {
   HandleHeader header;
@@ -46,16 +36,23 @@ void send_handle(int socket, const HandleHeader& header, int fd, const Deadline&
 ReceivedHandle receive_handle(int socket, std::uint64_t expected_comm, const Deadline& deadline,
                               const std::string& from);
 
-// The listening socket of one rank: "\0tpcomm-fd-<comm>-<rank>" in the abstract namespace.
+// "tpcomm-fd-<comm>-<rank>": the start of a rank's listener name (listen_fd_channel adds 64
+// random bits, so that nobody can take the name first).
 std::string listener_name(std::uint64_t comm_id, int rank);
+// Listens on `name` in the abstract namespace (non-blocking, a backlog of kListenBacklog).
 net::Fd listen_abstract(const std::string& name);
-net::Fd connect_abstract(const std::string& name, const Deadline& deadline);
+// Connects to `name`, retrying while nobody listens there yet or its backlog is full, until the
+// deadline (kTimeout naming it) or `stop`.
+net::Fd connect_abstract(const std::string& name, const Deadline& deadline,
+                         const std::atomic<bool>* stop = nullptr);
+constexpr int kListenBacklog = 256;
 
-// Every rank sends its own descriptor to every other rank and receives theirs: result[p] is
-// rank p's descriptor (result[rank] stays empty). `listener` must already be listening on every
-// rank (a voted step before this one). Throws naming the rank that failed.
-std::vector<net::Fd> exchange_handles(int rank, int world, std::uint64_t comm_id, int listener,
-                                      int my_fd, std::uint64_t bytes, const Deadline& deadline);
+// Every rank of `auth` sends its own descriptor to every other rank and receives theirs:
+// result[p] is rank p's descriptor (result[rank] stays empty). `listener` (this rank's, as named
+// in `auth`) must already be listening on every rank (a voted step before this one). Throws
+// naming the rank that failed.
+std::vector<net::Fd> exchange_handles(const FdChannelAuth& auth, int listener, int my_fd,
+                                      std::uint64_t bytes, const Deadline& deadline);
 
 // At most this many descriptors travel in one set (one SCM_RIGHTS message).
 constexpr std::size_t kMaxHandleSet = 200;
@@ -69,6 +66,7 @@ struct HandleSet {
 // their round: one per listener, living as long as it.
 struct HandleMailbox {
   std::map<std::pair<std::uint32_t, int>, HandleSet> early;  // (tag, from rank) -> set
+  PendingPeers pending;  // connections accepted and not yet proven (a later round's among them)
 };
 
 // Every rank sends all its descriptors of one round (`fds`, with the allocation size of each) to
@@ -82,9 +80,9 @@ std::vector<HandleSet> exchange_handle_sets(int rank, int world, std::uint64_t c
                                             const std::vector<std::uint64_t>& sizes,
                                             const Deadline& deadline);
 
-// Rank `root` sends `root_fd` to every other rank, which returns it (root returns an empty Fd).
-// `listener` must already be listening on every rank.
-net::Fd broadcast_handle(int rank, int world, int root, std::uint64_t comm_id, int listener,
-                         int root_fd, std::uint64_t bytes, const Deadline& deadline);
+// Rank `root` sends `root_fd` to every other rank of `auth`, which returns it (root returns an
+// empty Fd). `listener` must already be listening on every rank.
+net::Fd broadcast_handle(const FdChannelAuth& auth, int root, int listener, int root_fd,
+                         std::uint64_t bytes, const Deadline& deadline);
 
 }  // namespace tpcomm::transport::cuda

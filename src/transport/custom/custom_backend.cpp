@@ -164,8 +164,8 @@ class CustomBackend final : public CollectiveBackend {
     if (ctx_.spans_nodes()) return exchange_fabric_handles(deadline);
     net::Fd mine = workspace_.export_fd();
     fd_auth_ = cuda::agree_fd_channel(*ctx_.bootstrap, ctx_.comm_id, listener_name_, deadline);
-    auto fds = cuda::exchange_handles(fd_auth_, listener_.get(), mine.get(), workspace_.bytes(),
-                                      deadline);
+    auto fds =
+        cuda::exchange_handles(fd_auth_, listener_.get(), mine.get(), workspace_.bytes(), deadline);
     for (int p = 0; p < ctx_.size; ++p) {
       base_args_.peers[p] =
           p == ctx_.rank
