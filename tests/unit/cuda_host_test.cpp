@@ -2,6 +2,7 @@
 // kernels share with the host, the step-number rule, the framing of workspace handles passed
 // over Unix sockets, NCCL loading, and the errors a machine without a GPU gives.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "fd_channel_test_group.hpp"
+#include "raw_handle_set.hpp"
 #include "tpcomm/bootstrap.hpp"
 #include "tpcomm/communicator.hpp"
 #include "tpcomm/error.hpp"
@@ -280,9 +282,7 @@ TEST(HandleFraming, EveryRankOfANodeGetsEveryPeersDescriptor) {
 TEST(HandleFraming, HandleSetsOfConsecutiveRoundsArriveWholeAndInOrder) {
   constexpr int kWorld = 4;
   constexpr int kBuffers = 3;
-  const std::uint64_t comm = std::random_device{}();
-  std::vector<net::Fd> listeners;
-  for (int r = 0; r < kWorld; ++r) listeners.push_back(listen_abstract(listener_name(comm, r)));
+  auto group = test::make_fd_test_group(kWorld, std::random_device{}());
   std::vector<std::string> wrong(kWorld);
   std::vector<std::thread> ranks;
   for (int r = 0; r < kWorld; ++r) {
@@ -300,9 +300,9 @@ TEST(HandleFraming, HandleSetsOfConsecutiveRoundsArriveWholeAndInOrder) {
           fds.push_back(files.back().get());
           sizes.push_back(1000u * static_cast<unsigned>(r) + static_cast<unsigned>(i));
         }
-        std::vector<HandleSet> got = exchange_handle_sets(
-            r, kWorld, comm, round, listeners[static_cast<std::size_t>(r)].get(), mailbox, fds,
-            sizes, Deadline::after(std::chrono::seconds(10)));
+        std::vector<HandleSet> got =
+            exchange_handle_sets(group.auth[static_cast<std::size_t>(r)], round, group.listener(r),
+                                 mailbox, fds, sizes, Deadline::after(std::chrono::seconds(10)));
         for (int p = 0; p < kWorld; ++p) {
           if (p == r) continue;
           for (int i = 0; i < kBuffers; ++i) {
@@ -323,34 +323,55 @@ TEST(HandleFraming, HandleSetsOfConsecutiveRoundsArriveWholeAndInOrder) {
     EXPECT_EQ(wrong[static_cast<std::size_t>(r)], "") << "rank " << r;
 }
 
-// A peer's set of the next round that arrives first waits in the mailbox for its round.
+// A peer's set of the next round that arrives first waits in the mailbox for its round. Rank 1
+// is played by hand: it proves and sends its round-1 set before it takes part in round 0.
 TEST(HandleFraming, ASetOfALaterRoundWaitsInTheMailboxForItsRound) {
   const std::uint64_t comm = std::random_device{}();
-  net::Fd l0 = listen_abstract(listener_name(comm, 0));
-  net::Fd l1 = listen_abstract(listener_name(comm, 1));
+  auto group = test::make_fd_test_group(2, comm);
   net::Fd round0 = file_with("round 0"), round1 = file_with("round 1"), mine = file_with("r0");
-  HandleMailbox peer_mailbox;
-  // Rank 1's round-1 set reaches rank 0 first (its own wait for rank 0 then times out).
-  try {
-    exchange_handle_sets(1, 2, comm, 1, l1.get(), peer_mailbox, {round1.get()}, {11},
-                         Deadline::after(std::chrono::milliseconds(100)));
-  } catch (const Error&) {
-  }
+  std::string peer_error;
   std::thread peer([&] {
-    exchange_handle_sets(1, 2, comm, 0, l1.get(), peer_mailbox, {round0.get()}, {10},
-                         Deadline::after(std::chrono::seconds(5)));
+    const auto deadline = Deadline::after(std::chrono::seconds(5));
+    try {
+      const HandleHeader early = test::set_header(comm, 1, 1, 1);
+      net::Fd s = connect_peer(group.auth[1], 0, early, deadline);
+      test::send_raw_set(s.get(), early, {round1.get()}, {11});
+      HandleMailbox peer_mailbox;
+      exchange_handle_sets(group.auth[1], 0, group.listener(1), peer_mailbox, {round0.get()}, {10},
+                           deadline);
+      // Round 1 for rank 0's sake: its set must be taken (this rank's went ahead by hand).
+      AcceptedPeer next = accept_peer(group.listener(1), group.auth[1], peer_mailbox.pending,
+                                      deadline, "rank 0's round 1");
+      if (next.header.tag != 1) peer_error = fmt::format("rank 0 proved round {}", next.header.tag);
+      // Read its message to the end (rank 0 closes once sent), so that its send does not fail.
+      char sink[256];
+      while (wait_ready(next.socket.get(), POLLIN, deadline) &&
+             recv(next.socket.get(), sink, sizeof(sink), 0) > 0) {
+      }
+    } catch (const Error& e) {
+      peer_error = e.what();
+    }
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   HandleMailbox mailbox;
-  auto first = exchange_handle_sets(0, 2, comm, 0, l0.get(), mailbox, {mine.get()}, {1},
-                                    Deadline::after(std::chrono::seconds(5)));
+  std::vector<HandleSet> first, second;
+  std::size_t early_after_round0 = 0;
+  try {
+    first = exchange_handle_sets(group.auth[0], 0, group.listener(0), mailbox, {mine.get()}, {1},
+                                 Deadline::after(std::chrono::seconds(5)));
+    early_after_round0 = mailbox.early.size();
+    second = exchange_handle_sets(group.auth[0], 1, group.listener(0), mailbox, {mine.get()}, {1},
+                                  Deadline::after(std::chrono::seconds(5)));
+  } catch (const Error& e) {
+    ADD_FAILURE() << "rank 0: " << e.what();
+  }
   peer.join();
+  EXPECT_EQ(peer_error, "");
+  EXPECT_EQ(early_after_round0, 1u) << "round 1 kept for later";
+  ASSERT_EQ(first.size(), 2u);
   ASSERT_EQ(first[1].fds.size(), 1u);
   EXPECT_EQ(content_of(first[1].fds[0].get()), "round 0");
   EXPECT_EQ(first[1].sizes[0], 10u);
-  EXPECT_EQ(mailbox.early.size(), 1u) << "round 1 kept for later";
-  auto second = exchange_handle_sets(0, 2, comm, 1, l0.get(), mailbox, {mine.get()}, {1},
-                                     Deadline::after(std::chrono::seconds(5)));
+  ASSERT_EQ(second.size(), 2u);
   ASSERT_EQ(second[1].fds.size(), 1u);
   EXPECT_EQ(content_of(second[1].fds[0].get()), "round 1");
   EXPECT_EQ(second[1].sizes[0], 11u);
@@ -358,22 +379,20 @@ TEST(HandleFraming, ASetOfALaterRoundWaitsInTheMailboxForItsRound) {
 }
 
 TEST(HandleFraming, AHandleSetOfAnEarlierRoundIsAnErrorNamingBothRounds) {
-  const std::uint64_t comm = std::random_device{}();
-  net::Fd l0 = listen_abstract(listener_name(comm, 0));
-  net::Fd l1 = listen_abstract(listener_name(comm, 1));
+  auto group = test::make_fd_test_group(2, std::random_device{}());
   net::Fd file = file_with("x");
   std::string error;
   std::thread other([&] {
     HandleMailbox mailbox;
     try {
-      exchange_handle_sets(1, 2, comm, 6, l1.get(), mailbox, {file.get()}, {1},
+      exchange_handle_sets(group.auth[1], 6, group.listener(1), mailbox, {file.get()}, {1},
                            Deadline::after(std::chrono::seconds(1)));
     } catch (const Error&) {
     }
   });
   HandleMailbox mailbox;
   try {
-    exchange_handle_sets(0, 2, comm, 7, l0.get(), mailbox, {file.get()}, {1},
+    exchange_handle_sets(group.auth[0], 7, group.listener(0), mailbox, {file.get()}, {1},
                          Deadline::after(std::chrono::seconds(5)));
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kMismatch);

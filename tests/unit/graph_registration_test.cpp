@@ -17,6 +17,8 @@
 
 #include <fmt/format.h>
 
+#include "fd_channel_test_group.hpp"
+#include "raw_handle_set.hpp"
 #include "tpcomm/error.hpp"
 #include "transport/cuda/fd_channel.hpp"
 #include "transport/cuda/handle_chunks.hpp"
@@ -179,9 +181,7 @@ TEST(GraphRegistration, AMissingDuplicateOrOutOfRangeMessageIsAnErrorNamingIt) {
 TEST(GraphRegistration, RoundsOfMoreDescriptorsThanOneMessageHoldsArriveWhole) {
   constexpr int kWorld = 3;
   const std::size_t counts[kWorld] = {450, 201, 0};
-  const std::uint64_t comm = std::random_device{}();
-  std::vector<net::Fd> listeners;
-  for (int r = 0; r < kWorld; ++r) listeners.push_back(listen_abstract(listener_name(comm, r)));
+  auto group = test::make_fd_test_group(kWorld, std::random_device{}());
   const std::size_t open_before = open_descriptors();
   std::vector<std::string> wrong(kWorld);
   std::vector<std::thread> ranks;
@@ -200,7 +200,7 @@ TEST(GraphRegistration, RoundsOfMoreDescriptorsThanOneMessageHoldsArriveWhole) {
         }
         try {
           std::vector<HandleSet> got =
-              exchange_handle_sets(r, kWorld, comm, round, listeners[me].get(), mailbox, fds, sizes,
+              exchange_handle_sets(group.auth[me], round, group.listener(r), mailbox, fds, sizes,
                                    Deadline::after(std::chrono::seconds(20)));
           for (std::size_t p = 0; p < kWorld; ++p) {
             if (p == me) continue;
@@ -232,9 +232,7 @@ TEST(GraphRegistration, RoundsOfMoreDescriptorsThanOneMessageHoldsArriveWhole) {
 // A receiver out of descriptors (its open-file limit) gets the message with its descriptors cut
 // off (MSG_CTRUNC): an error that names the limit, not a set with descriptors missing.
 TEST(GraphRegistration, DescriptorsCutOffByTheOpenFileLimitAreAnErrorNamingIt) {
-  const std::uint64_t comm = std::random_device{}();
-  net::Fd l0 = listen_abstract(listener_name(comm, 0));
-  net::Fd l1 = listen_abstract(listener_name(comm, 1));
+  auto group = test::make_fd_test_group(2, std::random_device{}());
   std::vector<net::Fd> files;
   std::vector<int> fds;
   for (int i = 0; i < 150; ++i) {
@@ -252,7 +250,7 @@ TEST(GraphRegistration, DescriptorsCutOffByTheOpenFileLimitAreAnErrorNamingIt) {
   std::thread sender([&] {
     HandleMailbox mailbox;
     try {  // its own receive may find no descriptor left either: only the receiver's error counts
-      exchange_handle_sets(0, 2, comm, 0, l0.get(), mailbox, fds,
+      exchange_handle_sets(group.auth[0], 0, group.listener(0), mailbox, fds,
                            std::vector<std::uint64_t>(fds.size(), 4096),
                            Deadline::after(std::chrono::seconds(10)));
     } catch (const Error&) {
@@ -261,7 +259,7 @@ TEST(GraphRegistration, DescriptorsCutOffByTheOpenFileLimitAreAnErrorNamingIt) {
   std::string error = "(no error)";
   try {
     HandleMailbox mailbox;
-    exchange_handle_sets(1, 2, comm, 0, l1.get(), mailbox, {}, {},
+    exchange_handle_sets(group.auth[1], 0, group.listener(1), mailbox, {}, {},
                          Deadline::after(std::chrono::seconds(10)));
   } catch (const Error& e) {
     error = e.what();
@@ -270,6 +268,54 @@ TEST(GraphRegistration, DescriptorsCutOffByTheOpenFileLimitAreAnErrorNamingIt) {
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
   EXPECT_NE(error.find("MSG_CTRUNC"), std::string::npos) << error;
   EXPECT_NE(error.find("ulimit -n"), std::string::npos) << error;
+}
+
+// Review N11: a local stranger connects to rank 0's registration listener before rank 1 does and
+// sends a set that claims to be rank 1's of round 0 (right communicator, round and count) with
+// its own memory attached. It is a thread of this process, so it passes the credential check (the
+// group's pid, our uid): only the proof made with the group's key tells it from rank 1. Its set is
+// never taken: both rounds arrive whole from the real ranks, and the stranger got nothing but a
+// nonce to answer.
+TEST(GraphRegistration, AStrangersForgedSetIsRefusedAndTheRealRoundsArriveWhole) {
+  constexpr int kWorld = 2;
+  const std::uint64_t comm = std::random_device{}();
+  auto group = test::make_fd_test_group(kWorld, comm);
+  net::Fd forged = file_with("memory of a stranger");
+  net::Fd stranger =
+      connect_abstract(group.listener_name(0), Deadline::after(std::chrono::seconds(5)));
+  test::send_raw_set(stranger.get(), test::set_header(comm, 1, 0, 1), {forged.get()}, {4096});
+  std::vector<std::string> wrong(kWorld);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kWorld; ++r) {
+    ranks.emplace_back([&, r] {
+      const auto me = static_cast<std::size_t>(r);
+      HandleMailbox mailbox;
+      for (std::uint32_t round = 0; round < 2; ++round) {
+        net::Fd mine = file_with(fmt::format("r{} round{}", r, round));
+        try {
+          std::vector<HandleSet> got =
+              exchange_handle_sets(group.auth[me], round, group.listener(r), mailbox, {mine.get()},
+                                   {100u + me}, Deadline::after(std::chrono::seconds(10)));
+          const HandleSet& s = got[1 - me];
+          const std::string want = fmt::format("r{} round{}", 1 - r, round);
+          if (s.fds.size() != 1 || content_of(s.fds[0].get()) != want || s.sizes[0] != 101u - me) {
+            wrong[me] += fmt::format("round {}: {} descriptor(s), the first reads \"{}\"; ", round,
+                                     s.fds.size(), s.fds.empty() ? "" : content_of(s.fds[0].get()));
+          }
+        } catch (const std::exception& e) {
+          wrong[me] += e.what();
+          return;
+        }
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (std::size_t r = 0; r < kWorld; ++r) EXPECT_EQ(wrong[r], "") << "rank " << r;
+  std::uint32_t challenge[10] = {};
+  EXPECT_EQ(recv(stranger.get(), challenge, sizeof(challenge), MSG_DONTWAIT),
+            static_cast<ssize_t>(sizeof(challenge)))
+      << "the stranger was sent no nonce to answer";
+  EXPECT_EQ(challenge[0], 0x43465054u) << "\"TPFC\": a challenge, nothing else";
 }
 
 // Review N3: rank 1 registers three buffers of one allocation, then its allocator unmaps that

@@ -69,13 +69,16 @@ struct HandleMailbox {
   PendingPeers pending;  // connections accepted and not yet proven (a later round's among them)
 };
 
-// Every rank sends all its descriptors of one round (`fds`, with the allocation size of each) to
-// every other rank in one message tagged `tag`, and receives theirs: result[p] is rank p's set
-// (result[rank] stays empty). One message per pair and round; a fast peer's later round waits in
-// `mailbox`, and a message of an earlier round, another communicator or another count is an
-// error naming it. Every rank must pass the same number of descriptors.
-std::vector<HandleSet> exchange_handle_sets(int rank, int world, std::uint64_t comm_id,
-                                            std::uint32_t tag, int listener, HandleMailbox& mailbox,
+// Every rank of `auth` sends all its descriptors of one round (`fds`, with the allocation size of
+// each) to every other rank on one proven connection tagged `tag`, and receives theirs: result[p]
+// is rank p's set (result[rank] stays empty). Each connection proves its header first
+// (connect_peer / accept_peer), and every message of the set must carry that header, so a
+// stranger's set is refused, never mapped. A fast peer's later round waits in `mailbox` (with the
+// connections not yet proven), and a set of an earlier round is an error naming it. `listener`
+// (this rank's, as named in `auth`) serves every round; every rank must pass the same number of
+// descriptors.
+std::vector<HandleSet> exchange_handle_sets(const FdChannelAuth& auth, std::uint32_t tag,
+                                            int listener, HandleMailbox& mailbox,
                                             const std::vector<int>& fds,
                                             const std::vector<std::uint64_t>& sizes,
                                             const Deadline& deadline);

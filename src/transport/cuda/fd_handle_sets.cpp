@@ -1,5 +1,7 @@
 // Sets of descriptors, one tagged connection per pair of ranks and round, in messages of at most
-// kMaxHandleSet descriptors each (fd_channel.hpp).
+// kMaxHandleSet descriptors each (fd_channel.hpp). Every connection proves its header with the
+// group's key before its first message (connect_peer / accept_peer, review N11), and every message
+// of the set must repeat that header exactly.
 //
 // A set of any size travels as split_into_chunks() gives it: message i carries descriptors
 // [first, first + count) in one SCM_RIGHTS control message, with their sizes after the header.
@@ -13,6 +15,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -185,44 +188,59 @@ ReceivedChunk receive_chunk(int socket, std::uint64_t comm_id, const Deadline& d
   return out;
 }
 
-// A peer's whole set for one round from an accepted connection (a later round is returned for
-// the mailbox; an earlier one is an error).
+// A peer's whole set for one round from a connection that proved `proven` (a later round is
+// returned for the mailbox; an earlier one is an error). Every message must carry the proven
+// header: the proof covered it, not what a message says after it.
 struct ReceivedSet {
   int from = -1;
   std::uint32_t tag = 0;
   HandleSet set;
 };
-ReceivedSet receive_set(int socket, std::uint64_t comm_id, std::uint32_t tag,
+ReceivedChunk receive_proven_chunk(int socket, const HandleHeader& proven,
+                                   const Deadline& deadline) {
+  ReceivedChunk c = receive_chunk(socket, proven.comm_id, deadline);
+  require_proven(c.header, proven);
+  return c;
+}
+ReceivedSet receive_set(int socket, const HandleHeader& proven, std::uint32_t tag,
                         const Deadline& deadline) {
-  ReceivedChunk first = receive_chunk(socket, comm_id, deadline);
-  const HandleHeader h = first.header;
-  if (h.tag < tag) {
+  if (proven.kind != kChunkedSetKind) {
+    throw Error(ErrorCode::kMismatch,
+                fmt::format("rank {} proved a message of kind {} where buffer handle sets (kind "
+                            "{}) are exchanged",
+                            proven.from_rank, proven.kind, kChunkedSetKind));
+  }
+  if (proven.tag < tag) {
     throw Error(ErrorCode::kMismatch,
                 fmt::format("rank {} sent {} buffer handles for round {}; this rank is in round {} "
                             "(a message of an earlier registration)",
-                            h.from_rank, h.bytes, h.tag, tag));
+                            proven.from_rank, proven.bytes, proven.tag, tag));
   }
-  ChunkAssembly assembly(h.from_rank, h.tag, h.bytes);
-  assembly.add(first.chunk, std::move(first.fds), std::move(first.sizes));
+  ChunkAssembly assembly(proven.from_rank, proven.tag, proven.bytes);
   while (!assembly.complete()) {
-    ReceivedChunk next = receive_chunk(socket, comm_id, deadline);
-    if (next.header.from_rank != h.from_rank || next.header.tag != h.tag ||
-        next.header.bytes != h.bytes) {
-      throw Error(ErrorCode::kMismatch,
-                  fmt::format("rank {}'s buffer handles of round {} ({}) continue as rank {}'s "
-                              "of round {} ({})",
-                              h.from_rank, h.tag, h.bytes, next.header.from_rank, next.header.tag,
-                              next.header.bytes));
-    }
+    ReceivedChunk next = receive_proven_chunk(socket, proven, deadline);
     assembly.add(next.chunk, std::move(next.fds), std::move(next.sizes));
   }
-  return ReceivedSet{h.from_rank, h.tag, assembly.take()};
+  return ReceivedSet{proven.from_rank, proven.tag, assembly.take()};
+}
+
+// This round's sets already in the mailbox (a fast peer's, received during an earlier round).
+void take_from_mailbox(HandleMailbox& mailbox, std::uint32_t tag,
+                       const std::function<void(int, HandleSet)>& take) {
+  for (auto it = mailbox.early.begin(); it != mailbox.early.end();) {
+    if (it->first.first != tag) {
+      ++it;
+      continue;
+    }
+    take(it->first.second, std::move(it->second));
+    it = mailbox.early.erase(it);
+  }
 }
 
 }  // namespace
 
-std::vector<HandleSet> exchange_handle_sets(int rank, int world, std::uint64_t comm_id,
-                                            std::uint32_t tag, int listener, HandleMailbox& mailbox,
+std::vector<HandleSet> exchange_handle_sets(const FdChannelAuth& auth, std::uint32_t tag,
+                                            int listener, HandleMailbox& mailbox,
                                             const std::vector<int>& fds,
                                             const std::vector<std::uint64_t>& sizes,
                                             const Deadline& deadline) {
@@ -231,25 +249,28 @@ std::vector<HandleSet> exchange_handle_sets(int rank, int world, std::uint64_t c
         ErrorCode::kInvalidInput,
         fmt::format("{} buffer handles with {} sizes in one round", fds.size(), sizes.size()));
   }
+  const int world = auth.world;
   std::vector<HandleSet> out(static_cast<std::size_t>(world));
   HandleHeader h;
   h.kind = kChunkedSetKind;
-  h.from_rank = rank;
+  h.from_rank = auth.rank;
   h.tag = tag;
-  h.comm_id = comm_id;
+  h.comm_id = auth.comm_id;
   h.bytes = fds.size();
-  // Connections are one-way (the sender connects), so sends never wait on this rank's receives;
-  // a peer's whole set is one connection, so its messages never interleave with another's.
+  // A peer's whole set is one proven connection, so its messages never interleave with another's.
+  // A sender waits for its peer's nonce, so the sends run beside the receives.
   const std::vector<Chunk> chunks = split_into_chunks(fds.size());
-  for (int p = 0; p < world; ++p) {
-    if (p == rank) continue;
-    net::Fd s = connect_abstract(listener_name(comm_id, p), deadline);
-    for (const Chunk& c : chunks) send_chunk(s.get(), h, c, fds, sizes, deadline);
-  }
+  auto send_all = [&](const std::atomic<bool>& stop) {
+    for (int p = 0; p < world; ++p) {
+      if (p == auth.rank) continue;
+      net::Fd s = connect_peer(auth, p, h, deadline, &stop);
+      for (const Chunk& c : chunks) send_chunk(s.get(), h, c, fds, sizes, deadline);
+    }
+  };
   std::vector<bool> seen(static_cast<std::size_t>(world), false);
   int got = 0;
   auto take = [&](int from, HandleSet set) {
-    if (from < 0 || from >= world || from == rank || seen[static_cast<std::size_t>(from)]) {
+    if (from < 0 || from >= world || from == auth.rank || seen[static_cast<std::size_t>(from)]) {
       throw Error(ErrorCode::kMismatch,
                   fmt::format("buffer handles claim to be from rank {} (world {}, twice or out of "
                               "range)",
@@ -259,36 +280,22 @@ std::vector<HandleSet> exchange_handle_sets(int rank, int world, std::uint64_t c
     out[static_cast<std::size_t>(from)] = std::move(set);
     ++got;
   };
-  for (auto it = mailbox.early.begin(); it != mailbox.early.end();) {
-    if (it->first.first != tag) {
-      ++it;
-      continue;
+  take_from_mailbox(mailbox, tag, take);
+  auto receive_all = [&](const std::atomic<bool>& stop) {
+    while (got < world - 1) {
+      AcceptedPeer peer = accept_peer(
+          listener, auth, mailbox.pending, deadline,
+          fmt::format("{} of {} peers sent their buffer handles (round {})", got, world - 1, tag),
+          &stop);
+      ReceivedSet r = receive_set(peer.socket.get(), peer.header, tag, deadline);
+      if (r.tag == tag) {
+        take(r.from, std::move(r.set));
+      } else {
+        mailbox.early[{r.tag, r.from}] = std::move(r.set);  // a fast peer's later round
+      }
     }
-    take(it->first.second, std::move(it->second));
-    it = mailbox.early.erase(it);
-  }
-  while (got < world - 1) {
-    if (!wait_ready(listener, POLLIN, deadline)) {
-      throw Error(ErrorCode::kTimeout,
-                  fmt::format("{} of {} peers sent their buffer handles (round {}) before the "
-                              "deadline",
-                              got, world - 1, tag));
-    }
-    net::Fd c(accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
-    if (c.get() < 0) {
-      const bool out_of_files = errno == EMFILE;
-      throw Error(
-          ErrorCode::kUnavailable,
-          fmt::format("accepting buffer handles: {}{}", net::errno_text(),
-                      out_of_files ? fmt::format(" (ulimit -n is {})", open_file_limit()) : ""));
-    }
-    ReceivedSet r = receive_set(c.get(), comm_id, tag, deadline);
-    if (r.tag == tag) {
-      take(r.from, std::move(r.set));
-    } else {
-      mailbox.early[{r.tag, r.from}] = std::move(r.set);  // a fast peer's later round
-    }
-  }
+  };
+  send_while_receiving(send_all, receive_all);
   return out;
 }
 

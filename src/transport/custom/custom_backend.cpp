@@ -121,7 +121,7 @@ class CustomBackend final : public CollectiveBackend {
 
   std::size_t register_graph_buffers(const Deadline& deadline) override {
     cuda::check_cuda(cudaSetDevice(ctx_.cuda_device), "cudaSetDevice");
-    return graph_buffers_.register_all(*ctx_.bootstrap, listener_.get(), ctx_.comm_id, deadline);
+    return graph_buffers_.register_all(*ctx_.bootstrap, listener_.get(), fd_auth_, deadline);
   }
 
   std::optional<std::string> take_async_failure() override { return watchdog_.take_failure(); }
@@ -148,10 +148,10 @@ class CustomBackend final : public CollectiveBackend {
     base_args_.wait_budget_ns = watchdog_.wait_budget_ns();
     graph_buffers_.create(ctx_.cuda_device, ctx_.graph_slots);
     if (!ctx_.spans_nodes()) {
-      // The plain name (no random part) while graph registration (fd_handle_sets.cpp) still
-      // connects by it; listen_fd_channel once it takes the channel's record too.
-      listener_name_ = cuda::listener_name(ctx_.comm_id, ctx_.rank);
-      listener_ = cuda::listen_abstract(listener_name_);
+      // A random name (nobody can take it first), announced to the group in custom.exchange.
+      cuda::FdListener listener = cuda::listen_fd_channel(ctx_.comm_id, ctx_.rank);
+      listener_ = std::move(listener.socket);
+      listener_name_ = std::move(listener.name);
     }
   }
 

@@ -192,7 +192,7 @@ const std::uint64_t* GraphBuffers::claim(const void* input, std::size_t bytes) {
 // per pair of ranks and round (a fast rank's next round can never be taken for this one): one
 // descriptor per allocation, in as many messages as the set needs (review N1).
 void GraphBuffers::exchange_vmm(RegistrationRound& round, Bootstrap& bootstrap, int listener,
-                                std::uint64_t channel, const Deadline& deadline) {
+                                const FdChannelAuth& auth, const Deadline& deadline) {
   std::vector<std::size_t> vmm;
   for (std::size_t i = 0; i < round.usable.size(); ++i) {
     require_shared_alike(round, i);
@@ -222,8 +222,7 @@ void GraphBuffers::exchange_vmm(RegistrationRound& round, Bootstrap& bootstrap, 
     fds.push_back(round.mine.exported[a].get());
     sizes.push_back(round.mine.allocations[a].size);
   }
-  round.received = exchange_handle_sets(bootstrap.rank(), bootstrap.size(), channel, round.tag,
-                                        listener, mailbox_, fds, sizes, deadline);
+  round.received = exchange_handle_sets(auth, round.tag, listener, mailbox_, fds, sizes, deadline);
   round.mine.exported.clear();  // sent: each peer holds its own copy now
   for (std::size_t r = 0; r < world; ++r) {
     if (r != me && round.received[r].fds.size() != round.sent[r].size()) {
@@ -315,14 +314,14 @@ std::size_t GraphBuffers::write_slots(RegistrationRound& round, int me) {
   return registered;
 }
 
-std::size_t GraphBuffers::register_all(Bootstrap& bootstrap, int listener, std::uint64_t channel,
-                                       const Deadline& deadline) {
+std::size_t GraphBuffers::register_all(Bootstrap& bootstrap, int listener,
+                                       const FdChannelAuth& auth, const Deadline& deadline) {
   require_same_count(bootstrap, pending_.size(), deadline);
   std::vector<std::pair<const void*, std::size_t>> inputs;
   for (const auto& p : pending_) inputs.emplace_back(p.input, p.bytes);
   RegistrationRound round = exchange_descriptions(bootstrap, inputs, deadline);
   round.tag = registrations_++;
-  exchange_vmm(round, bootstrap, listener, channel, deadline);
+  exchange_vmm(round, bootstrap, listener, auth, deadline);
   for (std::size_t i = 0; i < inputs.size(); ++i) open_peers(round, i, bootstrap.rank());
   vote_on_usable(bootstrap, round, deadline);
   const std::size_t registered = write_slots(round, bootstrap.rank());

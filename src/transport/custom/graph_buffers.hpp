@@ -53,15 +53,15 @@ class GraphBuffers {
   // call then always copies).
   const std::uint64_t* claim(const void* input, std::size_t bytes);
   // Collective: registers every claimed slot that every rank can share. Returns how many.
-  // `listener` (this rank's Unix socket of channel `channel`, -1 across nodes) carries the
-  // descriptors of VMM buffers.
-  std::size_t register_all(Bootstrap& bootstrap, int listener, std::uint64_t channel,
+  // `listener` (this rank's Unix socket on the fd channel `auth` describes, -1 across nodes)
+  // carries the descriptors of VMM buffers, every connection proven with the group's key.
+  std::size_t register_all(Bootstrap& bootstrap, int listener, const FdChannelAuth& auth,
                            const Deadline& deadline);
 
  private:
   // The phases of register_all that need this object (the others are free functions).
   void exchange_vmm(RegistrationRound& round, Bootstrap& bootstrap, int listener,
-                    std::uint64_t channel, const Deadline& deadline);
+                    const FdChannelAuth& auth, const Deadline& deadline);
   void open_peers(RegistrationRound& round, std::size_t i, int me);
   bool peer_access_to(const void* address, std::string* why);
   std::size_t write_slots(RegistrationRound& round, int me);
