@@ -13,12 +13,14 @@ constexpr std::uint16_t kHandleVersion = 3;
 struct HandleHeader {
   std::uint32_t magic = kHandleMagic;
   std::uint16_t version = kHandleVersion;
-  std::uint16_t kind = 0;  // 0: one workspace descriptor; 1: a set (exchange_handle_sets)
+  // 0: one workspace descriptor; 2: a set in messages of at most kMaxHandleSet descriptors
+  // (exchange_handle_sets; 1, a set in one message, is no longer sent)
+  std::uint16_t kind = 0;
   std::int32_t from_rank = 0;
   std::uint32_t tag = 0;  // a set's round: a message of another round is never taken for this one
   std::uint64_t comm_id = 0;
   std::uint64_t bytes =
-      0;  // kind 0: the exported allocation's size; kind 1: descriptors in the set
+      0;  // kind 0: the exported allocation's size; kind 2: descriptors in the set
 };
 static_assert(sizeof(HandleHeader) == 32);
 
