@@ -4,7 +4,6 @@ Every test has a time limit (an alarm) besides its subprocesses' own."""
 
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -12,6 +11,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+# The Python suite's shared helpers (tests/python/rank_support.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+import rank_support  # noqa: E402
+from rank_support import RANK_HELPERS  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("TPCOMM_BUILD_DIR", REPO / "build")).resolve()
@@ -22,27 +26,13 @@ PREAMBLE = """
 import os, sys
 sys.path.insert(0, {pythonpath!r})
 RANK = int(os.environ.get("RANK", "0"))
-def ok(what="done"):
-    print(f"OK rank {{RANK}}: {{what}}", flush=True)
-def refused(call, says, kind=ValueError):
-    try:
-        call()
-    except kind as e:
-        assert says in str(e), (says, str(e))
-    else:
-        raise AssertionError(f"no {{kind.__name__}} for: {{says}}")
-"""
+""" + RANK_HELPERS
 
 
 @pytest.fixture(autouse=True)
 def time_limit():
-    def expired(signum, frame):
-        raise TimeoutError(f"the test ran past its limit of {TEST_TIME_LIMIT_S} s")
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(TEST_TIME_LIMIT_S)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
+    with rank_support.time_limit(TEST_TIME_LIMIT_S):
+        yield
 
 
 def free_port():

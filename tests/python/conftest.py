@@ -4,7 +4,6 @@ the subprocess's own."""
 
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -12,6 +11,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+import rank_support
+from rank_support import RANK_HELPERS
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("TPCOMM_BUILD_DIR", REPO / "build")).resolve()
@@ -27,7 +29,7 @@ TEST_TIME_LIMIT_S = 150
 # stdout untouched) parse to a real flag and change nothing visible (docs/python.md).
 TORCHRUN = [PYTHON, "-m", "torch.distributed.run", "--redirects", "2", "--tee", "2"]
 
-PREAMBLE = """
+PREAMBLE_HEAD = """
 import os, sys, json
 sys.path.insert(0, {pythonpath!r})
 import numpy as np
@@ -36,27 +38,15 @@ import tpcomm
 RANK = int(os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK",
                            os.environ.get("SLURM_PROCID", "0"))))
 REPO = {repo!r}
-def ok(what="done"):
-    print(f"OK rank {{RANK}}: {{what}}", flush=True)
-def refused(call, says, kind=ValueError):
-    try:
-        call()
-    except kind as e:
-        assert says in str(e), (says, str(e))
-    else:
-        raise AssertionError(f"no {{kind.__name__}} for: {{says}}")
 """
+PREAMBLE = PREAMBLE_HEAD + RANK_HELPERS
+
 
 
 @pytest.fixture(autouse=True)
 def time_limit():
-    def expired(signum, frame):
-        raise TimeoutError(f"the test ran past its limit of {TEST_TIME_LIMIT_S} s")
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(TEST_TIME_LIMIT_S)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
+    with rank_support.time_limit(TEST_TIME_LIMIT_S):
+        yield
 
 
 # The CPU engines a test runs on: (environment, ranks, `tpcomm run` arguments). hier needs

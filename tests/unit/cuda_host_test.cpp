@@ -14,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include "memfd_files.hpp"
+
 #include "fd_channel_test_group.hpp"
 #include "raw_handle_set.hpp"
 #include "tpcomm/bootstrap.hpp"
@@ -168,18 +170,8 @@ TEST(CudaLayout, WorldSizesMapToTheSmallestBucketThatHoldsThem) {
   for (int w = 1; w <= kMaxRanks; ++w) EXPECT_EQ(world_bucket(w), want[w]) << w;
 }
 
-// A descriptor whose file holds `text`.
-net::Fd file_with(const std::string& text) {
-  net::Fd fd(memfd_create("tpcomm-test", MFD_CLOEXEC));
-  EXPECT_EQ(write(fd.get(), text.data(), text.size()), static_cast<ssize_t>(text.size()));
-  return fd;
-}
-
-std::string content_of(int fd) {
-  char buf[64] = {};
-  const ssize_t n = pread(fd, buf, sizeof(buf), 0);
-  return std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
-}
+using test::content_of;
+using test::file_with;
 
 struct SocketPair {
   net::Fd a, b;

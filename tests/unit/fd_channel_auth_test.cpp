@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "fd_channel_test_group.hpp"
+#include "memfd_files.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/log.hpp"
 
@@ -31,18 +32,6 @@ namespace {
 using namespace test;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-net::Fd memfd_with(const std::string& text) {
-  net::Fd fd(memfd_create("tpcomm-test", MFD_CLOEXEC));
-  EXPECT_EQ(write(fd.get(), text.data(), text.size()), static_cast<ssize_t>(text.size()));
-  return fd;
-}
-
-std::string content_of(int fd) {
-  char buf[64] = {};
-  const ssize_t n = pread(fd, buf, sizeof(buf), 0);
-  return std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
-}
 
 std::uint64_t random_comm() {
   std::random_device rd;
@@ -100,7 +89,7 @@ PairResult exchange_pair(FdTestGroup& g, milliseconds budget) {
   for (int r = 0; r < 2; ++r) {
     ranks.push_back(std::async(std::launch::async, [&, r] {
       const auto start = std::chrono::steady_clock::now();
-      net::Fd mine = memfd_with("rank " + std::to_string(r));
+      net::Fd mine = file_with("rank " + std::to_string(r));
       try {
         auto fds = exchange_in(g, r, mine.get(), 4096, Deadline::after(budget));
         out.seen[r] = content_of(fds[static_cast<std::size_t>(1 - r)].get());
@@ -186,7 +175,7 @@ struct LogCapture {
 
 TEST(FdChannelStrangers, AForgedMessageFromAStrangerThatConnectsFirstIsNotTaken) {
   auto g = make_fd_test_group(2, random_comm());
-  net::Fd attacker = memfd_with("attacker");
+  net::Fd attacker = file_with("attacker");
   const std::string& name = g.listener_name(0);
   net::Fd s(raw_connect(name.data(), name.size(), false));
   ASSERT_GE(s.get(), 0);
@@ -198,7 +187,7 @@ TEST(FdChannelStrangers, AForgedMessageFromAStrangerThatConnectsFirstIsNotTaken)
 // guessed MAC, then the message.
 TEST(FdChannelStrangers, AProofMadeWithoutTheGroupsKeyIsRefused) {
   auto g = make_fd_test_group(2, random_comm());
-  net::Fd attacker = memfd_with("attacker");
+  net::Fd attacker = file_with("attacker");
   const std::string& name = g.listener_name(0);
   net::Fd s(raw_connect(name.data(), name.size(), false));
   ASSERT_GE(s.get(), 0);
@@ -216,12 +205,12 @@ TEST(FdChannelStrangers, AProofMadeWithoutTheGroupsKeyIsRefused) {
 
 TEST(FdChannelStrangers, TheRootsDescriptorArrivesPastAForgedOne) {
   auto g = make_fd_test_group(2, random_comm());
-  net::Fd attacker = memfd_with("attacker");
+  net::Fd attacker = file_with("attacker");
   const std::string& name = g.listener_name(1);
   net::Fd s(raw_connect(name.data(), name.size(), false));
   ASSERT_GE(s.get(), 0);
   ASSERT_TRUE(send_forged(s.get(), forged_header(g.comm, 0), attacker.get()));
-  net::Fd root = memfd_with("multicast of rank 0");
+  net::Fd root = file_with("multicast of rank 0");
   std::thread root_rank([&] {
     try {
       broadcast_in(g, 0, 0, root.get(), 4096, Deadline::after(seconds(5)));
@@ -344,7 +333,7 @@ TEST(FdChannelStrangers, ASquatterOnARanksListenerNameReceivesNothing) {
     std::this_thread::sleep_for(milliseconds(20));
   }
   auto g = make_fd_test_group(2, comm, 1, name);
-  net::Fd mine = memfd_with("rank 0");
+  net::Fd mine = file_with("rank 0");
   std::string error;
   try {
     exchange_in(g, 0, mine.get(), 4096, Deadline::after(seconds(2)));

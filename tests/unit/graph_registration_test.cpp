@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "fd_channel_test_group.hpp"
+#include "memfd_files.hpp"
 #include "raw_handle_set.hpp"
 #include "tpcomm/error.hpp"
 #include "transport/cuda/fd_channel.hpp"
@@ -27,18 +28,8 @@
 namespace tpcomm::transport::cuda {
 namespace {
 
-net::Fd file_with(const std::string& content) {
-  net::Fd fd(memfd_create("tpcomm-test", MFD_CLOEXEC));
-  EXPECT_GE(fd.get(), 0);
-  EXPECT_EQ(write(fd.get(), content.data(), content.size()), static_cast<ssize_t>(content.size()));
-  return fd;
-}
-
-std::string content_of(int fd) {
-  char buf[128];
-  const ssize_t n = pread(fd, buf, sizeof(buf), 0);
-  return n <= 0 ? "" : std::string(buf, static_cast<std::size_t>(n));
-}
+using test::content_of;
+using test::file_with;
 
 std::size_t open_descriptors() {
   std::size_t n = 0;
