@@ -4,6 +4,7 @@ tensor-parallel API (DTensor's parallelize_module) on backend tpcomm against glo
 one process computing the whole block. torch 2.x only: torch 1.13 has no Backend that Python
 can subclass, which the last test checks it says."""
 
+import os
 import subprocess
 
 import pytest
@@ -216,5 +217,5 @@ def test_parallelize_module_on_tpcomm_matches_gloo_and_the_whole_block(tmp_path,
                     "run it")
 def test_import_on_torch_1_says_the_backend_needs_torch_2():
     proc = subprocess.run([PYTHON, "-c", "import tpcomm.torch"], capture_output=True, text=True,
-                          timeout=60, env={"PYTHONPATH": str(BUILD / "python")})
+                          timeout=60, env=dict(os.environ, PYTHONPATH=str(BUILD / "python")))
     assert proc.returncode != 0 and "the backend needs torch 2.x" in proc.stderr, proc.stderr

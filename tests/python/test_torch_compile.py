@@ -278,6 +278,7 @@ ok()
                     " the tests above run the ops")
 def test_import_on_a_torch_without_register_fake_says_why_it_fails():
     proc = subprocess.run([PYTHON, "-c", "import tpcomm.torch.ops"], capture_output=True,
-                          text=True, timeout=60, env={"PYTHONPATH": str(BUILD / "python")})
+                          text=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=str(BUILD / "python")))
     assert proc.returncode != 0 and "ImportError" in proc.stderr, proc.stderr
     assert f"torch {torch.__version__}" in proc.stderr, proc.stderr
