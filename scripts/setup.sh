@@ -10,7 +10,7 @@ packages=(cmake ninja-build g++ make pkg-config nlohmann-json3-dev libcli11-dev 
           libopenmpi-dev openmpi-bin libhwloc-dev gnuplot-nox universal-ctags clang-format
           python3-dev python3-pybind11 pybind11-dev python3-torch python3-numpy python3-pytest
           python3-venv
-          iproute2 nftables)
+          iproute2 nftables spin)
 
 missing=()
 for p in "${packages[@]}"; do
