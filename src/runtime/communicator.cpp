@@ -56,7 +56,15 @@ std::string CommunicatorState::abort_key() const {
 
 CommunicatorState::~CommunicatorState() {
   try {
-    backends.clear();
+    // A watchdog thread's abort_with may be iterating the backends: they are taken out under the
+    // mutex and destroyed outside it (destroying one joins its watchdog thread, which may be
+    // waiting for the mutex), so that thread finds none (review N21).
+    std::map<Backend, std::unique_ptr<transport::CollectiveBackend>> closing;
+    {
+      std::lock_guard<std::mutex> lock(backends_mutex);
+      closing.swap(backends);
+    }
+    closing.clear();
     bootstrap->store()->remove(presence_key(bootstrap->rank()));
   } catch (const std::exception&) {
     // The store is gone: nothing left to clean.
@@ -237,7 +245,6 @@ void CommunicatorState::abort_with(const Error& cause) {
     std::lock_guard<std::mutex> lock(abort_mutex);
     if (abort_cause) return;
     abort_cause = cause;
-    aborted.store(true, std::memory_order_release);
   }
   // Outside the mutex (aborted() and a fork() child never wait on store I/O), and briefly: the
   // first cause, for the peers' messages (peer_report), is published before the backends close
@@ -250,7 +257,15 @@ void CommunicatorState::abort_with(const Error& cause) {
   } catch (const std::exception&) {
     // Best effort: the peers still fail when the connections close, or at their deadlines.
   }
-  for (auto& [kind, backend] : backends) backend->abort();
+  {
+    // The backends tell the peers (on CUDA: the group's failure word in every workspace) before
+    // this communicator refuses a call: a refused call followed by a graph replay would shift
+    // this rank's steps against its peers' (docs/gpu.md, "The signalling protocol, checked").
+    // Under backends_mutex: the destructor takes the backends out under it (review N21).
+    std::lock_guard<std::mutex> lock(backends_mutex);
+    for (auto& [kind, backend] : backends) backend->abort();
+  }
+  aborted.store(true, std::memory_order_release);
 }
 
 void CommunicatorState::throw_if_aborted() const {

@@ -47,6 +47,9 @@ struct detail::CommunicatorState {
   Plan eager_plan;
   Plan graph_plan;
   std::map<Backend, std::unique_ptr<transport::CollectiveBackend>> backends;
+  // Held by abort_with (any thread) while it calls the backends' abort(), and by the destructor
+  // while it takes them out. Calls read `backends` without it: they never overlap destruction.
+  mutable std::mutex backends_mutex;
   std::uint64_t sequence = 0;
   std::uint64_t comm_id = 0;
   int cuda_device = -1;
@@ -73,7 +76,8 @@ struct detail::CommunicatorState {
 
   mutable std::mutex abort_mutex;
   std::optional<Error> abort_cause;
-  // Set (release) once abort_cause is: a call reads it without taking the mutex.
+  // Set (release) after abort_cause is and the backends have told the peers: a call reads it
+  // without taking the mutex.
   std::atomic<bool> aborted{false};
 
   Deadline deadline() const { return Deadline::after(timeout); }

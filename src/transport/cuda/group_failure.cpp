@@ -6,10 +6,9 @@
 #include <thread>
 
 namespace tpcomm::transport::cuda {
-namespace {
-
 // The copies run on the copy engines, beside a kernel of this rank that holds the SMs.
-bool finished_within_a_second(cudaStream_t s) {
+bool finished_within_a_second(void* stream) {
+  auto s = static_cast<cudaStream_t>(stream);
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   cudaError_t e;
   while ((e = cudaStreamQuery(s)) == cudaErrorNotReady &&
@@ -18,8 +17,6 @@ bool finished_within_a_second(cudaStream_t s) {
   }
   return e == cudaSuccess;
 }
-
-}  // namespace
 
 bool publish_group_failure(int device, const std::uint64_t* own,
                            const std::vector<std::uint64_t*>& words, std::uint64_t value,

@@ -16,4 +16,7 @@ bool publish_group_failure(int device, const std::uint64_t* own,
                            const std::vector<std::uint64_t*>& words, std::uint64_t value,
                            void* stream);
 
+// Whether everything queued on `stream` finished within about a second (polling, never throws).
+bool finished_within_a_second(void* stream);
+
 }  // namespace tpcomm::transport::cuda

@@ -105,18 +105,14 @@ class CustomBackend final : public CollectiveBackend {
                            "launching the custom kernel");
   }
 
-  // This rank's kernels stop (the abort word), and so do the peers': the group's failure word is
-  // written into every rank's workspace through the mappings (kernel_codes.hpp).
+  // The group's failure word first, then this rank's abort word (the order the signalling model
+  // requires, docs/gpu.md "The signalling protocol, checked"): the word is written into every
+  // rank's workspace through the mappings and waited for, so no kernel of this rank stops on the
+  // abort word (a graph replay would trap, and the host's writes through that context would
+  // never happen) before every peer's kernels can see the failure.
   void abort() override {
+    publish_abort_to_group();
     watchdog_.abort();
-    if (abort_stream_ == nullptr) return;
-    std::vector<std::uint64_t*> words;
-    for (int p = 0; p < ctx_.size; ++p) {
-      if (base_args_.peers[p] != nullptr) words.push_back(failed_word(p));
-    }
-    if (base_args_.peers[ctx_.rank] == nullptr) return;
-    cuda::publish_group_failure(ctx_.cuda_device, failed_word(ctx_.rank), words,
-                                cuda::group_failure_value(2, ctx_.rank), abort_stream_);
   }
 
   std::size_t register_graph_buffers(const Deadline& deadline) override {
@@ -127,6 +123,16 @@ class CustomBackend final : public CollectiveBackend {
   std::optional<std::string> take_async_failure() override { return watchdog_.take_failure(); }
 
  private:
+  void publish_abort_to_group() {
+    if (abort_stream_ == nullptr || base_args_.peers[ctx_.rank] == nullptr) return;
+    std::vector<std::uint64_t*> words;
+    for (int p = 0; p < ctx_.size; ++p) {
+      if (base_args_.peers[p] != nullptr) words.push_back(failed_word(p));
+    }
+    cuda::publish_group_failure(ctx_.cuda_device, failed_word(ctx_.rank), words,
+                                cuda::group_failure_value(2, ctx_.rank), abort_stream_);
+  }
+
   void create_workspace() {
     if (std::string why = cuda::gpu_unavailable_reason(); !why.empty()) {
       throw Error(ErrorCode::kUnavailable, why);

@@ -89,27 +89,33 @@ class MultimemBackend final : public CollectiveBackend {
                            "launching the multimem kernel");
   }
 
-  // This rank's kernels stop (the abort word) and so do the peers': unless the group failed
-  // already, one thread sets the group's failure word on every rank through the multicast
-  // mapping (it runs once this rank's own waiting kernel has stopped and freed the SMs).
+  // The group's failure word first, then this rank's abort word (the order the signalling model
+  // requires, docs/gpu.md "The signalling protocol, checked"). Unless the group failed already,
+  // one thread adds the word into every rank's copy through the multicast mapping: a kernel of
+  // one thread fits beside this rank's own waiting kernel (at most kMaxBlocks = 64 blocks, fewer
+  // than the SMs of any GPU with multicast), so it is waited for before the abort word is set.
   void abort() override {
+    publish_abort_to_group();
     watchdog_.abort();
-    if (abort_stream_ == nullptr) return;
-    const std::uint64_t value = cuda::group_failure_value(2, ctx_.rank);
-    auto* own = reinterpret_cast<std::uint64_t*>(base_.unicast + base_.layout.failed_offset);
-    // Only the multicast add writes it (a copy written from the host too would be added to).
-    if (!cuda::publish_group_failure(ctx_.cuda_device, own, {}, value, abort_stream_) ||
-        base_.multicast == nullptr) {
-      return;
-    }
-    const cuda::DeviceGuard on_device(ctx_.cuda_device);
-    cuda::launch_multimem_publish_failure(base_.multicast + base_.layout.failed_offset, value,
-                                          abort_stream_);
-    cudaGetLastError();
   }
   std::optional<std::string> take_async_failure() override { return watchdog_.take_failure(); }
 
  private:
+  void publish_abort_to_group() {
+    if (abort_stream_ == nullptr || base_.multicast == nullptr) return;
+    const std::uint64_t value = cuda::group_failure_value(2, ctx_.rank);
+    auto* own = reinterpret_cast<std::uint64_t*>(base_.unicast + base_.layout.failed_offset);
+    // Only the multicast add writes it (a copy written from the host too would be added to), so
+    // the host step only reads this rank's copy: a group that failed already keeps its cause.
+    if (!cuda::publish_group_failure(ctx_.cuda_device, own, {}, value, abort_stream_)) return;
+    const cuda::DeviceGuard on_device(ctx_.cuda_device);
+    if (cuda::launch_multimem_publish_failure(base_.multicast + base_.layout.failed_offset, value,
+                                              abort_stream_) == 0) {
+      cuda::finished_within_a_second(abort_stream_);
+    }
+    cudaGetLastError();
+  }
+
   std::uint64_t channel() const { return ctx_.comm_id ^ kChannelSalt; }
 
   void create(const Deadline&) {

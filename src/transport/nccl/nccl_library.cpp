@@ -46,7 +46,9 @@ Loaded load() {
 }  // namespace
 
 const NcclLibrary& nccl_library() {
-  static const Loaded l = load();
+  // Never destroyed: a static's destructor would dlclose NCCL at exit while the watchdog
+  // thread of a communicator the program never destroyed may still call into it (review N21).
+  static const Loaded& l = *new Loaded(load());
   if (!l.error.empty()) throw Error(ErrorCode::kUnavailable, l.error);
   return l.lib;
 }
