@@ -33,9 +33,11 @@ ABORT="-DFAULT=2"
 
 # name | expected result (pass, or the property that must fail) | macros [| big: a search of
 # millions of states, worth compiling with -O2; the small ones compile faster with -O0]
-# The default model is the kernels as they are (commit f4f442a: the group's failure word, a
-# failed graph replay traps); BEFORE="-DGROUP_WORD=0" is the code the review read.
-BEFORE="-DGROUP_WORD=0"
+# The default model is the code as it is (commit f4f442a: the group's failure word, a failed
+# graph replay traps; ff9c36e: abort() writes that word before anything else); BEFORE is the
+# code the review read (97e1ca9), LATE the abort order of f4f442a.
+BEFORE="-DGROUP_WORD=0 -DPUBLISH_FIRST=0"
+LATE="-DPUBLISH_FIRST=0"
 configs=(
   # The protocol without faults: no deadlock, no stale read.
   "ok-A-W2|pass|-DW=2 $A"
@@ -58,29 +60,29 @@ configs=(
   "stall-A-W4-stop|pass|-DW=4 -DSTOP=1 $STALL $A|big"
   "stall-B-W4-stop|pass|-DW=4 -DSTOP=1 $STALL $B|big"
   "stall-C-W4-stop|pass|-DW=4 -DSTOP=1 $STALL $Cm|big"
-  # A rank that aborts, the kernels as they are: abort() sets the abort word, then writes the
-  # group's word from the host. A graph replay that sees the abort word traps first, and the
-  # host's write through CUDA never happens: the peers wait for ever (no budget) ...
-  "today-abort-A-W2|deadlock|-DW=2 $ABORT $A"
-  "today-abort-B-W3|deadlock|-DW=3 $ABORT $B"
+  # A rank that aborts, the kernels as they are (ff9c36e): abort() writes the group's word
+  # everywhere before it sets the abort word or any call is refused. Every property holds.
+  "abort-A-W2|pass|-DW=2 $ABORT $A"
+  "abort-B-W2|pass|-DW=2 $ABORT $B"
+  "abort-C-W2|pass|-DW=2 $ABORT $Cm"
+  "abort-timeouts-A-W2|pass|-DW=2 $ABORT -DTIMEOUTS=1 $A"
+  "abort-timeouts-C-W2|pass|-DW=2 $ABORT -DTIMEOUTS=1 $Cm"
+  "abort-A-W3|pass|-DW=3 $ABORT $A|big"
+  "abort-B-W3|pass|-DW=3 $ABORT $B|big"
+  "abort-C-W3|pass|-DW=3 $ABORT $Cm|big"
+  "abort-A-W4-stop|pass|-DW=4 -DSTOP=1 $ABORT $A|big"
+  # The order before it (f4f442a, LATE="-DPUBLISH_FIRST=0"): abort() set the abort word, then
+  # wrote the group's word from the host. A graph replay that sees the abort word traps first,
+  # and the host's write through CUDA never happens: the peers wait for ever (no budget) ...
+  "late-word-abort-A-W2|deadlock|-DW=2 $LATE $ABORT $A"
+  "late-word-abort-B-W3|deadlock|-DW=3 $LATE $ABORT $B"
   # ... or until their budget, and fail without ever hearing of the abort ...
-  "today-abort-timeouts-A-W2|invisible_failure|-DW=2 $ABORT -DTIMEOUTS=1 $A"
+  "late-word-abort-timeouts-A-W2|invisible_failure|-DW=2 $LATE $ABORT -DTIMEOUTS=1 $A"
   # ... and the refused eager calls shift the launches: a replay signals the peers' step with
   # another call's data before the word arrives (silent wrong result) ...
-  "today-abort-timeouts-C-W2|stale_read|-DW=2 $ABORT -DTIMEOUTS=1 $Cm"
+  "late-word-abort-timeouts-C-W2|stale_read|-DW=2 $LATE $ABORT -DTIMEOUTS=1 $Cm"
   # ... which telling the group from the trapping kernel too does not prevent.
-  "today-abort-tell-A-W2|stale_read|-DW=2 $ABORT -DTELL_ON_ABORT=1 $A"
-  # The change this model asks for (PUBLISH_FIRST): abort() writes the group's word everywhere
-  # before it sets the abort word or any call is refused. Then every property holds.
-  "publish-first-abort-A-W2|pass|-DW=2 -DPUBLISH_FIRST=1 $ABORT $A"
-  "publish-first-abort-B-W2|pass|-DW=2 -DPUBLISH_FIRST=1 $ABORT $B"
-  "publish-first-abort-C-W2|pass|-DW=2 -DPUBLISH_FIRST=1 $ABORT $Cm"
-  "publish-first-abort-timeouts-A-W2|pass|-DW=2 -DPUBLISH_FIRST=1 $ABORT -DTIMEOUTS=1 $A"
-  "publish-first-abort-timeouts-C-W2|pass|-DW=2 -DPUBLISH_FIRST=1 $ABORT -DTIMEOUTS=1 $Cm"
-  "publish-first-abort-A-W3|pass|-DW=3 -DPUBLISH_FIRST=1 $ABORT $A|big"
-  "publish-first-abort-B-W3|pass|-DW=3 -DPUBLISH_FIRST=1 $ABORT $B|big"
-  "publish-first-abort-C-W3|pass|-DW=3 -DPUBLISH_FIRST=1 $ABORT $Cm|big"
-  "publish-first-abort-A-W4-stop|pass|-DW=4 -DSTOP=1 -DPUBLISH_FIRST=1 $ABORT $A|big"
+  "late-word-abort-tell-A-W2|stale_read|-DW=2 $LATE $ABORT -DTELL_ON_ABORT=1 $A"
   # The code the review read (before f4f442a, N2, N7): a give-up is seen by no peer ...
   "before-stall-A-W2|invisible_failure|-DW=2 $BEFORE $STALL $A"
   "before-stall-C-W3|invisible_failure|-DW=3 $BEFORE $STALL $Cm"

@@ -39,8 +39,10 @@
  * TRAP (default 1): a launch replayed from a CUDA graph that fails traps (f4f442a); 0: it returns;
  * TELL_ON_ABORT (default 0): a kernel that gives up on the abort word (code 2) stores the group's
  *   word too, as it does on a timeout (not in the code: the change this model asks for);
- * PUBLISH_FIRST (default 0): abort() writes the group's word everywhere before it sets the abort
- *   word or the communicator refuses a call (not in the code: the change this model asks for);
+ * PUBLISH_FIRST (default 1): abort() writes the group's word everywhere before it sets the abort
+ *   word or the communicator refuses a call (commit ff9c36e, the change this model asked for:
+ *   custom_backend.cpp and multimem_backend.cpp abort(), communicator.cpp abort_with); 0: the
+ *   order of f4f442a (the abort word first, then the host's write of the group's word);
  * END_CHECK (default 0): a check of the word at the end of each launch (not in the code);
  * DRAIN, STOP: state-space cuts after a failure, GROUP_WORD only (explained where defined);
  * CHECK_VISIBLE=0 leaves invisible_failure out (to show what else the current code does);
@@ -112,7 +114,7 @@
 #define TELL_ON_ABORT 0
 #endif
 #ifndef PUBLISH_FIRST
-#define PUBLISH_FIRST 0
+#define PUBLISH_FIRST 1
 #endif
 #ifndef END_CHECK
 #define END_CHECK 0
@@ -221,7 +223,7 @@ inline flush_writer(w, lo, hi) {
 
 /* Giving up (bounded_wait, kernel_common.cuh:258-284; record_failure :244-255): the first
    failure goes into the host-mapped record; the host watchdog turns it into abort_with
-   (kernel_watchdog.cpp:53-64, communicator.cpp:235-254), which sets this rank's abort word (and,
+   (kernel_watchdog.cpp:53-64, communicator.cpp:243-268), which sets this rank's abort word (and,
    with GROUP_WORD, has the host write the group's word: host_tell): taken as immediate here, as
    it only makes this rank's own later waits give up sooner. With GROUP_WORD a timeout (code 1)
    first stores the word into every rank's workspace (tell_the_group, custom_kernels.cu:33-37,
@@ -496,9 +498,11 @@ end_block:
 
 /* ---- Hosts ---------------------------------------------------------------------------------- */
 /* Rank r's host thread. An eager call first takes a recorded kernel failure and refuses when the
-   communicator is aborted (communicator.cpp:263-275); a graph replay launches with no host code
-   at all. FAULT 2: rank ABORTER's caller may abort at any moment (communicator.cpp:223-254 sets
-   the host-local abort word, kernel_watchdog.cpp:68-70). At the end the host waits for its stream
+   communicator is aborted (communicator.cpp:271-275); a graph replay launches with no host code
+   at all. FAULT 2: rank ABORTER's caller may abort at any moment (communicator.cpp:243-268: the
+   backends' abort(), custom_backend.cpp:113-136 and multimem_backend.cpp:97-117, write the
+   group's word and wait for it, then set the host-local abort word, kernel_watchdog.cpp:68-70;
+   only then does the communicator refuse calls). At the end the host waits for its stream
    and reads the failure record (take_async_failure at its next call, or after the stream). */
 inline host_abort() {
 #if GROUP_WORD && PUBLISH_FIRST
