@@ -12,6 +12,7 @@
 
 #include "cuda_layout.hpp"
 #include "transport/cuda/kernel_codes.hpp"
+#include "wide_copy.hpp"
 
 namespace tpcomm::transport::cuda {
 
@@ -210,19 +211,11 @@ __device__ void reduce_range(int world, int reduce, const Sources<MaxW>& sources
   }
 }
 
-// Copies `bytes` (16-byte vectors where both sides are aligned).
+// Copies `bytes`, every thread of the block its share, each access as wide as both addresses
+// allow (wide_copy.hpp; review N14: 16-byte vectors where both sides are aligned, else 8, 4 or
+// 2 bytes; single bytes only where an address is odd, or for the last byte of an odd length).
 __device__ inline void copy_bytes(char* dst, const char* src, std::size_t bytes) {
-  if (reinterpret_cast<std::uintptr_t>(dst) % kVecBytes == 0 &&
-      reinterpret_cast<std::uintptr_t>(src) % kVecBytes == 0) {
-    const std::size_t vecs = bytes / kVecBytes;
-    for (std::size_t v = threadIdx.x; v < vecs; v += blockDim.x) {
-      reinterpret_cast<uint4*>(dst)[v] = reinterpret_cast<const uint4*>(src)[v];
-    }
-    for (std::size_t i = vecs * kVecBytes + threadIdx.x; i < bytes; i += blockDim.x)
-      dst[i] = src[i];
-  } else {
-    for (std::size_t i = threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
-  }
+  copy_share(dst, src, bytes, threadIdx.x, blockDim.x);
 }
 
 // The waits are bounded: a wait gives up when the abort word or the group's failure word is set,

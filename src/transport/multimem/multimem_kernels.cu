@@ -166,19 +166,22 @@ __device__ bool multicast_barrier(const MultimemArgs& a, int phase, std::uint64_
   return failed == 0;
 }
 
-// 16 bytes of `src` at vector `v` of a buffer of `bytes` (zeros past the end; any alignment).
+// 16 bytes of `src` at vector `v` of a buffer of `bytes` (zeros past the end; any alignment:
+// off the aligned whole-vector case, as wide pieces as the address allows, wide_copy.hpp).
 __device__ __forceinline__ uint4 load_padded(const char* src, std::size_t v, std::size_t bytes) {
   const std::size_t at = v * kVecBytes;
   if (at + kVecBytes <= bytes && reinterpret_cast<std::uintptr_t>(src) % kVecBytes == 0) {
     return *reinterpret_cast<const uint4*>(src + at);
   }
   uint4 out{};
-  char* o = reinterpret_cast<char*>(&out);
-  for (std::size_t i = 0; i < kVecBytes; ++i) o[i] = at + i < bytes ? src[at + i] : 0;
+  if (at < bytes) {
+    const std::size_t n = bytes - at < kVecBytes ? bytes - at : kVecBytes;
+    copy_within_vector(reinterpret_cast<char*>(&out), src + at, n);
+  }
   return out;
 }
 
-// Writes the part of vector `v` that lies within `bytes` of `dst`.
+// Writes the part of vector `v` that lies within `bytes` of `dst` (the same way round).
 __device__ __forceinline__ void store_clipped(char* dst, std::size_t v, std::size_t bytes,
                                               const uint4& value) {
   const std::size_t at = v * kVecBytes;
@@ -186,8 +189,9 @@ __device__ __forceinline__ void store_clipped(char* dst, std::size_t v, std::siz
     *reinterpret_cast<uint4*>(dst + at) = value;
     return;
   }
-  const char* in = reinterpret_cast<const char*>(&value);
-  for (std::size_t i = 0; i < kVecBytes && at + i < bytes; ++i) dst[at + i] = in[i];
+  if (at >= bytes) return;
+  const std::size_t n = bytes - at < kVecBytes ? bytes - at : kVecBytes;
+  copy_within_vector(dst + at, reinterpret_cast<const char*>(&value), n);
 }
 
 __device__ __forceinline__ std::size_t vectors(std::size_t bytes) {
