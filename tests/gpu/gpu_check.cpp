@@ -298,13 +298,20 @@ int correctness(int world, int blocks) {
             const std::size_t big = std::max(s.in_elems, s.out_elems) * es;
             void* a = nullptr;
             void* b = nullptr;
-            check_cuda(cudaMalloc(&a, big), "cudaMalloc");
-            check_cuda(cudaMalloc(&b, big), "cudaMalloc");
+            // (4 elements more: room for the shifted variant)
+            check_cuda(cudaMalloc(&a, big + 4 * es), "cudaMalloc");
+            check_cuda(cudaMalloc(&b, big + 4 * es), "cudaMalloc");
             const bool large = total * es > (std::size_t{1} << 20);
-            for (int in_place = 0; in_place < 2; ++in_place) {
+            // Variant 0 out of place, 1 in place, 2 out of place with the input one element and
+            // the output three elements past an aligned address (review N14: the kernels' copies
+            // then run 2- or 4-byte wide, not 16, on every block, not only on the odd counts').
+            for (int variant = 0; variant < 3; ++variant) {
+              const bool in_place = variant == 1, shifted = variant == 2;
               for (int graph = 0; graph < 2; ++graph) {
-                if (large && (in_place || graph)) continue;  // the big sizes: eager, out of place
-                if (op != ReduceOp::kSum && (in_place || graph)) continue;
+                // The big sizes: eager, out of place.
+                if (large && (variant != 0 || graph)) continue;
+                if (op != ReduceOp::kSum && (variant != 0 || graph)) continue;
+                if (shifted && graph) continue;
                 Call c;
                 c.op = k.op;
                 c.type = t;
@@ -314,10 +321,11 @@ int correctness(int world, int blocks) {
                 c.blocks = blocks;
                 c.sequence = ++sequence;
                 c.stream = stream;
-                c.output = in_place ? a : b;
+                c.output = in_place ? a : static_cast<std::uint8_t*>(b) + (shifted ? 3 * es : 0);
                 // In place as NCCL defines it: the rank's own block of the larger buffer.
                 auto* base = static_cast<std::uint8_t*>(a);
-                c.input = in_place && k.op == Op::kAllGather ? base + rank * s.count * es : a;
+                c.input = in_place && k.op == Op::kAllGather ? base + rank * s.count * es
+                                                             : base + (shifted ? es : 0);
                 if (in_place && k.op == Op::kReduceScatter) c.output = base + rank * s.count * es;
                 copy_on(stream, const_cast<void*>(c.input), inputs[rank].data(), s.in_elems * es,
                         "copy in");
@@ -336,7 +344,11 @@ int correctness(int world, int blocks) {
                   std::lock_guard<std::mutex> lock(print);
                   std::printf("WRONG W=%d rank %d %s %s %s count %zu %s %s: first bad byte %zu\n",
                               world, rank, k.name, to_string(t).data(), to_string(op).data(),
-                              s.count, in_place ? "in-place" : "out-of-place", how, first);
+                              s.count,
+                              in_place  ? "in-place"
+                              : shifted ? "out-of-place shifted"
+                                        : "out-of-place",
+                              how, first);
                 };
                 if (!graph) {
                   backend->run(c);
