@@ -10,9 +10,43 @@
 #include "commands.hpp"
 #include "control/store_auth.hpp"
 #include "launcher.hpp"
+#include "node_links.hpp"
 #include "tpcomm/tcp_store.hpp"
 
 namespace tpcomm::cli {
+namespace {
+
+// --node-network, --link-rate, --link-loss (node_network.hpp), checked when parsed.
+void add_node_network_options(CLI::App& cmd, NodeNetworkOptions& net) {
+  auto mode = std::make_shared<std::string>("auto");
+  cmd.add_option("--node-network", *mode,
+                 "with --nodes K: each node in a network namespace of its own, linked to the "
+                 "others over a bridge (198.18.0.<node + 1>); auto: when this process may (root, "
+                 "or CAP_SYS_ADMIN and CAP_NET_ADMIN), else it says why and the nodes share the "
+                 "host's network; on: refuse where it cannot")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str()
+      ->each([&net](const std::string& m) {
+        net.mode = m == "on"    ? NodeNetworkOptions::Mode::kOn
+                   : m == "off" ? NodeNetworkOptions::Mode::kOff
+                                : NodeNetworkOptions::Mode::kAuto;
+      });
+  cmd.add_option_function<std::string>(
+      "--link-rate",
+      [&net](const std::string& text) {
+        std::string why;
+        net.rate_bits = netlinks::parse_rate(text, &why);
+        if (!net.rate_bits) throw CLI::ValidationError("--link-rate", why);
+      },
+      "each node's link rate, both ways (tc tbf), e.g. 100mbit, 10gbit; needs the node network");
+  cmd.add_option_function<double>(
+         "--link-loss", [&net](double percent) { net.loss_percent = percent; },
+         "drop this percentage of the packets each node receives, at random (nftables); needs "
+         "the node network")
+      ->check(CLI::Range(0.0, 100.0));
+}
+
+}  // namespace
 
 void add_run_command(CLI::App& app, int& exit_status) {
   auto opts = std::make_shared<LaunchOptions>();
@@ -25,8 +59,10 @@ void add_run_command(CLI::App& app, int& exit_status) {
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--nodes", opts->nodes,
                   "split the ranks over K simulated nodes (own UTS/IPC/mount namespaces, private "
-                  "/dev/shm, hostname sim-node-<i>; needs root)")
+                  "/dev/shm, hostname sim-node-<i>, and with --node-network their own network; "
+                  "needs root)")
       ->capture_default_str();
+  add_node_network_options(*cmd, opts->node_network);
   cmd->add_option("--timeout", opts->timeout_s, "stop the job after S seconds (exit status 124)");
   cmd->add_option("--grace", opts->grace_s, "seconds between SIGTERM and SIGKILL when stopping")
       ->capture_default_str();

@@ -25,6 +25,7 @@
 #include "common/segment_names.hpp"
 #include "control/store_auth.hpp"
 #include "cpu_binding.hpp"
+#include "node_links.hpp"
 #include "orphan_reaper.hpp"
 #include "rank_process.hpp"
 #include "sim_nodes.hpp"
@@ -124,7 +125,9 @@ void Launcher::start_ranks(const GroupLaunch& group, SimulatedNodes* nodes,
       if (static_cast<int>(static_cast<long>(q) * options_.nodes / n) != node) continue;
       if (count++ == 0) first = q;
     }
-    auto env_strings = rank_environment(r, n, r - first, count, group);
+    const bool linked = nodes && nodes->network();
+    auto env_strings =
+        rank_environment(r, n, r - first, count, group, linked ? netlinks::node_address(node) : "");
     auto envp = pointers(env_strings);
     int out[2], err[2];
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
@@ -251,12 +254,21 @@ void Launcher::remove_segments_of_ranks() const {
 
 // The group's store, its secret and its name are new for every launch: a process that is not one
 // of our ranks can neither join the group nor read what the ranks exchange.
-std::unique_ptr<TcpStoreServer> serve_new_group(GroupLaunch& group) {
+// With the node network the store listens on node 0's address, inside node 0's namespace, where
+// every node reaches it over its link (as MASTER_ADDR names rank 0's host on a real cluster).
+std::unique_ptr<TcpStoreServer> serve_new_group(GroupLaunch& group, const SimulatedNodes* nodes) {
   group.group_id = "run-" + control::generate_store_secret().substr(0, 16);
   group.secret = control::generate_store_secret();
   TcpStoreOptions options;
   options.secret = group.secret;
-  auto store = std::make_unique<TcpStoreServer>("127.0.0.1", 0, options);
+  std::unique_ptr<TcpStoreServer> store;
+  if (nodes && nodes->network()) {
+    group.master_addr = netlinks::node_address(0);
+    nodes->network()->in_node(
+        0, [&] { store = std::make_unique<TcpStoreServer>(group.master_addr, 0, options); });
+  } else {
+    store = std::make_unique<TcpStoreServer>("127.0.0.1", 0, options);
+  }
   group.port = store->port();
   return store;
 }
@@ -285,10 +297,10 @@ int Launcher::run() {
   // Segments of ranks that died with an earlier launcher (kill -9 of `tpcomm run` kills its ranks
   // through PR_SET_PDEATHSIG, which no process can clean up after) go now.
   detail::remove_stale_segments();
-  std::unique_ptr<SimulatedNodes> nodes;
-  if (options_.nodes > 1) nodes = std::make_unique<SimulatedNodes>(options_.nodes);
+  std::unique_ptr<SimulatedNodes> nodes =
+      start_simulated_nodes(options_.nodes, options_.node_network);
   GroupLaunch group;
-  auto store = serve_new_group(group);
+  auto store = serve_new_group(group, nodes.get());
   start_ranks(group, nodes.get(), old_mask);
   const auto started = Clock::now();
 

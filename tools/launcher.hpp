@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "node_network.hpp"
+
 namespace tpcomm::cli {
 
 struct LaunchOptions {
@@ -20,6 +22,9 @@ struct LaunchOptions {
   // than ranks (bind_ranks, cpu_binding.hpp): no migrations, so shm latency stays steady. With
   // more ranks than hardware threads nothing is bound.
   bool bind_cores = false;
+  // --node-network, --link-rate, --link-loss (node_network.hpp): with --nodes K, each node's own
+  // network namespace, and the store, MASTER_ADDR and TPCOMM_SOCKET_ADDRESS on its links.
+  NodeNetworkOptions node_network;
   std::vector<std::string> command;
 };
 

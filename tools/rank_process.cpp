@@ -15,7 +15,8 @@ extern char** environ;
 namespace tpcomm::cli {
 
 std::vector<std::string> rank_environment(int rank, int size, int local_rank, int local_size,
-                                          const GroupLaunch& group) {
+                                          const GroupLaunch& group,
+                                          const std::string& socket_address) {
   static const char* kOurs[] = {"RANK=",
                                 "WORLD_SIZE=",
                                 "LOCAL_RANK=",
@@ -29,13 +30,15 @@ std::vector<std::string> rank_environment(int rank, int size, int local_rank, in
   for (char** e = environ; *e != nullptr; ++e) {
     bool replaced = false;
     for (const char* k : kOurs) replaced |= std::strncmp(*e, k, std::strlen(k)) == 0;
+    replaced |= !socket_address.empty() && std::strncmp(*e, "TPCOMM_SOCKET_ADDRESS=", 22) == 0;
     if (!replaced) env.emplace_back(*e);
   }
   env.push_back(fmt::format("RANK={}", rank));
   env.push_back(fmt::format("WORLD_SIZE={}", size));
   env.push_back(fmt::format("LOCAL_RANK={}", local_rank));
   env.push_back(fmt::format("LOCAL_WORLD_SIZE={}", local_size));
-  env.push_back("MASTER_ADDR=127.0.0.1");
+  env.push_back("MASTER_ADDR=" + group.master_addr);
+  if (!socket_address.empty()) env.push_back("TPCOMM_SOCKET_ADDRESS=" + socket_address);
   env.push_back(fmt::format("MASTER_PORT={}", group.port));
   env.push_back("TPCOMM_GROUP_ID=" + group.group_id);
   env.push_back("TPCOMM_STORE_SECRET=" + group.secret);

@@ -14,15 +14,18 @@ namespace tpcomm::cli {
 // What every rank of one launch shares: the store's port, the group's name on it and the
 // secret that the store and every rank prove.
 struct GroupLaunch {
+  std::string master_addr = "127.0.0.1";  // node 0's address with the node network
   std::uint16_t port = 0;
   std::string group_id;
   std::string secret;
 };
 
 // Our environment plus the launch variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
-// MASTER_ADDR, MASTER_PORT, TPCOMM_GROUP_ID, TPCOMM_STORE_SECRET), ours replaced.
+// MASTER_ADDR, MASTER_PORT, TPCOMM_GROUP_ID, TPCOMM_STORE_SECRET, and TPCOMM_SOCKET_ADDRESS when
+// `socket_address` is given: the rank's node's address), ours replaced.
 std::vector<std::string> rank_environment(int rank, int size, int local_rank, int local_size,
-                                          const GroupLaunch& group);
+                                          const GroupLaunch& group,
+                                          const std::string& socket_address);
 
 // argv-style pointers into `strings`, null-terminated.
 std::vector<char*> pointers(std::vector<std::string>& strings);

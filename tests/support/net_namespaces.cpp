@@ -9,19 +9,13 @@
 #include <cerrno>
 #include <sstream>
 
+#include "node_links.hpp"
 #include "support/test_support.hpp"
 
 namespace tpcomm::test {
 namespace {
 
 constexpr const char* kNamePrefix = "tpcomm-t";
-
-std::string first_executable(const std::vector<std::string>& paths) {
-  for (const auto& p : paths) {
-    if (access(p.c_str(), X_OK) == 0) return p;
-  }
-  return "";
-}
 
 // Namespaces a test process that no longer exists left behind (it was killed mid-test).
 void remove_stale(const std::string& ip) {
@@ -50,15 +44,15 @@ std::unique_ptr<NetNamespaces> NetNamespaces::create(int count, std::string* why
     *why = "network namespaces need root (this test runs as uid " + std::to_string(geteuid()) + ")";
     return nullptr;
   }
-  const std::string ip = first_executable({"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"});
-  const std::string nft = first_executable({"/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft"});
+  const std::string ip = netlinks::find_program("ip");
+  const std::string nft = netlinks::find_program("nft");
   if (ip.empty() || nft.empty()) {
     *why = std::string("`") + (ip.empty() ? "ip" : "nft") +
            "` is not installed (iproute2 / nftables: scripts/setup.sh installs them)";
     return nullptr;
   }
-  if (count < 1 || count > 250) {
-    *why = "between 1 and 250 namespaces";
+  if (count < 1 || count > netlinks::kMaxNodes) {
+    *why = "between 1 and " + std::to_string(netlinks::kMaxNodes) + " namespaces";
     return nullptr;
   }
   remove_stale(ip);
@@ -70,21 +64,15 @@ std::unique_ptr<NetNamespaces> NetNamespaces::create(int count, std::string* why
   return net;
 }
 
+// Named namespaces (`ip netns add`), linked by the same steps as tpcomm run --nodes uses.
 bool NetNamespaces::make(std::string* why) {
-  std::vector<std::vector<std::string>> steps = {
-      {ip_, "netns", "add", hub_},
-      {ip_, "-n", hub_, "link", "add", "br0", "type", "bridge"},
-      {ip_, "-n", hub_, "link", "set", "br0", "up"}};
-  for (int i = 0; i < count(); ++i) {
-    const std::string& ns = names_[static_cast<std::size_t>(i)];
-    const std::string port = "v" + std::to_string(i);
-    steps.push_back({ip_, "netns", "add", ns});
-    steps.push_back({ip_, "-n", hub_, "link", "add", port, "type", "veth", "peer", "name", "eth0",
-                     "netns", ns});
-    steps.push_back({ip_, "-n", hub_, "link", "set", port, "master", "br0", "up"});
-    steps.push_back({ip_, "-n", ns, "addr", "add", address(i) + "/24", "dev", "eth0"});
-    steps.push_back({ip_, "-n", ns, "link", "set", "eth0", "up"});
-    steps.push_back({ip_, "-n", ns, "link", "set", "lo", "up"});
+  std::vector<std::vector<std::string>> steps = {{ip_, "netns", "add", hub_}};
+  for (const auto& ns : names_) steps.push_back({ip_, "netns", "add", ns});
+  for (const auto& step : netlinks::bridge_steps(names_)) {
+    std::vector<std::string> argv = {ip_, "-n",
+                                     step.where == netlinks::kHub ? hub_ : name(step.where)};
+    argv.insert(argv.end(), step.args.begin(), step.args.end());
+    steps.push_back(argv);
   }
   for (const auto& step : steps) {
     if (!run(step, why)) {
@@ -103,7 +91,7 @@ NetNamespaces::~NetNamespaces() {
 }
 
 std::string NetNamespaces::address(int i) const {
-  return "198.18.0." + std::to_string(i + 1);
+  return netlinks::node_address(i);
 }
 
 std::vector<std::string> NetNamespaces::inside(int i, const std::vector<std::string>& argv) const {
@@ -116,12 +104,8 @@ bool NetNamespaces::filter(int on, int from, bool drop) {
   const std::string table = "tpcomm_cut_" + std::to_string(from);
   std::string why;
   const bool ok =
-      drop ? run(inside(on, {nft_, "add table inet " + table + "; add chain inet " + table +
-                                       " input { type filter hook input priority 0; policy "
-                                       "accept; }; add rule inet " +
-                                       table + " input ip saddr " + address(from) + " drop"}),
-                 &why)
-           : run(inside(on, {nft_, "delete table inet " + table}), &why);
+      drop ? run(inside(on, {nft_, netlinks::drop_from_script(table, address(from))}), &why)
+           : run(inside(on, {nft_, netlinks::delete_table_script(table)}), &why);
   EXPECT_TRUE(ok) << why;
   return ok;
 }

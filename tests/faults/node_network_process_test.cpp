@@ -1,0 +1,214 @@
+// `tpcomm run --nodes K` with the node network (tools/node_network.hpp): every node in a network
+// namespace of its own, linked over a bridge; the store and the ranks' sockets on the links, a
+// link rate and loss that still give correct results, and no namespace left behind, also when the
+// launcher is killed. Each test skips, saying why, where the namespaces cannot be made.
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "support/test_support.hpp"
+
+namespace tpcomm {
+namespace {
+
+const std::string kWorker = TPCOMM_WORKER;
+
+// Why this test cannot make the node network here; "" when it can.
+std::string why_not_here(const std::vector<std::string>& programs) {
+  if (geteuid() != 0) return "the node network needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN)";
+  for (const auto& p : programs) {
+    if (access(("/usr/sbin/" + p).c_str(), X_OK) != 0 && access(("/sbin/" + p).c_str(), X_OK) != 0)
+      return "`" + p + "` is not installed (scripts/setup.sh installs iproute2 and nftables)";
+  }
+  return "";
+}
+
+std::string mark() {
+  static int n = 0;
+  return "tpcomm-netnode-mark-" + std::to_string(getpid()) + "-" + std::to_string(++n);
+}
+
+// pid -> network namespace ("net:[N]") of every process; `only_with`: those whose command line
+// holds it.
+std::map<std::string, std::string> network_namespaces(const std::string& only_with = "") {
+  std::map<std::string, std::string> out;
+  if (DIR* d = opendir("/proc")) {
+    while (dirent* e = readdir(d)) {
+      if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+      const std::string dir = std::string("/proc/") + e->d_name;
+      if (!only_with.empty()) {
+        std::ifstream f(dir + "/cmdline");
+        std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        if (cmd.find(only_with) == std::string::npos) continue;
+      }
+      char link[64] = {};
+      if (readlink((dir + "/ns/net").c_str(), link, sizeof(link) - 1) > 0) out[e->d_name] = link;
+    }
+    closedir(d);
+  }
+  return out;
+}
+
+// Processes still in any of `namespaces`.
+int processes_in(const std::set<std::string>& namespaces) {
+  int n = 0;
+  for (const auto& [pid, ns] : network_namespaces()) n += namespaces.count(ns) > 0;
+  return n;
+}
+
+// Waits up to 5 s until no process is in `namespaces` (they end with their last process).
+bool all_gone(const std::set<std::string>& namespaces) {
+  for (int i = 0; i < 100 && processes_in(namespaces) > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  return processes_in(namespaces) == 0;
+}
+
+// What each rank prints before and after 200 checked all-reduces (the worker's `random`): its node,
+// the address it was given, its eth0's address, its network namespace, whether the store answers on
+// its loopback, the bytes its eth0 received, the qdisc on eth0 and the loss rule.
+constexpr const char* kRankScript = R"SH(
+echo "node=$(hostname) socket=$TPCOMM_SOCKET_ADDRESS master=$MASTER_ADDR \
+eth0=$(ip -4 -o addr show dev eth0 2>/dev/null | awk '{print $4}') netns=$(readlink /proc/self/ns/net)"
+if (exec 3<>/dev/tcp/127.0.0.1/$MASTER_PORT) 2>/dev/null; then echo loopback-store=reached
+else echo loopback-store=refused; fi
+"$1" random 200 "$0" || exit 1
+echo "eth0-rx=$(awk -F'[: ]+' '/eth0:/{print $3}' /proc/net/dev)"
+echo "qdisc=$(tc qdisc show dev eth0 2>/dev/null | grep -o 'tbf.*rate [^ ]*')"
+echo "loss=$(nft list ruleset 2>/dev/null | grep -o 'numgen random mod 10000 < [0-9]*')"
+)SH";
+
+test::ProcessResult run_ranks(const std::vector<std::string>& run_args) {
+  std::vector<std::string> argv = {TPCOMM_BIN, "run", "-n", "4", "--nodes", "2"};
+  argv.insert(argv.end(), run_args.begin(), run_args.end());
+  for (const std::string a : {"--", "bash", "-c", kRankScript}) argv.push_back(a);
+  argv.push_back(mark());
+  argv.push_back(kWorker);
+  return test::run_process(argv, {{"TPCOMM_DISABLE", ""}, {"TPCOMM_FAULT", ""}},
+                           std::chrono::seconds(60));
+}
+
+std::vector<std::smatch> matches(const std::string& text, const std::regex& re) {
+  std::vector<std::smatch> out;
+  for (std::sregex_iterator it(text.begin(), text.end(), re), end; it != end; ++it)
+    out.push_back(*it);
+  return out;
+}
+
+TEST(NodeNetwork, EveryByteBetweenNodesCrossesTheirLinksAndNothingIsLeft) {
+  if (auto why = why_not_here({"ip"}); !why.empty()) GTEST_SKIP() << why;
+  auto r = run_ranks({"--node-network", "on"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto ranks = matches(r.out, std::regex(R"(\[(\d)\] node=sim-node-(\d) socket=(\S*) )"
+                                               R"(master=(\S*) eth0=(\S*) netns=(\S*))"));
+  ASSERT_EQ(ranks.size(), 4u) << r.out;
+  const std::string own_namespace = network_namespaces()[std::to_string(getpid())];
+  std::map<int, std::set<std::string>> namespaces_of_node;
+  std::set<std::string> all;
+  for (const auto& m : ranks) {
+    const int node = std::stoi(m[2]);
+    const std::string address = "198.18.0." + std::to_string(node + 1);
+    EXPECT_EQ(node, std::stoi(m[1]) / 2) << r.out;
+    EXPECT_EQ(m[3], address) << "TPCOMM_SOCKET_ADDRESS of rank " << m[1];
+    EXPECT_EQ(m[4], "198.18.0.1") << "MASTER_ADDR: the store is on node 0's link";
+    EXPECT_EQ(m[5], address + "/24") << "eth0 of rank " << m[1];
+    EXPECT_NE(m[6], own_namespace) << "rank " << m[1] << " is in the host's network";
+    namespaces_of_node[node].insert(m[6]);
+    all.insert(m[6]);
+  }
+  EXPECT_EQ(all.size(), 2u) << "one network namespace per node\n" << r.out;
+  EXPECT_EQ(namespaces_of_node[0].size(), 1u);
+  // The store listens on node 0's link address only: no node reaches it on its own loopback.
+  EXPECT_EQ(matches(r.out, std::regex("loopback-store=refused")).size(), 4u) << r.out;
+  EXPECT_EQ(matches(r.out, std::regex("200 random calls, 0 failed")).size(), 4u) << r.out;
+  // The all-reduces between the nodes went over eth0 (Gloo's connections, the store's).
+  const auto received = matches(r.out, std::regex(R"(eth0-rx=(\d+))"));
+  ASSERT_EQ(received.size(), 4u) << r.out;
+  for (const auto& m : received) EXPECT_GT(std::stoll(m[1]), 100000) << r.out;
+  EXPECT_TRUE(all_gone(all)) << "a node's network namespace outlived the run";
+}
+
+TEST(NodeNetwork, ALimitedLossyLinkStillGivesCorrectResults) {
+  if (auto why = why_not_here({"ip", "tc", "nft"}); !why.empty()) GTEST_SKIP() << why;
+  const auto started = std::chrono::steady_clock::now();
+  auto r = run_ranks({"--link-rate", "100mbit", "--link-loss", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(matches(r.out, std::regex("200 random calls, 0 failed")).size(), 4u) << r.out;
+  EXPECT_EQ(matches(r.out, std::regex("qdisc=tbf .*rate 100Mbit")).size(), 4u) << r.out;
+  EXPECT_EQ(matches(r.out, std::regex("loss=numgen random mod 10000 < 100")).size(), 4u) << r.out;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(30));
+}
+
+TEST(NodeNetwork, AKilledLauncherLeavesNoNamespace) {
+  if (auto why = why_not_here({"ip"}); !why.empty()) GTEST_SKIP() << why;
+  char dir[] = "/tmp/tpcomm_netnode_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string m = mark();
+  const pid_t launcher =
+      test::spawn({TPCOMM_BIN, "run", "-n", "2", "--nodes", "2", "--node-network", "on", "--",
+                   "bash", "-c", std::string("echo up > ") + dir + "/$RANK; exec sleep 60", m});
+  // Every holder (the nodes' and the hub's) is a fork of the launcher: its command line has `m`.
+  std::set<std::string> made;
+  for (int i = 0; i < 200; ++i) {
+    struct stat st;
+    if (stat((std::string(dir) + "/0").c_str(), &st) == 0 &&
+        stat((std::string(dir) + "/1").c_str(), &st) == 0)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  for (const auto& [pid, ns] : network_namespaces(m)) made.insert(ns);
+  made.erase(network_namespaces()[std::to_string(launcher)]);  // the host's
+  EXPECT_EQ(made.size(), 3u) << "two nodes and the hub, each a namespace of its own";
+  kill(launcher, SIGKILL);
+  waitpid(launcher, nullptr, 0);
+  EXPECT_TRUE(all_gone(made)) << processes_in(made) << " processes still hold them";
+  for (const char* rank : {"/0", "/1"}) unlink((std::string(dir) + rank).c_str());
+  rmdir(dir);
+}
+
+TEST(NodeNetwork, OptionsThatCannotBeHonouredAreRefused) {
+  auto bad_rate = test::run_process(
+      {TPCOMM_BIN, "run", "-n", "2", "--nodes", "2", "--link-rate", "100mbps", "--", "true"});
+  EXPECT_EQ(bad_rate.exit_code, 2);
+  EXPECT_NE(bad_rate.err.find("expected a rate from 8kbit to 1000gbit"), std::string::npos)
+      << bad_rate.err;
+  auto one_node =
+      test::run_process({TPCOMM_BIN, "run", "-n", "2", "--link-loss", "1", "--", "true"});
+  EXPECT_EQ(one_node.exit_code, 2);
+  EXPECT_NE(one_node.err.find("--link-loss needs simulated nodes"), std::string::npos)
+      << one_node.err;
+  if (geteuid() != 0 || access("/usr/bin/setpriv", X_OK) != 0)
+    GTEST_SKIP() << "the rest runs the launcher as another user: needs root and setpriv";
+  const std::vector<std::string> nobody = {"/usr/bin/setpriv",
+                                           "--reuid=65534",
+                                           "--regid=65534",
+                                           "--clear-groups",
+                                           TPCOMM_BIN,
+                                           "run",
+                                           "-n",
+                                           "2",
+                                           "--nodes",
+                                           "2"};
+  auto on = nobody;
+  for (const char* a : {"--node-network", "on", "--", "true"}) on.push_back(a);
+  auto refused = test::run_process(on);
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("--node-network on cannot be given: a network namespace per node "
+                             "needs CAP_SYS_ADMIN and CAP_NET_ADMIN"),
+            std::string::npos)
+      << refused.err;
+}
+
+}  // namespace
+}  // namespace tpcomm
