@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "nccl_call_gate.hpp"
 #include "nccl_library.hpp"
 #include "nccl_ops.hpp"
 #include "nccl_watchdog.hpp"
@@ -23,17 +24,19 @@ namespace {
 class NcclBackend final : public CollectiveBackend {
  public:
   explicit NcclBackend(BackendContext context) : ctx_(std::move(context)) {}
+  // Bounded (review N9): ncclCommDestroy waits for the communicator's outstanding work, for ever
+  // when a call is pending on a dead peer. It runs only when every watched call completed within
+  // the timeout and nothing failed; otherwise ncclCommAbort, which does not wait. Through the
+  // gate, so the communicator is destroyed or aborted once, never both (review N8).
   ~NcclBackend() override {
-    const bool comm_aborted = watchdog_ && watchdog_->comm_aborted();
-    watchdog_.reset();
-    if (comm_ != nullptr && !comm_aborted) {
-      // After an abort the communicator may be unusable; abort frees it without waiting.
-      if (aborted_) {
-        lib_->comm_abort(comm_);
-      } else {
-        lib_->comm_destroy(comm_);
-      }
+    if (watchdog_) {
+      if (!watchdog_->wait_for_pending(ctx_.timeout)) aborted_ = true;
+      watchdog_.reset();
     }
+    if (aborted_) gate_.request_abort("the communicator ended after a failure or a pending call");
+    gate_.close([this] {
+      if (comm_ != nullptr) lib_->comm_destroy(comm_);
+    });
   }
 
   Backend kind() const override { return Backend::kNccl; }
@@ -62,43 +65,42 @@ class NcclBackend final : public CollectiveBackend {
           ErrorCode::kUnavailable,
           fmt::format("cudaSetDevice({}) failed before ncclCommInitRank", ctx_.cuda_device));
     }
-    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-    cfg.blocking = 0;  // so that we can give up at our deadline
-    ncclResult_t r = lib_->comm_init_rank_config(&comm_, ctx_.size, id, ctx_.rank, &cfg);
-    if (r != ncclSuccess && r != ncclInProgress) check(r, "ncclCommInitRankConfig");
-    wait_ready(deadline, "ncclCommInitRankConfig");
-    watchdog_ = std::make_unique<NcclWatchdog>(*lib_, comm_, ctx_.cuda_device, ctx_.timeout);
+    init_communicator(id, deadline);
+    watchdog_ = std::make_unique<NcclWatchdog>(*lib_, comm_, gate_, ctx_.cuda_device, ctx_.timeout);
   }
 
   void run(const Call& c) override {
     auto stream = static_cast<cudaStream_t>(c.stream);
-    ncclResult_t r = ncclSuccess;
-    switch (c.op) {
-      case Op::kAllReduce:
-        r = lib_->all_reduce(c.input, c.output, c.count, nccl_type(c.type),
-                             nccl_op(c.reduce, ctx_.size), comm_, stream);
-        break;
-      case Op::kAllGather:
-        r = lib_->all_gather(c.input, c.output, c.count, nccl_type(c.type), comm_, stream);
-        break;
-      case Op::kReduceScatter:
-        r = lib_->reduce_scatter(c.input, c.output, c.count, nccl_type(c.type),
-                                 nccl_op(c.reduce, ctx_.size), comm_, stream);
-        break;
+    {
+      // Inside the gate: an abort from another thread waits for this call to leave (N8).
+      NcclCallGate::Call inside(gate_, "the NCCL call");
+      const ncclResult_t r = enqueue(c, stream);
+      if (r == ncclInProgress) {
+        wait_ready(Deadline::after(ctx_.timeout), "enqueueing the call");
+      } else {
+        check(r, "the NCCL call");
+      }
     }
-    if (r == ncclInProgress) {
-      wait_ready(Deadline::after(ctx_.timeout), "enqueueing the call");
-    } else {
-      check(r, "the NCCL call");
+    if (gate_.abort_requested()) {
+      throw Error(ErrorCode::kAborted,
+                  fmt::format("the NCCL call was enqueued as the communicator was aborted ({}); "
+                              "ncclCommAbort ended its kernels",
+                              gate_.abort_reason()));
     }
-    // A captured call's completion is the graph's; an eager one is watched to the deadline.
+    // A captured call's completion is the graph's: replays are the user's launches, unseen
+    // here, so they are not watched (review N10, docs/gpu.md). An eager one is, to the deadline.
     if (watchdog_ && !c.captured) watchdog_->watch(stream, identity_of(c));
   }
 
-  // From any thread: the watchdog ends NCCL's kernels (the user's stream wait returns).
+  // From any thread: NCCL's kernels are ended (the user's stream wait returns), at once or when
+  // the call inside NCCL leaves (the gate, review N8).
   void abort() override {
     aborted_ = true;
-    if (watchdog_) watchdog_->abort("the communicator was aborted");
+    if (watchdog_) {
+      watchdog_->abort("the communicator was aborted");
+    } else {
+      gate_.request_abort("the communicator was aborted");
+    }
   }
 
   std::optional<std::string> take_async_failure() override {
@@ -119,10 +121,47 @@ class NcclBackend final : public CollectiveBackend {
                             nccl_version_text(lib_->version)));
   }
 
-  // Polls a non-blocking communicator until it is ready, failing (and aborting it) at the
-  // deadline.
+  ncclResult_t enqueue(const Call& c, cudaStream_t stream) {
+    switch (c.op) {
+      case Op::kAllReduce:
+        return lib_->all_reduce(c.input, c.output, c.count, nccl_type(c.type),
+                                nccl_op(c.reduce, ctx_.size), comm_, stream);
+      case Op::kAllGather:
+        return lib_->all_gather(c.input, c.output, c.count, nccl_type(c.type), comm_, stream);
+      case Op::kReduceScatter:
+        return lib_->reduce_scatter(c.input, c.output, c.count, nccl_type(c.type),
+                                    nccl_op(c.reduce, ctx_.size), comm_, stream);
+    }
+    throw Error(ErrorCode::kInternal,
+                fmt::format("nccl: no NCCL call for op {}", static_cast<int>(c.op)));
+  }
+
+  // Non-blocking, inside the gate: an abort requested meanwhile ends the wait (wait_ready) and
+  // runs when the init leaves. A communicator that failed to start is aborted, not destroyed.
+  void init_communicator(const ncclUniqueId& id, const Deadline& deadline) {
+    try {
+      NcclCallGate::Call inside(gate_, "ncclCommInitRankConfig");
+      ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+      cfg.blocking = 0;  // so that we can give up at our deadline
+      ncclResult_t r = lib_->comm_init_rank_config(&comm_, ctx_.size, id, ctx_.rank, &cfg);
+      if (r != ncclSuccess && r != ncclInProgress) check(r, "ncclCommInitRankConfig");
+      wait_ready(deadline, "ncclCommInitRankConfig");
+    } catch (...) {
+      aborted_ = true;
+      throw;
+    }
+  }
+
+  // Polls a non-blocking communicator (inside the gate) until it is ready, failing (and
+  // aborting it) at the deadline, or at once when an abort is requested: the abort waits for
+  // this call to leave the gate.
   void wait_ready(const Deadline& deadline, const char* what) {
     while (true) {
+      if (gate_.abort_requested()) {
+        throw Error(ErrorCode::kAborted,
+                    fmt::format("{} stopped waiting: the communicator is being aborted ({})", what,
+                                gate_.abort_reason()));
+      }
       ncclResult_t state = ncclInProgress;
       check(lib_->comm_get_async_error(comm_, &state), "ncclCommGetAsyncError");
       if (state == ncclSuccess) return;
@@ -141,6 +180,10 @@ class NcclBackend final : public CollectiveBackend {
   const NcclLibrary* lib_ = nullptr;
   ncclComm_t comm_ = nullptr;
   std::atomic<bool> aborted_{false};
+  // Every NCCL call on comm_ enters it; every ncclCommAbort runs through it, once (review N8).
+  NcclCallGate gate_{[this] {
+    if (comm_ != nullptr) lib_->comm_abort(comm_);
+  }};
   std::unique_ptr<NcclWatchdog> watchdog_;
 };
 

@@ -10,9 +10,9 @@ constexpr auto kPollEvery = std::chrono::milliseconds(10);
 
 }  // namespace
 
-NcclWatchdog::NcclWatchdog(const NcclLibrary& lib, ncclComm_t comm, int device,
+NcclWatchdog::NcclWatchdog(const NcclLibrary& lib, ncclComm_t comm, NcclCallGate& gate, int device,
                            std::chrono::milliseconds timeout)
-    : lib_(lib), comm_(comm), device_(device), timeout_(timeout) {
+    : lib_(lib), comm_(comm), gate_(gate), device_(device), timeout_(timeout) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -55,12 +55,12 @@ void NcclWatchdog::abort(const std::string& why) {
   abort_locked(why);
 }
 
-// NCCL allows ncclCommAbort from another thread while calls are outstanding: that is its use.
+// NCCL allows ncclCommAbort from another thread — that is its use — but not while the user's
+// thread is inside an NCCL call on the communicator: the gate defers it to that call's leave.
 void NcclWatchdog::abort_locked(const std::string& why) {
   if (!failure_) failure_ = why;
-  if (comm_aborted_) return;
-  comm_aborted_ = true;
-  lib_.comm_abort(comm_);
+  gate_.request_abort(why);
+  drained_.notify_all();
 }
 
 std::optional<std::string> NcclWatchdog::take_failure() {
@@ -70,9 +70,10 @@ std::optional<std::string> NcclWatchdog::take_failure() {
   return failure_;
 }
 
-bool NcclWatchdog::comm_aborted() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return comm_aborted_;
+bool NcclWatchdog::wait_for_pending(std::chrono::milliseconds budget) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  drained_.wait_for(lock, budget, [&] { return pending_.empty() || gate_.abort_requested(); });
+  return pending_.empty() && !gate_.abort_requested();
 }
 
 void NcclWatchdog::run() {
@@ -80,30 +81,44 @@ void NcclWatchdog::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
     wake_.wait_for(lock, kPollEvery, [&] { return stopping_; });
-    if (stopping_ || comm_aborted_) continue;
-    ncclResult_t state = ncclSuccess;
-    if (lib_.comm_get_async_error(comm_, &state) == ncclSuccess && state != ncclSuccess &&
-        state != ncclInProgress) {
-      abort_locked(fmt::format("NCCL reported {} ({})", static_cast<int>(state),
-                               lib_.get_error_string(state)));
-      continue;
+    if (stopping_) continue;
+    if (!gate_.abort_requested()) poll_async_error();
+    if (!gate_.abort_requested()) retire_completed();
+    if (pending_.empty() || gate_.abort_requested()) drained_.notify_all();
+  }
+}
+
+// Under mutex_. The poll is a call on the communicator like any other: inside the gate, so that
+// an abort requested meanwhile waits for it instead of freeing the communicator under it.
+void NcclWatchdog::poll_async_error() {
+  if (!gate_.try_enter()) return;  // aborted, or closed
+  ncclResult_t state = ncclSuccess;
+  const ncclResult_t r = lib_.comm_get_async_error(comm_, &state);
+  gate_.leave();
+  if (r == ncclSuccess && state != ncclSuccess && state != ncclInProgress) {
+    abort_locked(fmt::format("NCCL reported {} ({})", static_cast<int>(state),
+                             lib_.get_error_string(state)));
+  }
+}
+
+// Under mutex_: completed calls leave pending_ (their events back to the pool); the oldest one
+// past its deadline aborts the communicator.
+void NcclWatchdog::retire_completed() {
+  const auto now = std::chrono::steady_clock::now();
+  while (!pending_.empty()) {
+    Pending& p = pending_.front();
+    const cudaError_t q = cudaEventQuery(p.done);
+    if (q == cudaErrorNotReady) {
+      if (now < p.deadline) return;
+      abort_locked(
+          fmt::format("{} did not complete within {} ms (a rank missing or stuck); "
+                      "ncclCommAbort ended NCCL's kernels",
+                      describe(p.call), timeout_.count()));
+      return;
     }
-    const auto now = std::chrono::steady_clock::now();
-    while (!pending_.empty()) {
-      Pending& p = pending_.front();
-      const cudaError_t q = cudaEventQuery(p.done);
-      if (q == cudaErrorNotReady) {
-        if (now < p.deadline) break;
-        abort_locked(
-            fmt::format("{} did not complete within {} ms (a rank missing or stuck); "
-                        "ncclCommAbort ended NCCL's kernels",
-                        describe(p.call), timeout_.count()));
-        break;
-      }
-      if (q != cudaSuccess) cudaGetLastError();
-      free_.push_back(p.done);  // back to the pool for a later call
-      pending_.pop_front();
-    }
+    if (q != cudaSuccess) cudaGetLastError();
+    free_.push_back(p.done);  // back to the pool for a later call
+    pending_.pop_front();
   }
 }
 
