@@ -4,7 +4,8 @@
 //   comm->all_reduce(in, out, count, tpcomm::DataType::kFloat32, tpcomm::ReduceOp::kSum);
 //
 // Creation: probe -> gather facts -> plan -> vote on the plan digest -> set up each eligible
-// backend, voting after every step -> ready. Every wait has a deadline (TPCOMM_TIMEOUT_MS).
+// backend, voting after every step -> ready. Every host wait has a deadline (TPCOMM_TIMEOUT_MS);
+// on a GPU, an NCCL call replayed from a CUDA graph is not watched (docs/gpu.md, "nccl").
 // A failure (timeout, dead peer, mismatch) aborts the communicator: the call throws
 // tpcomm::Error, and every later call throws kAborted with the original cause.
 //
