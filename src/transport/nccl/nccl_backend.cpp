@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -25,18 +26,18 @@ class NcclBackend final : public CollectiveBackend {
  public:
   explicit NcclBackend(BackendContext context) : ctx_(std::move(context)) {}
   // Bounded (review N9): ncclCommDestroy waits for the communicator's outstanding work, for ever
-  // when a call is pending on a dead peer. It runs only when every watched call completed within
-  // the timeout and nothing failed; otherwise ncclCommAbort, which does not wait. Through the
-  // gate, so the communicator is destroyed or aborted once, never both (review N8).
+  // when a call (or a graph replay, which nobody watches) is pending on a dead peer. The end is
+  // clean only when every watched call completed within the timeout, nothing failed, and
+  // ncclCommFinalize (non-blocking here) finished the rest within the timeout too; otherwise
+  // ncclCommAbort, which does not wait. Through the gate, so the communicator is destroyed or
+  // aborted once, never both (review N8).
   ~NcclBackend() override {
     if (watchdog_) {
       if (!watchdog_->wait_for_pending(ctx_.timeout)) aborted_ = true;
       watchdog_.reset();
     }
     if (aborted_) gate_.request_abort("the communicator ended after a failure or a pending call");
-    gate_.close([this] {
-      if (comm_ != nullptr) lib_->comm_destroy(comm_);
-    });
+    gate_.close([this] { finish_communicator(); });
   }
 
   Backend kind() const override { return Backend::kNccl; }
@@ -113,6 +114,21 @@ class NcclBackend final : public CollectiveBackend {
   }
 
  private:
+  void finish_communicator() {
+    if (comm_ == nullptr) return;
+    ncclResult_t state = lib_->comm_finalize(comm_);
+    const Deadline deadline = Deadline::after(ctx_.timeout);
+    while (state == ncclInProgress && !deadline.expired()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (lib_->comm_get_async_error(comm_, &state) != ncclSuccess) state = ncclSystemError;
+    }
+    if (state == ncclSuccess) {
+      lib_->comm_destroy(comm_);
+    } else {
+      lib_->comm_abort(comm_);
+    }
+  }
+
   void check(ncclResult_t r, const char* what) const {
     if (r == ncclSuccess) return;
     throw Error(r == ncclInvalidArgument || r == ncclInvalidUsage ? ErrorCode::kInvalidInput

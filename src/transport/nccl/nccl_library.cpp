@@ -31,6 +31,7 @@ Loaded load() {
   s.bind(l.lib.comm_get_async_error, "ncclCommGetAsyncError");
   s.bind(l.lib.comm_abort, "ncclCommAbort");
   s.bind(l.lib.comm_destroy, "ncclCommDestroy");
+  s.bind(l.lib.comm_finalize, "ncclCommFinalize");
   s.bind(l.lib.all_reduce, "ncclAllReduce");
   s.bind(l.lib.all_gather, "ncclAllGather");
   s.bind(l.lib.reduce_scatter, "ncclReduceScatter");

@@ -19,6 +19,7 @@ struct NcclLibrary {
   decltype(&::ncclCommGetAsyncError) comm_get_async_error = nullptr;
   decltype(&::ncclCommAbort) comm_abort = nullptr;
   decltype(&::ncclCommDestroy) comm_destroy = nullptr;
+  decltype(&::ncclCommFinalize) comm_finalize = nullptr;
   decltype(&::ncclAllReduce) all_reduce = nullptr;
   decltype(&::ncclAllGather) all_gather = nullptr;
   decltype(&::ncclReduceScatter) reduce_scatter = nullptr;
