@@ -10,6 +10,7 @@
 #include "common/rank_list.hpp"
 #include "communicator_impl.hpp"
 #include "control/store_request_deadline.hpp"
+#include "graph_copy_algorithm.hpp"
 #include "guarded_call.hpp"
 #include "transport/common/call_text.hpp"
 
@@ -313,6 +314,10 @@ void CommunicatorState::run_call(transport::Call call, bool device_call) {
   const Plan& table = call.captured ? graph_plan : eager_plan;
   const TableRow row = row_of(table, call, rank, bootstrap->size(), backends);
   call.algorithm = row.algorithm;
+  if (call.captured) {
+    call.unregistered_algorithm = runtime::unregistered_replay_algorithm(
+        row, eager_plan.ops.at(call.op).row_for(call_bytes(call, bootstrap->size())));
+  }
   call.blocks = row.blocks.value_or(0);
   call.step_bytes = row.step_bytes.value_or(0);
   try {

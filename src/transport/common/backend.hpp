@@ -25,6 +25,9 @@ struct Call {
   std::uint64_t step_bytes = 0;  // the plan row's step (shm); 0: the backend's own
   void* stream = nullptr;        // cudaStream_t of a GPU call; null for host buffers
   bool captured = false;         // the stream is capturing a CUDA graph (the graph table chose)
+  // A captured all-reduce: the algorithm its replays run while its input is not registered
+  // (graph_copy_algorithm.hpp); `algorithm` is the one for registered inputs.
+  Algorithm unregistered_algorithm = Algorithm::kOneShot;
   // The user's call this one is a stage of (hier's stages), or null. Backends compare it across
   // ranks too: two user calls can have identical stages (1024 and 1023 elements split in two).
   const Call* outer = nullptr;

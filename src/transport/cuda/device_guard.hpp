@@ -5,6 +5,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <new>
+
 #include "driver_api.hpp"
 
 namespace tpcomm::transport::cuda {
@@ -18,7 +20,17 @@ class DeviceGuard {
     }
     if (previous_ != device) check_cuda(cudaSetDevice(device), "cudaSetDevice");
     changed_ = previous_ != device && previous_ >= 0;
+    current_ = true;
   }
+  // For destructors and failure paths: never throws; when the device cannot be made current,
+  // nothing changes (and current() says so).
+  DeviceGuard(int device, std::nothrow_t) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    current_ = previous_ == device || cudaSetDevice(device) == cudaSuccess;
+    changed_ = current_ && previous_ != device && previous_ >= 0;
+    cudaGetLastError();
+  }
+  bool current() const { return current_; }
   ~DeviceGuard() {
     if (changed_) cudaSetDevice(previous_);
   }
@@ -28,6 +40,7 @@ class DeviceGuard {
  private:
   int previous_ = -1;
   bool changed_ = false;
+  bool current_ = false;
 };
 
 }  // namespace tpcomm::transport::cuda

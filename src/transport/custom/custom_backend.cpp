@@ -54,7 +54,8 @@ class CustomBackend final : public CollectiveBackend {
   ~CustomBackend() override {
     if (!watchdog_.created()) return;
     watchdog_.abort();
-    if (cudaSetDevice(ctx_.cuda_device) == cudaSuccess) cudaDeviceSynchronize();
+    const cuda::DeviceGuard on_device(ctx_.cuda_device, std::nothrow);
+    if (on_device.current()) cudaDeviceSynchronize();
     if (abort_stream_ != nullptr) cudaStreamDestroy(abort_stream_);
     cudaGetLastError();
   }
@@ -68,6 +69,8 @@ class CustomBackend final : public CollectiveBackend {
 
   void run_setup_step(int step, const Deadline& deadline) override {
     if (step == 0) return create_workspace();
+    // The caller's current device comes back after each step (review N18).
+    const cuda::DeviceGuard on_device(ctx_.cuda_device);
     if (step == 1) return exchange_and_map(deadline);
     probe_peers(deadline);
   }
@@ -100,6 +103,8 @@ class CustomBackend final : public CollectiveBackend {
     if (c.captured && ctx_.zero_copy && c.op == Op::kAllReduce && !in_place_one_shot &&
         c.count > 0) {
       a.graph_slot = graph_buffers_.claim(c.input, c.count * size_of(c.type));
+      a.unregistered_op =
+          c.unregistered_algorithm == Algorithm::kTwoShot ? KernelOp::kTwoShot : KernelOp::kOneShot;
     }
     cuda::launch_in_chunks(c, per_chunk, a, cuda::launch_custom_kernel,
                            "launching the custom kernel");
@@ -116,7 +121,7 @@ class CustomBackend final : public CollectiveBackend {
   }
 
   std::size_t register_graph_buffers(const Deadline& deadline) override {
-    cuda::check_cuda(cudaSetDevice(ctx_.cuda_device), "cudaSetDevice");
+    const cuda::DeviceGuard on_device(ctx_.cuda_device);
     return graph_buffers_.register_all(*ctx_.bootstrap, listener_.get(), fd_auth_, deadline);
   }
 
@@ -137,7 +142,7 @@ class CustomBackend final : public CollectiveBackend {
     if (std::string why = cuda::gpu_unavailable_reason(); !why.empty()) {
       throw Error(ErrorCode::kUnavailable, why);
     }
-    cuda::check_cuda(cudaSetDevice(ctx_.cuda_device), "cudaSetDevice");
+    const cuda::DeviceGuard on_device(ctx_.cuda_device);
     const auto layout = cuda::workspace_layout(
         2 * kBufferBytes, cuda::VmmWorkspace::granularity(ctx_.cuda_device, sharing()));
     workspace_.create(ctx_.cuda_device, layout.total_bytes, sharing());

@@ -97,7 +97,9 @@ __global__ void __launch_bounds__(kThreads) custom_kernel(KernelArgs a) {
   char* mine = data(a, a.rank, step);
   // A registered graph buffer: inputs read in place (register_graph_buffers voted the flag).
   const bool in_place = a.graph_slot != nullptr && a.graph_slot[0] != 0;
-  switch (a.op) {
+  // An unregistered slot runs the operation the eager table chose for copied inputs (N13).
+  const KernelOp op = a.graph_slot != nullptr && !in_place ? a.unregistered_op : a.op;
+  switch (op) {
     case KernelOp::kOneShot: {
       const Range r = split_vectors(a.count, nb, b, unit);
       if (!in_place) {

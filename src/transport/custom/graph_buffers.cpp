@@ -1,5 +1,6 @@
 // Registration of captured calls' input buffers (graph_buffers.hpp).
 #include "graph_buffers.hpp"
+#include "registration_fence.hpp"
 
 #include <cuda_runtime_api.h>
 #include <unistd.h>
@@ -316,6 +317,19 @@ std::size_t GraphBuffers::write_slots(RegistrationRound& round, int me) {
 
 std::size_t GraphBuffers::register_all(Bootstrap& bootstrap, int listener,
                                        const FdChannelAuth& auth, const Deadline& deadline) {
+  // The device drain is bounded by the kernels' own wait budget (a queued replay whose peer
+  // never comes gives up at TPCOMM_KERNEL_TIMEOUT_MS).
+  return register_between_barriers(
+      bootstrap, deadline,
+      [&] {
+        check_cuda(cudaDeviceSynchronize(),
+                   "waiting for the replays queued before register_graph_buffers()");
+      },
+      [&] { return register_round(bootstrap, listener, auth, deadline); });
+}
+
+std::size_t GraphBuffers::register_round(Bootstrap& bootstrap, int listener,
+                                         const FdChannelAuth& auth, const Deadline& deadline) {
   require_same_count(bootstrap, pending_.size(), deadline);
   std::vector<std::pair<const void*, std::size_t>> inputs;
   for (const auto& p : pending_) inputs.emplace_back(p.input, p.bytes);

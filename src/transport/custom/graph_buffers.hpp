@@ -59,6 +59,9 @@ class GraphBuffers {
                            const Deadline& deadline);
 
  private:
+  // register_all between its barriers (registration_fence.hpp).
+  std::size_t register_round(Bootstrap& bootstrap, int listener, const FdChannelAuth& auth,
+                             const Deadline& deadline);
   // The phases of register_all that need this object (the others are free functions).
   void exchange_vmm(RegistrationRound& round, Bootstrap& bootstrap, int listener,
                     const FdChannelAuth& auth, const Deadline& deadline);

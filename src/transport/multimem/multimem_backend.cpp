@@ -42,7 +42,8 @@ class MultimemBackend final : public CollectiveBackend {
   ~MultimemBackend() override {
     if (!watchdog_.created()) return;
     watchdog_.abort();
-    if (cudaSetDevice(ctx_.cuda_device) == cudaSuccess) cudaDeviceSynchronize();
+    const cuda::DeviceGuard on_device(ctx_.cuda_device, std::nothrow);
+    if (on_device.current()) cudaDeviceSynchronize();
     if (abort_stream_ != nullptr) cudaStreamDestroy(abort_stream_);
     cudaGetLastError();
   }
@@ -57,6 +58,8 @@ class MultimemBackend final : public CollectiveBackend {
 
   void run_setup_step(int step, const Deadline& deadline) override {
     if (step == 0) return create(deadline);
+    // The caller's current device comes back after each step (review N18).
+    const cuda::DeviceGuard on_device(ctx_.cuda_device);
     if (step == 1) return share(deadline);
     if (step == 2) return bind();
     probe(deadline);
@@ -123,7 +126,7 @@ class MultimemBackend final : public CollectiveBackend {
         !why.empty()) {
       throw Error(ErrorCode::kUnavailable, why);
     }
-    cuda::check_cuda(cudaSetDevice(ctx_.cuda_device), "cudaSetDevice");
+    const cuda::DeviceGuard on_device(ctx_.cuda_device);
     // Sized once with the VMM granularity, then again so the multicast granularity divides it.
     const auto sharing = ctx_.spans_nodes() ? cuda::VmmWorkspace::Sharing::kFabric
                                             : cuda::VmmWorkspace::Sharing::kPosixFd;

@@ -18,6 +18,7 @@
 #include "nccl_watchdog.hpp"
 #include "tpcomm/error.hpp"
 #include "transport/common/call_identity.hpp"
+#include "transport/cuda/device_guard.hpp"
 
 namespace tpcomm::transport {
 namespace {
@@ -61,11 +62,8 @@ class NcclBackend final : public CollectiveBackend {
                   fmt::format("nccl unique id: {} bytes, expected {}", got.size(), sizeof(id)));
     }
     std::memcpy(&id, got.data(), sizeof(id));
-    if (cudaSetDevice(ctx_.cuda_device) != cudaSuccess) {
-      throw Error(
-          ErrorCode::kUnavailable,
-          fmt::format("cudaSetDevice({}) failed before ncclCommInitRank", ctx_.cuda_device));
-    }
+    // The caller's current device comes back after the init (review N18).
+    const cuda::DeviceGuard on_device(ctx_.cuda_device);
     init_communicator(id, deadline);
     watchdog_ = std::make_unique<NcclWatchdog>(*lib_, comm_, gate_, ctx_.cuda_device, ctx_.timeout);
   }
