@@ -125,12 +125,11 @@ void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int
                              CudaStream stream) {
   runtime::guarded_call(*impl_, "broadcast", [&] {
     const std::size_t need = impl_->prepare_broadcast(buffer, count, type, root);
-    if (need > impl_->device_scratch_bytes) {
-      impl_->device_scratch = detail::device_alloc(need);
-      impl_->device_scratch_bytes = need;
-    }
+    auto* scratch = static_cast<std::byte*>(impl_->device_scratch.get(
+        need, detail::stream_is_capturing(stream),
+        fmt::format("rank {}: broadcast({} x {})", rank(), to_string(type), count)));
     broadcast_in_chunks(
-        buffer, count, type, rank(), root, static_cast<std::byte*>(impl_->device_scratch.get()),
+        buffer, count, type, rank(), root, scratch,
         [&](const void* in, void* out, std::size_t n) { all_gather(in, out, n, type, stream); },
         [&](void* dst, const void* src, std::size_t bytes) {
           detail::device_copy_async(dst, src, bytes, stream);

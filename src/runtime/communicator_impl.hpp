@@ -12,6 +12,7 @@
 
 #include "call_queue.hpp"
 #include "fault_injection.hpp"
+#include "graph_safe_scratch.hpp"
 #include "tpcomm/communicator.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/probe.hpp"
@@ -20,6 +21,10 @@
 #include "transport/shm/registered_heap.hpp"
 
 namespace tpcomm {
+
+namespace detail {
+std::shared_ptr<void> device_alloc(std::size_t bytes);  // below
+}  // namespace detail
 
 using transport::BackendContext;
 
@@ -59,10 +64,10 @@ struct detail::CommunicatorState {
   // What it was created with, for split(): a sub-communicator is made the same way.
   CommunicatorOptions options;
   std::shared_ptr<const detail::Platform> platform;
-  std::uint64_t splits = 0;              // split() calls so far (the same on every rank)
-  std::vector<std::byte> host_scratch;   // broadcast's staging in host memory, kept between calls
-  std::shared_ptr<void> device_scratch;  // broadcast's staging on the GPU, made on first use
-  std::size_t device_scratch_bytes = 0;
+  std::uint64_t splits = 0;             // split() calls so far (the same on every rank)
+  std::vector<std::byte> host_scratch;  // broadcast's staging in host memory, kept between calls
+  // Broadcast's staging on the GPU, made on first use; graphs may point at it (review N6).
+  runtime::GraphSafeScratch device_scratch{&detail::device_alloc};
   // Communicator::allocate's buffers (read in place by shm; communicator_registered.cpp).
   std::shared_ptr<transport::shm::RegisteredHeap> heap;
 
