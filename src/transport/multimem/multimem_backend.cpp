@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -18,6 +19,7 @@
 #include "transport/cuda/group_failure.hpp"
 #include "transport/cuda/kernel_failure_text.hpp"
 #include "transport/cuda/kernel_watchdog.hpp"
+#include "transport/cuda/teardown_barrier.hpp"
 #include "transport/cuda/vmm_workspace.hpp"
 
 namespace tpcomm::transport {
@@ -38,12 +40,17 @@ class MultimemBackend final : public CollectiveBackend {
   explicit MultimemBackend(BackendContext context) : ctx_(std::move(context)) {}
   // A kernel of ours still waiting (for a dead peer, or one that never calls) would outlive the
   // memory it waits on: the abort word ends it, and the device is drained before the workspace
-  // goes.
+  // goes. Then the ranks meet before the multicast object is unbound and released (review N16;
+  // teardown_barrier.hpp), unless the communicator was aborted.
   ~MultimemBackend() override {
     if (!watchdog_.created()) return;
     watchdog_.abort();
     const cuda::DeviceGuard on_device(ctx_.cuda_device, std::nothrow);
     if (on_device.current()) cudaDeviceSynchronize();
+    // Only a backend every rank set up (the vote passed every step) meets: a rank whose set-up
+    // failed has no multicast traffic to wait for, and its peers tear down without it.
+    cuda::meet_before_teardown(*ctx_.bootstrap, aborted_.load() || !set_up_,
+                               std::min(ctx_.timeout, kMeetLimit), "multimem teardown");
     if (abort_stream_ != nullptr) cudaStreamDestroy(abort_stream_);
     cudaGetLastError();
   }
@@ -66,6 +73,7 @@ class MultimemBackend final : public CollectiveBackend {
   }
 
   void setup_complete() override {
+    set_up_ = true;
     listener_.reset();
     watchdog_.start(ctx_.on_async_failure);
   }
@@ -98,6 +106,7 @@ class MultimemBackend final : public CollectiveBackend {
   // one thread fits beside this rank's own waiting kernel (at most kMaxBlocks = 64 blocks, fewer
   // than the SMs of any GPU with multicast), so it is waited for before the abort word is set.
   void abort() override {
+    aborted_ = true;
     publish_abort_to_group();
     watchdog_.abort();
   }
@@ -228,6 +237,10 @@ class MultimemBackend final : public CollectiveBackend {
   net::Fd listener_;
   std::string listener_name_;
   MultimemArgs base_;
+  bool set_up_ = false;               // every set-up step passed on every rank
+  std::atomic<bool> aborted_{false};  // abort() ran: no teardown barrier (peers may be dead)
+  // The teardown barrier's limit: a peer that closes later than this is not waited for.
+  static constexpr std::chrono::milliseconds kMeetLimit{10000};
   cudaStream_t abort_stream_ = nullptr;  // abort()'s writes, beside a kernel that waits
 };
 
