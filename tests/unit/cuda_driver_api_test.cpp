@@ -24,6 +24,7 @@ const std::map<std::string, int> kIntroduced = {
     {"cuMemMap", 10020},
     {"cuMemUnmap", 10020},
     {"cuMemSetAccess", 10020},
+    {"cuMemGetAccess", 10020},
     {"cuGetErrorString", 6000},
     {"cuMemGetAddressRange", 3020},
     {"cuMemRetainAllocationHandle", 11000},

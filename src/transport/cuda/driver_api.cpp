@@ -87,6 +87,7 @@ TPCOMM_SAME_ABI(mem_address_free, PFN_cuMemAddressFree_v10020);
 TPCOMM_SAME_ABI(mem_map, PFN_cuMemMap_v10020);
 TPCOMM_SAME_ABI(mem_unmap, PFN_cuMemUnmap_v10020);
 TPCOMM_SAME_ABI(mem_set_access, PFN_cuMemSetAccess_v10020);
+TPCOMM_SAME_ABI(mem_get_access, PFN_cuMemGetAccess_v10020);
 TPCOMM_SAME_ABI(get_error_string, PFN_cuGetErrorString_v6000);
 TPCOMM_SAME_ABI(mem_get_address_range, PFN_cuMemGetAddressRange_v3020);
 TPCOMM_SAME_ABI(mem_retain_allocation_handle, PFN_cuMemRetainAllocationHandle_v11000);
@@ -113,6 +114,7 @@ DriverApi resolve_driver_api(const EntryPointQuery& query, std::string* missing)
                   resolve(query, "cuMemMap", 10020, a.mem_map, missing) &&
                   resolve(query, "cuMemUnmap", 10020, a.mem_unmap, missing) &&
                   resolve(query, "cuMemSetAccess", 10020, a.mem_set_access, missing) &&
+                  resolve(query, "cuMemGetAccess", 10020, a.mem_get_access, missing) &&
                   resolve(query, "cuGetErrorString", 6000, a.get_error_string, missing) &&
                   resolve(query, "cuMemGetAddressRange", 3020, a.mem_get_address_range, missing) &&
                   resolve(query, "cuMemRetainAllocationHandle", 11000,

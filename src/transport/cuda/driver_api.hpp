@@ -21,6 +21,7 @@ struct DriverApi {
   decltype(&::cuMemMap) mem_map = nullptr;
   decltype(&::cuMemUnmap) mem_unmap = nullptr;
   decltype(&::cuMemSetAccess) mem_set_access = nullptr;
+  decltype(&::cuMemGetAccess) mem_get_access = nullptr;
   decltype(&::cuGetErrorString) get_error_string = nullptr;
   decltype(&::cuMemGetAddressRange) mem_get_address_range = nullptr;
   decltype(&::cuMemRetainAllocationHandle) mem_retain_allocation_handle = nullptr;

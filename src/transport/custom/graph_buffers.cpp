@@ -1,5 +1,6 @@
 // Registration of captured calls' input buffers (graph_buffers.hpp).
 #include "graph_buffers.hpp"
+#include "peer_reach.hpp"
 #include "registration_fence.hpp"
 
 #include <cuda_runtime_api.h>
@@ -235,8 +236,10 @@ void GraphBuffers::exchange_vmm(RegistrationRound& round, Bootstrap& bootstrap, 
   }
 }
 
-// Whether this GPU can read `address` directly: yes on the same device; on another device of
-// this process after enabling peer access (refused, with the reason, where the devices cannot).
+// Whether this GPU can read `address` directly: yes on the same device unless it is VMM memory
+// this device was not granted; on another device of this process after enabling peer access
+// (refused, with the reason, where the devices cannot, or where a VMM buffer's owner did not
+// grant this device access: review N5, peer_reach.hpp).
 bool GraphBuffers::peer_access_to(const void* address, std::string* why) {
   cudaPointerAttributes attr{};
   if (cudaPointerGetAttributes(&attr, address) != cudaSuccess) {
@@ -244,16 +247,30 @@ bool GraphBuffers::peer_access_to(const void* address, std::string* why) {
     *why = fmt::format("cannot tell which GPU holds {}", address);
     return false;
   }
-  if (attr.device == device_) return true;
+  PeerBufferFacts f;
+  f.reader_device = device_;
+  f.owner_device = attr.device;
   int can = 0;
-  if (cudaDeviceCanAccessPeer(&can, device_, attr.device) != cudaSuccess || can == 0) {
-    cudaGetLastError();
-    *why = fmt::format(
-        "a peer thread's buffer is on GPU {}, which GPU {} cannot access (no peer "
-        "access between them)",
-        attr.device, device_);
+  if (attr.device != device_ &&
+      cudaDeviceCanAccessPeer(&can, device_, attr.device) == cudaSuccess) {
+    f.can_access_peer = can != 0;
+  }
+  cudaGetLastError();
+  CUmemLocation here{};
+  here.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  here.id = device_;
+  unsigned long long flags = 0;
+  const DriverApi& api = driver_api();
+  // Fails (CUDA_ERROR_INVALID_VALUE) for memory that is not a VMM mapping: cudaMalloc memory.
+  if (api.mem_get_access != nullptr &&
+      api.mem_get_access(&flags, &here, reinterpret_cast<CUdeviceptr>(address)) == CUDA_SUCCESS) {
+    f.vmm_access = flags;
+  }
+  if (std::string refusal = peer_read_refusal(f); !refusal.empty()) {
+    *why = std::move(refusal);
     return false;
   }
+  if (attr.device == device_) return true;
   const cudaError_t e = cudaDeviceEnablePeerAccess(attr.device, 0);
   if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) {
     *why = fmt::format("cudaDeviceEnablePeerAccess({} -> {}) failed: {}", device_, attr.device,
