@@ -94,7 +94,7 @@ parts=(
 )
 # The review's one-GPU experiments this script does not run, and why (listed in every run).
 not_here=(
-  "e5: E5 (N4), registration racing a queued replay|runnable on one GPU, not written yet: a spin kernel must hold rank 0's stream while both ranks register"
+  "e5: E5 (N4), registration racing a queued replay|runnable on one GPU, not written yet (a spin kernel must hold rank 0's stream while both ranks register); the fix's order is tested on the host by registration_fence_test"
   "e10: E10 (N16-like VMM teardown under a peer's read)|runnable on one GPU with two processes, not written yet"
 )
 ids=()
