@@ -81,23 +81,22 @@ __device__ Sources<MaxW> registered_sources(const KernelArgs& a) {
   return s;
 }
 
+// Work is split in whole 16-byte vectors, so each block's slices start aligned wherever the
+// buffers are aligned, and copies and reductions run on vectors but for the last tail.
 template <typename T, int MaxW>
 __global__ void __launch_bounds__(kThreads) custom_kernel(KernelArgs a) {
   constexpr std::size_t es = sizeof(T);
-  // Work is split in whole 16-byte vectors, so each block's slices start aligned wherever the
-  // buffers are aligned, and copies and reductions run on vectors but for the last tail.
   constexpr std::size_t unit = kVecBytes / es;
   const LaunchStep launch_step(reinterpret_cast<unsigned long long*>(
       static_cast<char*>(a.peers[a.rank]) + workspace_layout(0, 0).steps_offset));
   const std::uint64_t step = launch_step.number();
   if (group_failed_on_entry(failed_word(a, a.rank), a.failure, a.rank, step))
     return end_failed_launch(a.in_graph);
-  const int b = static_cast<int>(blockIdx.x);
-  const int nb = static_cast<int>(gridDim.x);
+  const int b = static_cast<int>(blockIdx.x), nb = static_cast<int>(gridDim.x);
   char* mine = data(a, a.rank, step);
-  // A registered graph buffer: inputs read in place (register_graph_buffers voted the flag).
+  // A registered graph buffer: inputs read in place (register_graph_buffers voted the flag); an
+  // unregistered one runs the operation the eager table chose for copied inputs (N13).
   const bool in_place = a.graph_slot != nullptr && a.graph_slot[0] != 0;
-  // An unregistered slot runs the operation the eager table chose for copied inputs (N13).
   const KernelOp op = a.graph_slot != nullptr && !in_place ? a.unregistered_op : a.op;
   switch (op) {
     case KernelOp::kOneShot: {
@@ -149,8 +148,8 @@ __global__ void __launch_bounds__(kThreads) custom_kernel(KernelArgs a) {
     }
     case KernelOp::kReduceScatter: {
       const Range r = split_vectors(a.count, nb, b, unit);
-      // Each rank's block in the workspace starts on a vector: the stride is the count rounded up
-      // to whole vectors (chunks are whole vectors, so a padded last chunk still fits).
+      // Each rank's block starts on a vector: the count rounded up to whole vectors (chunks are
+      // whole vectors, so a padded last chunk still fits).
       const std::size_t stride = (a.count + unit - 1) / unit * unit;
       for (int q = 0; q < a.world; ++q) {
         copy_bytes(mine + (q * stride + r.begin) * es,
