@@ -125,6 +125,13 @@ void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int
                              CudaStream stream) {
   runtime::guarded_call(*impl_, "broadcast", [&] {
     const std::size_t need = impl_->prepare_broadcast(buffer, count, type, root);
+    if (impl_->plan.device_type != DeviceType::kCuda) {  // before the staging buffer is made
+      throw invalid_input(
+          fmt::format("rank {}: broadcast called with a stream on a {} "
+                      "communicator (create it with CommunicatorOptions::device "
+                      "= kCuda for device buffers)",
+                      rank(), to_string(impl_->plan.device_type)));
+    }
     auto* scratch = static_cast<std::byte*>(impl_->device_scratch.get(
         need, detail::stream_is_capturing(stream),
         fmt::format("rank {}: broadcast({} x {})", rank(), to_string(type), count)));

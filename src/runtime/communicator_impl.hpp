@@ -23,7 +23,7 @@
 namespace tpcomm {
 
 namespace detail {
-std::shared_ptr<void> device_alloc(std::size_t bytes);  // below
+std::shared_ptr<void> device_alloc(std::size_t bytes, int device);  // below
 }  // namespace detail
 
 using transport::BackendContext;
@@ -66,8 +66,10 @@ struct detail::CommunicatorState {
   std::shared_ptr<const detail::Platform> platform;
   std::uint64_t splits = 0;             // split() calls so far (the same on every rank)
   std::vector<std::byte> host_scratch;  // broadcast's staging in host memory, kept between calls
-  // Broadcast's staging on the GPU, made on first use; graphs may point at it (review N6).
-  runtime::GraphSafeScratch device_scratch{&detail::device_alloc};
+  // Broadcast's staging on the GPU, made on first use; graphs may point at it (review N6). On
+  // the communicator's GPU, whichever is the calling thread's current one (N18).
+  runtime::GraphSafeScratch device_scratch{
+      [this](std::size_t bytes) { return detail::device_alloc(bytes, cuda_device); }};
   // Communicator::allocate's buffers (read in place by shm; communicator_registered.cpp).
   std::shared_ptr<transport::shm::RegisteredHeap> heap;
 
@@ -154,9 +156,10 @@ void add_gpu_backend_factories(std::map<Backend, BackendFactory>& factories);
 std::string gpu_build_unavailable_reason();
 // Whether `stream` (a cudaStream_t) is capturing a CUDA graph; false without CUDA.
 bool stream_is_capturing(void* stream);
-// Device memory of the communicator's GPU (freed with the last reference), and an asynchronous
-// device-to-device copy; both throw kUnavailable in a build without CUDA.
-std::shared_ptr<void> device_alloc(std::size_t bytes);
+// Device memory of the communicator's GPU `device` (freed with the last reference; the calling
+// thread's current device is left as it was), and an asynchronous device-to-device copy; both
+// throw kUnavailable in a build without CUDA.
+std::shared_ptr<void> device_alloc(std::size_t bytes, int device);
 void device_copy_async(void* dst, const void* src, std::size_t bytes, void* stream);
 
 // Keeps a fork() child's inherited communicator from being torn down (communicator_guards.cpp).

@@ -7,6 +7,7 @@
 #ifdef TPCOMM_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "transport/cuda/device_guard.hpp"
 #include "transport/custom/custom_backend.hpp"
 #include "transport/multimem/multimem_backend.hpp"
 #include "transport/nccl/nccl_backend.hpp"
@@ -35,12 +36,14 @@ bool stream_is_capturing(void* stream) {
   return status == cudaStreamCaptureStatusActive;
 }
 
-std::shared_ptr<void> device_alloc(std::size_t bytes) {
+std::shared_ptr<void> device_alloc(std::size_t bytes, int device) {
+  // cudaMalloc allocates on the current device, which calls leave as the caller had it (N18).
+  const transport::cuda::DeviceGuard on_device(device);
   void* p = nullptr;
   if (cudaError_t e = cudaMalloc(&p, bytes); e != cudaSuccess) {
     cudaGetLastError();
-    throw Error(ErrorCode::kUnavailable,
-                fmt::format("cudaMalloc of {} bytes: {}", bytes, cudaGetErrorString(e)));
+    throw Error(ErrorCode::kUnavailable, fmt::format("cudaMalloc of {} bytes on device {}: {}",
+                                                     bytes, device, cudaGetErrorString(e)));
   }
   return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
 }
@@ -63,7 +66,7 @@ bool stream_is_capturing(void*) {
   return false;
 }
 
-std::shared_ptr<void> device_alloc(std::size_t) {
+std::shared_ptr<void> device_alloc(std::size_t, int) {
   throw Error(ErrorCode::kUnavailable, gpu_build_unavailable_reason());
 }
 

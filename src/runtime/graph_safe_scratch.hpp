@@ -2,7 +2,8 @@
 // call keeps the buffer's address for every replay, so a buffer a capture used is never freed
 // before its owner (the communicator): growing it after such a capture keeps the old one. And a
 // capture may not allocate (cudaMalloc inside a global-mode capture invalidates it), so a call
-// being captured that needs more than the buffer has is refused, with what to do.
+// being captured that needs more than the buffer has is refused, with what to do. The buffer
+// grows in powers of two, so what is kept for graphs stays below the size of the one in use.
 #pragma once
 
 #include <cstddef>
@@ -23,8 +24,9 @@ class GraphSafeScratch {
   void* get(std::size_t bytes, bool capturing, std::string_view what);
 
   std::size_t bytes() const { return bytes_; }
-  // Buffers kept only because a graph may still point at them.
+  // Buffers kept only because a graph may still point at them, and their bytes.
   std::size_t retired() const { return retired_.size(); }
+  std::size_t retired_bytes() const { return retired_bytes_; }
 
  private:
   Allocate allocate_;
@@ -32,6 +34,7 @@ class GraphSafeScratch {
   std::size_t bytes_ = 0;
   bool captured_ = false;  // a capture used current_
   std::vector<std::shared_ptr<void>> retired_;
+  std::size_t retired_bytes_ = 0;
 };
 
 }  // namespace tpcomm::runtime

@@ -501,6 +501,23 @@ TEST(GpuFallback, AStreamOnAHostCommunicatorIsAnError) {
   }
 }
 
+// Refused before broadcast makes its device staging buffer, which lives on the communicator's GPU
+// (review N18): a host communicator has none.
+TEST(GpuFallback, ABroadcastWithAStreamOnAHostCommunicatorIsAnError) {
+  auto group = make_thread_group(1);
+  auto comm = Communicator::create(group[0]);
+  float x = 1;
+  try {
+    comm->broadcast(&x, 1, DataType::kFloat32, 0, nullptr);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidInput) << e.what();
+    EXPECT_NE(std::string(e.what()).find("broadcast called with a stream on a cpu communicator"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace tpcomm
 

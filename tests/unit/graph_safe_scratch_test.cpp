@@ -82,5 +82,39 @@ TEST(GraphSafeScratch, ABigEnoughBufferIsReused) {
   EXPECT_EQ(device.allocations, 1);
 }
 
+TEST(GraphSafeScratch, AFailedGrowthKeepsTheBufferItHad) {
+  FakeDevice device;
+  runtime::GraphSafeScratch::Allocate real = device.allocator();
+  bool out_of_memory = true;
+  runtime::GraphSafeScratch t([&](std::size_t bytes) -> std::shared_ptr<void> {
+    if (out_of_memory && bytes > 1024) throw Error(ErrorCode::kUnavailable, "cudaMalloc: oom");
+    return real(bytes);
+  });
+  void* first = t.get(1024, false, "broadcast");
+  t.get(512, true, "broadcast");  // a graph points at it
+  EXPECT_THROW(t.get(4096, false, "broadcast"), Error);
+  EXPECT_EQ(t.get(1024, false, "broadcast"), first) << "the old buffer is gone after a failure";
+  EXPECT_EQ(t.bytes(), 1024u);
+  EXPECT_EQ(device.live.count(first), 1u);
+  out_of_memory = false;
+  EXPECT_NE(t.get(4096, false, "broadcast"), first);
+  EXPECT_EQ(device.live.count(first), 1u) << "a captured buffer freed on a later growth";
+  EXPECT_EQ(t.retired(), 1u);
+}
+
+// Every eager broadcast a little larger than the last, each after a capture: the buffers kept for
+// graphs stay below the one in use (powers of two), not a copy per growth.
+TEST(GraphSafeScratch, WhatIsKeptForGraphsStaysBelowTheBufferInUse) {
+  FakeDevice device;
+  runtime::GraphSafeScratch s(device.allocator());
+  for (std::size_t bytes = 1000; bytes <= 1'000'000; bytes += 1000) {
+    s.get(bytes, false, "broadcast");
+    s.get(bytes, true, "broadcast");
+  }
+  EXPECT_GE(s.bytes(), 1'000'000u);
+  EXPECT_LT(s.retired_bytes(), s.bytes());
+  EXPECT_LE(device.allocations, 11);
+}
+
 }  // namespace
 }  // namespace tpcomm
