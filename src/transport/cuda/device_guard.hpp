@@ -1,46 +1,27 @@
 // Makes a communicator's device current for the length of a call and gives the caller's thread
 // its own current device back afterwards, as NCCL does: a call from a thread whose current
-// device is another GPU would otherwise launch there.
+// device is another GPU would otherwise launch there, and a program with several GPUs per
+// process would find its later allocations on the communicator's GPU (review N18). The logic is
+// basic_device_guard.hpp's, tested on the host with a fake runtime.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
-#include <new>
-
+#include "basic_device_guard.hpp"
 #include "driver_api.hpp"
 
 namespace tpcomm::transport::cuda {
 
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) {
-      cudaGetLastError();
-      previous_ = -1;
-    }
-    if (previous_ != device) check_cuda(cudaSetDevice(device), "cudaSetDevice");
-    changed_ = previous_ != device && previous_ >= 0;
-    current_ = true;
+struct CudaRuntimeDevice {
+  static int get_device(int* device) { return static_cast<int>(cudaGetDevice(device)); }
+  static int set_device(int device) { return static_cast<int>(cudaSetDevice(device)); }
+  static void clear_error() { cudaGetLastError(); }
+  static void fail(int error, const char* what) {
+    if (error != 0) cudaGetLastError();
+    check_cuda(error, what);
   }
-  // For destructors and failure paths: never throws; when the device cannot be made current,
-  // nothing changes (and current() says so).
-  DeviceGuard(int device, std::nothrow_t) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    current_ = previous_ == device || cudaSetDevice(device) == cudaSuccess;
-    changed_ = current_ && previous_ != device && previous_ >= 0;
-    cudaGetLastError();
-  }
-  bool current() const { return current_; }
-  ~DeviceGuard() {
-    if (changed_) cudaSetDevice(previous_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = -1;
-  bool changed_ = false;
-  bool current_ = false;
 };
+
+using DeviceGuard = BasicDeviceGuard<CudaRuntimeDevice>;
 
 }  // namespace tpcomm::transport::cuda

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <thread>
 
+#include "device_guard.hpp"
+
 namespace tpcomm::transport::cuda {
 // The copies run on the copy engines, beside a kernel of this rank that holds the SMs.
 bool finished_within_a_second(void* stream) {
@@ -21,10 +23,9 @@ bool finished_within_a_second(void* stream) {
 bool publish_group_failure(int device, const std::uint64_t* own,
                            const std::vector<std::uint64_t*>& words, std::uint64_t value,
                            void* stream) {
-  int previous = -1;
-  if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
+  const DeviceGuard on_device(device, std::nothrow);  // the caller's comes back (review N18)
   bool wrote = false;
-  if (cudaSetDevice(device) == cudaSuccess) {
+  if (on_device.current()) {
     auto s = static_cast<cudaStream_t>(stream);
     std::uint64_t current = 1;  // pageable memory: the runtime stages it within the call
     if (cudaMemcpyAsync(&current, own, sizeof(current), cudaMemcpyDeviceToHost, s) == cudaSuccess &&
@@ -36,7 +37,6 @@ bool publish_group_failure(int device, const std::uint64_t* own,
     }
   }
   cudaGetLastError();
-  if (previous >= 0 && previous != device) cudaSetDevice(previous);
   return wrote;
 }
 

@@ -22,4 +22,11 @@ bool meet_before_teardown(Bootstrap& bootstrap, bool aborted, std::chrono::milli
   }
 }
 
+bool tear_down_multicast(const MulticastTeardown& steps) noexcept {
+  steps.drain();
+  const bool met = steps.meet();
+  steps.release();
+  return met;
+}
+
 }  // namespace tpcomm::transport::cuda

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 
 #include "tpcomm/bootstrap.hpp"
 
@@ -16,5 +17,17 @@ namespace tpcomm::transport::cuda {
 // runs out of time is logged and the teardown goes on. Returns whether every rank met.
 bool meet_before_teardown(Bootstrap& bootstrap, bool aborted, std::chrono::milliseconds limit,
                           const char* what);
+
+// The order of a multicast object's teardown: this rank's device drained (no kernel of ours still
+// adds to the group), every rank met (`meet`, usually meet_before_teardown), then the object
+// unmapped, unbound and released. Each step runs whatever the one before did: a rank that could
+// not drain or meet still releases (its peers' waits are bounded). None may throw.
+struct MulticastTeardown {
+  std::function<void()> drain;
+  std::function<bool()> meet;
+  std::function<void()> release;
+};
+// Returns what `meet` returned.
+bool tear_down_multicast(const MulticastTeardown& steps) noexcept;
 
 }  // namespace tpcomm::transport::cuda

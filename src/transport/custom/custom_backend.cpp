@@ -50,12 +50,12 @@ class CustomBackend final : public CollectiveBackend {
   explicit CustomBackend(BackendContext context) : ctx_(std::move(context)) {}
   // A kernel of ours still waiting (for a dead peer, or one that never calls) would outlive the
   // memory it waits on: the abort word ends it, and the device is drained before the workspace
-  // goes.
+  // goes. All of it, the members' destructors included, on this communicator's device; the
+  // caller's comes back after (review N18).
   ~CustomBackend() override {
     if (!watchdog_.created()) return;
     watchdog_.abort();
-    const cuda::DeviceGuard on_device(ctx_.cuda_device, std::nothrow);
-    if (on_device.current()) cudaDeviceSynchronize();
+    if (teardown_device_.enter(ctx_.cuda_device)) cudaDeviceSynchronize();
     if (abort_stream_ != nullptr) cudaStreamDestroy(abort_stream_);
     cudaGetLastError();
   }
@@ -245,6 +245,10 @@ class CustomBackend final : public CollectiveBackend {
                                             failed_offset_);
   }
 
+  // First, so destroyed last: entered by the destructor, it keeps this device current while the
+  // other members go (the workspace's and graph buffers' releases), and gives the caller's back
+  // after them (review N18).
+  cuda::DeviceGuard teardown_device_;
   BackendContext ctx_;
   cuda::VmmWorkspace workspace_;
   cuda::GraphBuffers graph_buffers_;

@@ -92,6 +92,7 @@ void MulticastObject::import(int fd, std::size_t bytes) {
 void MulticastObject::add_device(int device) {
   const DriverApi& d = driver_api();
   check_cu(d.device_get(&device_, device), "cuDeviceGet");
+  ordinal_ = device;
   check_cu(d.multicast_add_device(handle_, device_), "cuMulticastAddDevice");
 }
 
@@ -102,17 +103,19 @@ void* MulticastObject::bind_and_map(CUmemGenericAllocationHandle memory) {
   check_cu(d.mem_address_reserve(&va_, bytes_, 0, 0, 0), "cuMemAddressReserve (multicast)");
   check_cu(d.mem_map(va_, bytes_, 0, handle_, 0), "cuMemMap (multicast)");
   mapped_ = true;
-  int ordinal = 0;
-  check_cuda(cudaGetDevice(&ordinal), "cudaGetDevice");
   CUmemAccessDesc access{};
   access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  access.location.id = ordinal;
+  access.location.id = ordinal_;  // the device added, whichever is current
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   check_cu(d.mem_set_access(va_, bytes_, &access, 1), "cuMemSetAccess (multicast)");
   return reinterpret_cast<void*>(va_);
 }
 
 MulticastObject::~MulticastObject() {
+  release();
+}
+
+void MulticastObject::release() {
   if (handle_ == 0) return;
   const DriverApi& d = driver_api();
   cudaDeviceSynchronize();  // no kernel may still use the mapping
@@ -120,6 +123,9 @@ MulticastObject::~MulticastObject() {
   if (va_ != 0) d.mem_address_free(va_, bytes_);
   if (bound_) d.multicast_unbind(handle_, device_, 0, bytes_);
   d.mem_release(handle_);
+  handle_ = 0;
+  va_ = 0;
+  mapped_ = bound_ = false;
 }
 
 }  // namespace tpcomm::transport::cuda

@@ -37,11 +37,15 @@ class MulticastObject {
   void add_device(int device);
   // Binds `memory` (this rank's workspace, `bytes` long) at offset 0 and maps the object.
   void* bind_and_map(CUmemGenericAllocationHandle memory);
+  // Unmaps, unbinds and frees the object (once; the destructor does it otherwise). The owner's
+  // device must be current and drained, and the peers met (review N16, teardown_barrier.hpp).
+  void release();
 
  private:
   CUmemGenericAllocationHandle handle_ = 0;
   std::size_t bytes_ = 0;
   CUdevice device_ = 0;
+  int ordinal_ = 0;  // device_'s runtime ordinal (the mapping's access)
   bool bound_ = false;
   CUdeviceptr va_ = 0;
   bool mapped_ = false;

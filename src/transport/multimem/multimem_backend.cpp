@@ -41,16 +41,28 @@ class MultimemBackend final : public CollectiveBackend {
   // A kernel of ours still waiting (for a dead peer, or one that never calls) would outlive the
   // memory it waits on: the abort word ends it, and the device is drained before the workspace
   // goes. Then the ranks meet before the multicast object is unbound and released (review N16;
-  // teardown_barrier.hpp), unless the communicator was aborted.
+  // teardown_barrier.hpp), unless the communicator was aborted. All of it, the members'
+  // destructors included, on this communicator's device; the caller's comes back after (N18).
   ~MultimemBackend() override {
     if (!watchdog_.created()) return;
     watchdog_.abort();
-    const cuda::DeviceGuard on_device(ctx_.cuda_device, std::nothrow);
-    if (on_device.current()) cudaDeviceSynchronize();
-    // Only a backend every rank set up (the vote passed every step) meets: a rank whose set-up
-    // failed has no multicast traffic to wait for, and its peers tear down without it.
-    cuda::meet_before_teardown(*ctx_.bootstrap, aborted_.load() || !set_up_,
-                               std::min(ctx_.timeout, kMeetLimit), "multimem teardown");
+    teardown_device_.enter(ctx_.cuda_device);
+    cuda::tear_down_multicast({
+        .drain =
+            [&] {
+              if (teardown_device_.current()) cudaDeviceSynchronize();
+            },
+        // Only a backend every rank set up (the vote passed every step) meets: a rank whose
+        // set-up failed has no multicast traffic to wait for, and its peers tear down without
+        // it. After an abort peers may be dead: the wait would only delay the end.
+        .meet =
+            [&] {
+              return cuda::meet_before_teardown(*ctx_.bootstrap, aborted_.load() || !set_up_,
+                                                std::min(ctx_.timeout, kMeetLimit),
+                                                "multimem teardown");
+            },
+        .release = [&] { multicast_.release(); },
+    });
     if (abort_stream_ != nullptr) cudaStreamDestroy(abort_stream_);
     cudaGetLastError();
   }
@@ -230,6 +242,9 @@ class MultimemBackend final : public CollectiveBackend {
     }
   }
 
+  // First, so destroyed last: entered by the destructor, it keeps this device current while the
+  // other members go, and gives the caller's back after them (review N18).
+  cuda::DeviceGuard teardown_device_;
   BackendContext ctx_;
   cuda::VmmWorkspace workspace_;
   cuda::MulticastObject multicast_;  // after workspace_: unbound before the memory goes
