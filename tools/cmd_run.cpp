@@ -18,19 +18,20 @@ namespace {
 
 // --node-network, --link-rate, --link-loss (node_network.hpp), checked when parsed.
 void add_node_network_options(CLI::App& cmd, NodeNetworkOptions& net) {
-  auto mode = std::make_shared<std::string>("auto");
-  cmd.add_option("--node-network", *mode,
-                 "with --nodes K: each node in a network namespace of its own, linked to the "
-                 "others over a bridge (198.18.0.<node + 1>); auto: when this process may (root, "
-                 "or CAP_SYS_ADMIN and CAP_NET_ADMIN), else it says why and the nodes share the "
-                 "host's network; on: refuse where it cannot")
+  // A function option: nothing of this function's frame is left for CLI11 to write into later.
+  cmd.add_option_function<std::string>(
+         "--node-network",
+         [&net](const std::string& m) {
+           net.mode = m == "on"    ? NodeNetworkOptions::Mode::kOn
+                      : m == "off" ? NodeNetworkOptions::Mode::kOff
+                                   : NodeNetworkOptions::Mode::kAuto;
+         },
+         "with --nodes K: each node in a network namespace of its own, linked to the "
+         "others over a bridge (198.18.0.<node + 1>); auto: when this process may (root, "
+         "or CAP_SYS_ADMIN and CAP_NET_ADMIN), else it says why and the nodes share the "
+         "host's network; on: refuse where it cannot")
       ->check(CLI::IsMember({"auto", "on", "off"}))
-      ->capture_default_str()
-      ->each([&net](const std::string& m) {
-        net.mode = m == "on"    ? NodeNetworkOptions::Mode::kOn
-                   : m == "off" ? NodeNetworkOptions::Mode::kOff
-                                : NodeNetworkOptions::Mode::kAuto;
-      });
+      ->default_str("auto");
   cmd.add_option_function<std::string>(
       "--link-rate",
       [&net](const std::string& text) {

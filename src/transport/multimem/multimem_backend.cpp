@@ -132,7 +132,7 @@ class MultimemBackend final : public CollectiveBackend {
     // Only the multicast add writes it (a copy written from the host too would be added to), so
     // the host step only reads this rank's copy: a group that failed already keeps its cause.
     if (!cuda::publish_group_failure(ctx_.cuda_device, own, {}, value, abort_stream_)) return;
-    const cuda::DeviceGuard on_device(ctx_.cuda_device);
+    const cuda::DeviceGuard on_device(ctx_.cuda_device, std::nothrow);  // abort() never throws
     if (cuda::launch_multimem_publish_failure(base_.multicast + base_.layout.failed_offset, value,
                                               abort_stream_) == 0) {
       cuda::finished_within_a_second(abort_stream_);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <thread>
 
 #include <fmt/format.h>
@@ -33,6 +34,7 @@ class NcclBackend final : public CollectiveBackend {
   // ncclCommAbort, which does not wait. Through the gate, so the communicator is destroyed or
   // aborted once, never both (review N8).
   ~NcclBackend() override {
+    const cuda::DeviceGuard on_device(ctx_.cuda_device, std::nothrow);  // never throws here
     if (watchdog_) {
       if (!watchdog_->wait_for_pending(ctx_.timeout)) aborted_ = true;
       watchdog_.reset();
@@ -69,6 +71,10 @@ class NcclBackend final : public CollectiveBackend {
   }
 
   void run(const Call& c) override {
+    // The communicator's device for the call and the watchdog's event (recorded on the call's
+    // stream, it must be made on that stream's device, else the call goes unwatched); the
+    // caller's current device comes back (review N18).
+    const cuda::DeviceGuard on_device(ctx_.cuda_device);
     auto stream = static_cast<cudaStream_t>(c.stream);
     {
       // Inside the gate: an abort from another thread waits for this call to leave (N8).
