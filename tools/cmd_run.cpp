@@ -45,6 +45,27 @@ void add_node_network_options(CLI::App& cmd, NodeNetworkOptions& net) {
          "drop this percentage of the packets each node receives, at random (nftables); needs "
          "the node network")
       ->check(CLI::Range(0.0, 100.0));
+  for (const auto kind : {LinkFault::Kind::kCut, LinkFault::Kind::kDown}) {
+    cmd.add_option_function<std::vector<std::string>>(
+           option_of(kind),
+           [&net, kind](const std::vector<std::string>& texts) {
+             for (const auto& text : texts) {
+               std::string why;
+               auto fault = parse_link_fault(text, kind, &why);
+               if (!fault) throw CLI::ValidationError(option_of(kind), why);
+               net.faults.push_back(*fault);
+             }
+           },
+           kind == LinkFault::Kind::kCut
+               ? "NODE@SECONDS: that many seconds after the ranks start, node NODE is cut off "
+                 "(every "
+                 "packet in and out of its link dropped, silently, as a failed switch port does; "
+                 "nftables); repeatable; needs the node network"
+               : "NODE@SECONDS: that many seconds after the ranks start, the bridge's end of node "
+                 "NODE's link is set down (the cable pulled); repeatable; needs the node network")
+        ->expected(1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  }
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "common/segment_names.hpp"
 #include "control/store_auth.hpp"
 #include "cpu_binding.hpp"
+#include "link_fault_schedule.hpp"
 #include "node_links.hpp"
 #include "orphan_reaper.hpp"
 #include "rank_process.hpp"
@@ -303,6 +304,7 @@ int Launcher::run() {
   auto store = serve_new_group(group, nodes.get());
   start_ranks(group, nodes.get(), old_mask);
   const auto started = Clock::now();
+  LinkFaultSchedule faults(options_.node_network.faults, nodes ? nodes->network() : nullptr);
 
   while (true) {
     std::vector<pollfd> fds{{sfd, POLLIN, 0}};
@@ -332,6 +334,10 @@ int Launcher::run() {
     }
     reap();
     const auto now = Clock::now();
+    if (auto failed = faults.apply_due(now - started); failed && !cause_) {
+      exit_code_ = 2;
+      stop_all(SIGTERM, *failed);
+    }
     if (options_.timeout_s && !cause_ &&
         now - started > std::chrono::milliseconds(static_cast<long>(*options_.timeout_s * 1000))) {
       exit_code_ = 124;

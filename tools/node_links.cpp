@@ -56,6 +56,13 @@ std::string drop_from_script(const std::string& table, const std::string& addres
   return input_chain(table, "ip saddr " + address + " drop");
 }
 
+std::string isolate_script(const std::string& table) {
+  return fmt::format(
+      "{}; add chain inet {} output {{ type filter hook output priority 0; policy accept; }}; add "
+      "rule inet {} output oifname \"eth0\" drop",
+      input_chain(table, "iifname \"eth0\" drop"), table, table);
+}
+
 std::string delete_table_script(const std::string& table) {
   return "delete table inet " + table;
 }

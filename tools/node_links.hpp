@@ -38,6 +38,9 @@ std::vector<IpStep> bridge_steps(const std::vector<std::string>& node_refs);
 // `address` without telling the sender (a partitioned link: no reset, no "unreachable").
 std::string drop_from_script(const std::string& table, const std::string& address);
 std::string delete_table_script(const std::string& table);
+// A partition of the node it runs in: every packet in or out of eth0 dropped, silently (no
+// reset, no "unreachable"), as a failed switch port does; loopback is not touched.
+std::string isolate_script(const std::string& table);
 // Drops `percent` % of the packets that arrive on eth0, at random (nft numgen), in steps of
 // 0.01 %; loopback is not touched.
 std::string random_loss_script(double percent);

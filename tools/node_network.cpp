@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -90,6 +91,36 @@ std::optional<std::string> run_in_netns(int netns_fd, const std::vector<std::str
 
 }  // namespace
 
+std::optional<LinkFault> parse_link_fault(const std::string& text, LinkFault::Kind kind,
+                                          std::string* why) {
+  const auto at = text.find('@');
+  char* node_end = nullptr;
+  char* seconds_end = nullptr;
+  const std::string node = text.substr(0, at);
+  const std::string seconds = at == std::string::npos ? "" : text.substr(at + 1);
+  const long n = std::strtol(node.c_str(), &node_end, 10);
+  const double s = std::strtod(seconds.c_str(), &seconds_end);
+  if (at == std::string::npos || node.empty() || *node_end != '\0' || n < 0 || seconds.empty() ||
+      *seconds_end != '\0' || !(s >= 0 && s <= 86400)) {
+    *why = fmt::format(
+        "'{}': expected NODE@SECONDS, a node index and the seconds after the ranks start (for "
+        "example 1@2.5)",
+        text);
+    return std::nullopt;
+  }
+  return LinkFault{kind, static_cast<int>(n),
+                   std::chrono::milliseconds(static_cast<long long>(s * 1000))};
+}
+
+const char* option_of(LinkFault::Kind kind) {
+  return kind == LinkFault::Kind::kCut ? "--link-cut" : "--link-down";
+}
+
+const char* effect_of(LinkFault::Kind kind) {
+  return kind == LinkFault::Kind::kCut ? "cut off (every packet in and out dropped, silently)"
+                                       : "down (the bridge's end of its link set down)";
+}
+
 std::optional<std::string> why_no_node_network(const NodeNetworkOptions& options) {
   if (!has_capabilities(kCapSysAdmin, kCapNetAdmin)) {
     return fmt::format(
@@ -100,7 +131,11 @@ std::optional<std::string> why_no_node_network(const NodeNetworkOptions& options
   for (const auto& [program, needed, package] :
        {std::tuple<const char*, bool, const char*>{"ip", true, "iproute2"},
         {"tc", options.rate_bits.has_value(), "iproute2"},
-        {"nft", options.loss_percent.has_value(), "nftables"}}) {
+        {"nft",
+         options.loss_percent.has_value() ||
+             std::any_of(options.faults.begin(), options.faults.end(),
+                         [](const LinkFault& f) { return f.kind == LinkFault::Kind::kCut; }),
+         "nftables"}}) {
     if (needed && netlinks::find_program(program).empty()) {
       return fmt::format("`{}` is not installed (Debian package {}; scripts/setup.sh installs it)",
                          program, package);
@@ -149,6 +184,15 @@ void NodeNetwork::run(int where, const std::string& program,
         "cannot link the simulated nodes: `{}` in {}: {}", command,
         where == netlinks::kHub ? std::string("the hub namespace") : fmt::format("node {}", where),
         *failed));
+  }
+}
+
+void NodeNetwork::apply(const LinkFault& fault) const {
+  if (fault.kind == LinkFault::Kind::kCut) {
+    run(fault.node, netlinks::find_program("nft"), {netlinks::isolate_script("tpcomm_cut")});
+  } else {
+    run(netlinks::kHub, netlinks::find_program("ip"),
+        {"link", "set", fmt::format("v{}", fault.node), "down"});
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -16,15 +17,34 @@
 
 namespace tpcomm::cli {
 
+// A fault put on one node's link at a time after the ranks were started (--link-cut,
+// --link-down): a test's or a user's way to see what a group does when a host is lost.
+struct LinkFault {
+  enum class Kind {
+    kCut,   // a partition: every packet in and out of the node's eth0 dropped (nftables)
+    kDown,  // the cable pulled at the switch: the bridge's end of the node's veth set down
+  };
+  Kind kind = Kind::kCut;
+  int node = 0;
+  std::chrono::milliseconds after{0};
+};
+// "NODE@SECONDS" (e.g. "1@2.5") -> the fault; nullopt with `why` for anything else.
+std::optional<LinkFault> parse_link_fault(const std::string& text, LinkFault::Kind kind,
+                                          std::string* why);
+// "--link-cut" or "--link-down", and what the fault does, for messages.
+const char* option_of(LinkFault::Kind kind);
+const char* effect_of(LinkFault::Kind kind);
+
 struct NodeNetworkOptions {
   enum class Mode { kAuto, kOn, kOff };
   Mode mode = Mode::kAuto;
   std::optional<std::uint64_t> rate_bits;  // each node's link, both directions (tc tbf)
   std::optional<double> loss_percent;      // of the packets each node receives (nftables)
+  std::vector<LinkFault> faults;           // in the order given
 };
 
 // Why this process cannot make the node network with these options (no CAP_SYS_ADMIN and
-// CAP_NET_ADMIN, no `ip`, no `tc` for a rate, no `nft` for loss); nullopt when it can.
+// CAP_NET_ADMIN, no `ip`, no `tc` for a rate, no `nft` for loss or a cut); nullopt when it can.
 std::optional<std::string> why_no_node_network(const NodeNetworkOptions& options);
 
 class NodeNetwork {
@@ -39,6 +59,9 @@ class NodeNetwork {
   // Runs `fn` with the calling thread in node's network namespace: the sockets it makes (and the
   // threads it starts) live there. The thread is back in its own namespace afterwards.
   void in_node(int node, const std::function<void()>& fn) const;
+
+  // Puts `fault` on its node's link now; throws kInvalidInput naming the command that failed.
+  void apply(const LinkFault& fault) const;
 
  private:
   void run(int where, const std::string& program, const std::vector<std::string>& args) const;

@@ -115,8 +115,18 @@ void SimulatedNodes::stop_all() {
 std::unique_ptr<SimulatedNodes> start_simulated_nodes(int count,
                                                       const NodeNetworkOptions& options) {
   using Mode = NodeNetworkOptions::Mode;
-  const bool shaped = options.rate_bits || options.loss_percent;
-  const char* shaping = options.rate_bits ? "--link-rate" : "--link-loss";
+  // The first option given that only the node network can honour.
+  const char* shaping = options.rate_bits         ? "--link-rate"
+                        : options.loss_percent    ? "--link-loss"
+                        : !options.faults.empty() ? option_of(options.faults.front().kind)
+                                                  : nullptr;
+  const bool shaped = shaping != nullptr;
+  for (const LinkFault& f : options.faults) {
+    if (count >= 2 && f.node >= count) {
+      throw invalid_input(
+          fmt::format("{} {}@...: there are nodes 0 to {}", option_of(f.kind), f.node, count - 1));
+    }
+  }
   if (count < 2) {
     if (shaped || options.mode == Mode::kOn) {
       throw invalid_input(fmt::format("{} needs simulated nodes: add --nodes K (K >= 2)",

@@ -125,7 +125,7 @@ std::string CommunicatorState::peer_report(bool timed_out, std::uint64_t call) {
         if (r != bootstrap->rank()) others.push_back(r);
       }
       const std::string served =
-          store_served_by ? fmt::format(", served by rank {},", *store_served_by) : ",";
+          store_served_by ? fmt::format(", served by rank {},", *store_served_by) : "";
       return fmt::format("; the store{} is unreachable too: {}; not heard from: {}", served,
                          e->what(), detail::rank_set_text(others));
     }

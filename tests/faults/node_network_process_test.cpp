@@ -18,62 +18,15 @@
 #include <sstream>
 #include <thread>
 
+#include "node_network_support.hpp"
 #include "support/test_support.hpp"
 
 namespace tpcomm {
 namespace {
 
+using namespace test::node_network;
+
 const std::string kWorker = TPCOMM_WORKER;
-
-// Why this test cannot make the node network here; "" when it can.
-std::string why_not_here(const std::vector<std::string>& programs) {
-  if (geteuid() != 0) return "the node network needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN)";
-  for (const auto& p : programs) {
-    if (access(("/usr/sbin/" + p).c_str(), X_OK) != 0 && access(("/sbin/" + p).c_str(), X_OK) != 0)
-      return "`" + p + "` is not installed (scripts/setup.sh installs iproute2 and nftables)";
-  }
-  return "";
-}
-
-std::string mark() {
-  static int n = 0;
-  return "tpcomm-netnode-mark-" + std::to_string(getpid()) + "-" + std::to_string(++n);
-}
-
-// pid -> network namespace ("net:[N]") of every process; `only_with`: those whose command line
-// holds it.
-std::map<std::string, std::string> network_namespaces(const std::string& only_with = "") {
-  std::map<std::string, std::string> out;
-  if (DIR* d = opendir("/proc")) {
-    while (dirent* e = readdir(d)) {
-      if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
-      const std::string dir = std::string("/proc/") + e->d_name;
-      if (!only_with.empty()) {
-        std::ifstream f(dir + "/cmdline");
-        std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-        if (cmd.find(only_with) == std::string::npos) continue;
-      }
-      char link[64] = {};
-      if (readlink((dir + "/ns/net").c_str(), link, sizeof(link) - 1) > 0) out[e->d_name] = link;
-    }
-    closedir(d);
-  }
-  return out;
-}
-
-// Processes still in any of `namespaces`.
-int processes_in(const std::set<std::string>& namespaces) {
-  int n = 0;
-  for (const auto& [pid, ns] : network_namespaces()) n += namespaces.count(ns) > 0;
-  return n;
-}
-
-// Waits up to 5 s until no process is in `namespaces` (they end with their last process).
-bool all_gone(const std::set<std::string>& namespaces) {
-  for (int i = 0; i < 100 && processes_in(namespaces) > 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  return processes_in(namespaces) == 0;
-}
 
 // What each rank prints before and after 200 checked all-reduces (the worker's `random`): its node,
 // the address it was given, its eth0's address, its network namespace, whether the store answers on
@@ -97,13 +50,6 @@ test::ProcessResult run_ranks(const std::vector<std::string>& run_args) {
   argv.push_back(kWorker);
   return test::run_process(argv, {{"TPCOMM_DISABLE", ""}, {"TPCOMM_FAULT", ""}},
                            std::chrono::seconds(60));
-}
-
-std::vector<std::smatch> matches(const std::string& text, const std::regex& re) {
-  std::vector<std::smatch> out;
-  for (std::sregex_iterator it(text.begin(), text.end(), re), end; it != end; ++it)
-    out.push_back(*it);
-  return out;
 }
 
 TEST(NodeNetwork, EveryByteBetweenNodesCrossesTheirLinksAndNothingIsLeft) {

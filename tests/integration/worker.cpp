@@ -339,6 +339,8 @@ int main(int argc, char** argv) {
     }
     if (mode == "mismatch") return run_mismatch(*comm, argc > 2 ? argv[2] : "count");
     if (mode == "after_file") return tpcomm::test::run_after_file(*comm, argc > 2 ? argv[2] : "");
+    if (mode == "until_lost")
+      return tpcomm::test::run_until_lost(*comm, argc > 2 ? std::atoi(argv[2]) : 1000);
     if (mode == "random") return run_random(*comm, argc > 2 ? std::atoi(argv[2]) : 1000);
     if (mode == "fork") {
       bool is_child = false;

@@ -84,4 +84,54 @@ int run_after_file(Communicator& comm, const std::string& path) {
   return wrong == 0 && wrong_after == 0 ? 0 : 1;
 }
 
+namespace {
+
+// Call k of until_lost, checked: rank r's element i is (r + 1) * (k % 7 + 1) + i % 1000 (exact in
+// float32); returns the elements that are wrong.
+int checked_call(Communicator& comm, int k) {
+  const int rank = comm.rank();
+  const int w = comm.size();
+  const std::size_t n = k % 3 == 1 ? 65536 : 256;
+  auto value = [&](int r, std::size_t i) {
+    return static_cast<float>((r + 1) * (k % 7 + 1) + static_cast<int>(i % 1000));
+  };
+  std::vector<float> in(n);
+  for (std::size_t i = 0; i < n; ++i) in[i] = value(rank, i);
+  int wrong = 0;
+  if (k % 3 == 2) {
+    std::vector<float> out(n * static_cast<std::size_t>(w), -1.0f);
+    comm.all_gather(in.data(), out.data(), n, DataType::kFloat32);
+    for (int r = 0; r < w; ++r) {
+      for (std::size_t i = 0; i < n; ++i)
+        wrong += out[static_cast<std::size_t>(r) * n + i] != value(r, i);
+    }
+    return wrong;
+  }
+  comm.all_reduce(in.data(), in.data(), n, DataType::kFloat32, ReduceOp::kSum);
+  for (std::size_t i = 0; i < n; ++i) {
+    wrong +=
+        in[i] != static_cast<float>((k % 7 + 1) * w * (w + 1) / 2 + w * static_cast<int>(i % 1000));
+  }
+  return wrong;
+}
+
+}  // namespace
+
+int run_until_lost(Communicator& comm, int calls) {
+  const int rank = comm.rank();
+  std::printf("rank %d: calling from %lld\n", rank, wall_clock_ms());
+  std::fflush(stdout);
+  int wrong = 0;
+  int k = 0;
+  try {
+    for (; k < calls; ++k) wrong += checked_call(comm, k);
+  } catch (const Error& e) {
+    std::printf("rank %d: ERROR (%s) at %lld in call #%d, %d wrong before it: %s\n", rank,
+                to_string(e.code()), wall_clock_ms(), k, wrong, e.what());
+    return 1;
+  }
+  std::printf("rank %d: %d calls, %d wrong, no error\n", rank, k, wrong);
+  return wrong == 0 ? 0 : 1;
+}
+
 }  // namespace tpcomm::test

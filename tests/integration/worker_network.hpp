@@ -6,6 +6,10 @@
 //   after_file PATH          mode: create, one checked all-reduce, then wait for PATH to exist
 //                            and call again; prints "starting at", "created at" and "calling at"
 //                            with the wall-clock time in ms
+//   until_lost CALLS         mode: checked all-reduces (1 KiB and 256 KiB) and all-gathers in
+//                            turn, every element, until a call fails or CALLS were made; prints
+//                            "calling from T", then "ERROR (code) at T in call #K ... W wrong"
+//                            or "N calls, W wrong, no error"
 #pragma once
 
 #include <string>
@@ -19,5 +23,6 @@ long long wall_clock_ms();
 void worker_prelude(int rank, bool announce);
 CommunicatorOptions options_from_env();
 int run_after_file(Communicator& comm, const std::string& path);
+int run_until_lost(Communicator& comm, int calls);
 
 }  // namespace tpcomm::test
