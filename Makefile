@@ -2,7 +2,8 @@
 .PHONY: all build test test-engines run bench format format-check clean
 
 BIN := build/bin/tpcomm
-# TPCOMM_PRESET=debug selects the sanitizer build (CMakePresets.json).
+# TPCOMM_PRESET=debug selects the sanitizer build of the in-process tiers, debug-full of every
+# tier (CMakePresets.json, docs/testing.md).
 PRESET := $(if $(TPCOMM_PRESET),$(TPCOMM_PRESET),default)
 
 all: build
@@ -55,4 +56,4 @@ format-check:
 	clang-format --dry-run --Werror $$(git ls-files '*.cpp' '*.hpp' '*.c' '*.cu' '*.cuh')
 
 clean:
-	rm -rf build build-debug
+	rm -rf build build-debug build-debug-full

@@ -101,8 +101,12 @@ class Communicator {
   // The same on a device buffer of a kCuda communicator, enqueued on `stream`. The first one
   // allocates the staging buffer: make it outside a CUDA graph capture.
   void broadcast(void* buffer, std::size_t count, DataType type, int root, CudaStream stream);
-  // Returns once every rank has called it. Host-side: a kCuda communicator's earlier calls may
-  // still be running on their streams.
+  // Returns once every rank has called it. On a host communicator it is one all-reduce of one
+  // int32 on the plan's route (shm, Gloo or hier; no store request unless TPCOMM_CHECK=1 checks
+  // every call through the store), with that call's deadline
+  // and failure handling, and the backends tell it apart from a user's call. A kCuda
+  // communicator's goes through the bootstrap, host-side: its earlier calls may still be running
+  // on their streams.
   void barrier();
   // Every rank calls it (a collective call). The ranks that pass the same non-negative `color`
   // form a new communicator, ranked by `key` and then by their rank here; a rank that passes a

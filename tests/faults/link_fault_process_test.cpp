@@ -34,14 +34,15 @@ struct Group {
   int node_of(int rank) const { return rank / (ranks / nodes); }
 };
 
-// `tpcomm run` of the worker's until_lost (`calls` checked calls) on `group`, with `fault` (e.g. "--link-cut", "1@2")
-// and the environment `env` added.
+// `tpcomm run` of the worker's until_lost (`calls` checked calls) on `group`, with `fault` (e.g.
+// "--link-cut", "1@2") and the environment `env` added.
 test::ProcessResult run_until_lost(const Group& group, const std::vector<std::string>& fault,
                                    const std::map<std::string, std::string>& env,
                                    const std::string& calls, const std::string& m) {
-  std::vector<std::string> argv = {TPCOMM_BIN, "run",           "-n",
-                                   std::to_string(group.ranks), "--nodes",
-                                   std::to_string(group.nodes), "--keep-going"};
+  std::vector<std::string> argv = {TPCOMM_BIN,    "run",
+                                   "-n",          std::to_string(group.ranks),
+                                   "--nodes",     std::to_string(group.nodes),
+                                   "--keep-going"};
   argv.insert(argv.end(), fault.begin(), fault.end());
   for (const std::string a : {"--", TPCOMM_WORKER, "until_lost"}) argv.push_back(a);
   argv.push_back(calls);
@@ -75,12 +76,14 @@ void cut_during_calls(const Group& group, const std::string& option, int cut_nod
   // More calls than 2 s hold (about 150 here): the cut comes first.
   auto r = run_until_lost(group, {option, std::to_string(cut_node) + "@2"}, env, "1000000", m);
   EXPECT_NE(r.exit_code, 0) << r.out << r.err;
-  const auto cut = matches(r.err, std::regex(R"(tpcomm run: node (\d+) (cut off|down) .* at (\d+))"));
+  const auto cut =
+      matches(r.err, std::regex(R"(tpcomm run: node (\d+) (cut off|down) .* at (\d+))"));
   ASSERT_EQ(cut.size(), 1u) << r.err;
   const long long cut_at = std::stoll(cut[0][3]);
   std::set<int> reported;
-  for (const auto& e : matches(r.out, std::regex(R"(\[(\d+)\] rank \d+: ERROR \((\w+)\) at (\d+) )"
-                                                 R"(in call #(\d+), (\d+) wrong before it: (.*))"))) {
+  for (const auto& e :
+       matches(r.out, std::regex(R"(\[(\d+)\] rank \d+: ERROR \((\w+)\) at (\d+) )"
+                                 R"(in call #(\d+), (\d+) wrong before it: (.*))"))) {
     const int rank = std::stoi(e[1]);
     reported.insert(rank);
     const long long after = std::stoll(e[3]) - cut_at;
@@ -89,9 +92,9 @@ void cut_during_calls(const Group& group, const std::string& option, int cut_nod
     EXPECT_GT(std::stoi(e[4]), 0) << "rank " << rank << " made no call before the cut: " << e[0];
     EXPECT_EQ(e[5], "0") << "rank " << rank << " returned wrong data as success";
     const bool on_cut_node = group.node_of(rank) == cut_node;
-    EXPECT_TRUE(names_a_rank(e[6], [&](int other) {
-      return (group.node_of(other) == cut_node) != on_cut_node;
-    })) << "rank " << rank << "'s error names no rank across the cut: " << e[0];
+    EXPECT_TRUE(names_a_rank(
+        e[6], [&](int other) { return (group.node_of(other) == cut_node) != on_cut_node; }))
+        << "rank " << rank << "'s error names no rank across the cut: " << e[0];
   }
   EXPECT_EQ(reported.size(), static_cast<std::size_t>(group.ranks)) << r.out << r.err;
   EXPECT_EQ(network_namespaces(m).size(), 0u) << "a process of the run outlived it";

@@ -71,6 +71,55 @@ TEST(HierOnThreads, TwoSimulatedNodesPlanHierAndSumEveryElement) {
   });
 }
 
+// Values whose sums round, different on every rank and element.
+float inexact(int rank, std::size_t i) {
+  return 1.0f / static_cast<float>(3 + rank) +
+         static_cast<float>(i % 101) * 1e-3f * static_cast<float>(rank % 2 == 0 ? 1 : -7);
+}
+
+// Either side of the size up to which an all-reduce crosses between nodes whole (16 KiB of fp32:
+// 4096 elements) and far above it, with sums that round. 4 ranks on 2 nodes: every rank gets the
+// bits of (v0 + v1) + (v2 + v3), each node's ranks first, then the nodes, on both paths. 6 ranks
+// dealt to 3 nodes in turn (Gloo's own algorithms across them): every rank the same bits.
+TEST(HierOnThreads, SmallAndStagedAllReducesGiveEveryRankTheSameRoundedSums) {
+  const std::vector<std::size_t> sizes = {4095, 4096, 4097, 100000};
+  for (const auto& [size, platform] :
+       {std::pair{4, two_nodes()}, std::pair{6, test::nodes_in_turn(3)}}) {
+    const auto group = make_thread_group(size);
+    std::vector<std::vector<std::vector<float>>> results(static_cast<std::size_t>(size));
+    test::on_ranks(
+        group, [&, size = size, platform = platform](int r, std::shared_ptr<Bootstrap> bs) {
+          CommunicatorOptions o;
+          o.timeout = 20s;
+          auto comm = detail::create_communicator(bs, o, platform);
+          for (std::size_t n : sizes) {
+            std::vector<float> f(n);
+            for (std::size_t i = 0; i < n; ++i) f[i] = inexact(r, i);
+            comm->all_reduce(f.data(), f.data(), n, DataType::kFloat32, ReduceOp::kSum);
+            int wrong = 0;
+            for (std::size_t i = 0; i < n && size == 4; ++i) {
+              const float want = (inexact(0, i) + inexact(1, i)) + (inexact(2, i) + inexact(3, i));
+              if (std::memcmp(&f[i], &want, 4) != 0 && wrong++ < 3) {
+                ADD_FAILURE() << "rank " << r << ", " << n << " elements, element " << i << ": "
+                              << f[i] << " instead of " << want;
+              }
+            }
+            results[static_cast<std::size_t>(r)].push_back(std::move(f));
+          }
+        });
+    for (int r = 1; r < size; ++r) {
+      ASSERT_EQ(results[static_cast<std::size_t>(r)].size(), sizes.size()) << "rank " << r;
+      for (std::size_t k = 0; k < sizes.size(); ++k) {
+        const auto& mine = results[static_cast<std::size_t>(r)][k];
+        const auto& first = results[0][k];
+        EXPECT_TRUE(mine.size() == first.size() &&
+                    std::memcmp(mine.data(), first.data(), mine.size() * 4) == 0)
+            << size << " ranks: rank " << r << " and rank 0 differ, " << sizes[k] << " elements";
+      }
+    }
+  }
+}
+
 TEST(HierOnThreads, AllGatherAndReduceScatterKeepRankOrderWhenNodesHoldRanksInTurn) {
   for (const auto& [size, nodes] : {std::pair{4, 2}, std::pair{6, 2}, std::pair{6, 3}}) {
     const auto group = make_thread_group(size);

@@ -31,6 +31,9 @@ struct Call {
   // The user's call this one is a stage of (hier's stages), or null. Backends compare it across
   // ranks too: two user calls can have identical stages (1024 and 1023 elements split in two).
   const Call* outer = nullptr;
+  // Communicator::barrier's one-element all-reduce: compared across ranks like the rest, so that
+  // a barrier never meets a user's all-reduce of one int32.
+  bool barrier = false;
 };
 
 class CollectiveBackend {

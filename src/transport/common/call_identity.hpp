@@ -17,7 +17,7 @@ struct CallIdentity {
   std::uint64_t count = 0;
   std::uint64_t outer_count = 0;
   std::uint8_t op = 0, type = 0, reduce = 0, has_outer = 0;
-  std::uint8_t outer_op = 0, outer_type = 0, outer_reduce = 0, unused = 0;
+  std::uint8_t outer_op = 0, outer_type = 0, outer_reduce = 0, barrier = 0;
   bool operator==(const CallIdentity&) const = default;
 };
 static_assert(sizeof(CallIdentity) == 32);
@@ -29,6 +29,7 @@ inline CallIdentity identity_of(const Call& c) {
   id.op = static_cast<std::uint8_t>(c.op);
   id.type = static_cast<std::uint8_t>(c.type);
   id.reduce = static_cast<std::uint8_t>(c.reduce);
+  id.barrier = (c.outer != nullptr ? c.outer->barrier : c.barrier) ? 1 : 0;
   if (c.outer != nullptr) {
     id.has_outer = 1;
     id.outer_count = c.outer->count;
@@ -42,13 +43,14 @@ inline CallIdentity identity_of(const Call& c) {
 // "all_reduce(float32 x 512, sum) #2", then `detail` ("(shm one_shot)") when given, then
 // " of all_reduce(float32 x 1023, sum)" for a stage.
 inline std::string describe(const CallIdentity& id, const std::string& detail = "") {
+  const std::string own = call_signature(static_cast<Op>(id.op), static_cast<DataType>(id.type),
+                                         id.count, static_cast<ReduceOp>(id.reduce));
   std::string text =
-      fmt::format("{} #{}",
-                  call_signature(static_cast<Op>(id.op), static_cast<DataType>(id.type), id.count,
-                                 static_cast<ReduceOp>(id.reduce)),
-                  id.sequence);
+      fmt::format("{} #{}", id.barrier && !id.has_outer ? "barrier" : own, id.sequence);
   if (!detail.empty()) text += " " + detail;
-  if (id.has_outer) {
+  if (id.has_outer && id.barrier) {
+    text += " of barrier";
+  } else if (id.has_outer) {
     text +=
         " of " + call_signature(static_cast<Op>(id.outer_op), static_cast<DataType>(id.outer_type),
                                 id.outer_count, static_cast<ReduceOp>(id.outer_reduce));

@@ -17,7 +17,7 @@ inline std::string call_signature(Op op, DataType type, std::uint64_t count, Red
 }
 
 inline std::string call_signature(const Call& c) {
-  return call_signature(c.op, c.type, c.count, c.reduce);
+  return c.barrier ? "barrier" : call_signature(c.op, c.type, c.count, c.reduce);
 }
 
 }  // namespace tpcomm::transport
