@@ -576,9 +576,8 @@ TEST(Faults, TheRankThatServedTheStoreIsNamedWhenItDies) {
   EXPECT_EQ(processes_with(mark), 0);
 }
 
-// hier: the two nodes call 8192 and 8191 elements (staged: above the size that crosses whole);
-// each node's stages agree within the node and the per-rank slices (4096) are equal, so only the
-// whole call tells them apart.
+// hier: the two nodes call 1024 and 1023 elements; each node's stages agree within the node and
+// the per-rank slices (512) are equal, so only the whole call tells them apart.
 TEST(Faults, HierCallsThatDifferByOneElementAreAMismatchOnEveryRank) {
   if (!root()) GTEST_SKIP() << "hier needs simulated nodes, which need root to create namespaces";
   auto r = run_group({"-n", "4", "--nodes", "2", "--keep-going"}, {"mismatch", "count_by_one"}, {},
@@ -587,8 +586,8 @@ TEST(Faults, HierCallsThatDifferByOneElementAreAMismatchOnEveryRank) {
   auto errors = lines_with(r.out, "ERROR (mismatch)");
   ASSERT_EQ(errors.size(), 4u) << r.out << r.err;
   for (const auto& e : errors) {
-    EXPECT_NE(e.find("of all_reduce(float32 x 8191, sum)"), std::string::npos) << e;
-    EXPECT_NE(e.find("of all_reduce(float32 x 8192, sum)"), std::string::npos) << e;
+    EXPECT_NE(e.find("of all_reduce(float32 x 1023, sum)"), std::string::npos) << e;
+    EXPECT_NE(e.find("of all_reduce(float32 x 1024, sum)"), std::string::npos) << e;
   }
   EXPECT_TRUE(lines_with(r.out, "was not detected").empty()) << r.out;
 }

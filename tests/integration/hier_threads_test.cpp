@@ -77,10 +77,9 @@ float inexact(int rank, std::size_t i) {
          static_cast<float>(i % 101) * 1e-3f * static_cast<float>(rank % 2 == 0 ? 1 : -7);
 }
 
-// Either side of the size up to which an all-reduce crosses between nodes whole (16 KiB of fp32:
-// 4096 elements) and far above it, with sums that round. 4 ranks on 2 nodes: every rank gets the
-// bits of (v0 + v1) + (v2 + v3), each node's ranks first, then the nodes, on both paths. 6 ranks
-// dealt to 3 nodes in turn (Gloo's own algorithms across them): every rank the same bits.
+// Sums that round, from Gloo's opening exchange (16 KiB) to its own algorithms (400 KB). 4 ranks
+// on 2 nodes: every rank gets the bits of (v0 + v1) + (v2 + v3), each node's ranks first, then
+// the nodes. 6 ranks dealt to 3 nodes in turn: every rank the same bits.
 TEST(HierOnThreads, SmallAndStagedAllReducesGiveEveryRankTheSameRoundedSums) {
   const std::vector<std::size_t> sizes = {4095, 4096, 4097, 100000};
   for (const auto& [size, platform] :

@@ -288,13 +288,12 @@ int run_slow_peer(tpcomm::Communicator& comm, int late_ms) {
 int run_mismatch(tpcomm::Communicator& comm, const std::string& kind) {
   std::vector<float> data(1 << 20, 1.0f);
   comm.all_reduce(data.data(), data.data(), 1024, DataType::kFloat32, ReduceOp::kSum);
-  // count_by_one: the upper half of the ranks (a whole simulated node) calls 8191 elements, the
-  // others 8192 (above hier's whole-crossing size, so both take the staged path);
+  // count_by_one: the upper half of the ranks (a whole simulated node) calls one element less;
   // count_large: rank 1 calls a size whose data Gloo would not carry in its opening exchange.
   const bool odd = kind == "count_by_one" ? comm.rank() >= comm.size() / 2 : comm.rank() == 1;
-  std::size_t count = kind == "count_by_one" ? 8192 : 1024;
+  std::size_t count = 1024;
   if (odd && kind == "count") count = 2048;
-  if (odd && kind == "count_by_one") count = 8191;
+  if (odd && kind == "count_by_one") count = 1023;
   if (odd && kind == "count_large") count = data.size();
   DataType t = odd && kind == "dtype" ? DataType::kBFloat16 : DataType::kFloat32;
   ReduceOp op = odd && kind == "op" ? ReduceOp::kMax : ReduceOp::kSum;

@@ -65,15 +65,13 @@ class HierBackend final : public CollectiveBackend {
 
  private:
   // A reduce-scatter inside the node, an all-reduce of each 1/L slice along the lane, an
-  // all-gather inside the node; in the stage type throughout, one rounding at the end. A small
-  // call crosses whole instead (all_reduce_whole).
+  // all-gather inside the node; in the stage type throughout, one rounding at the end.
   void all_reduce(const Call& c) {
     const std::size_t l = static_cast<std::size_t>(local_size_);
     const std::size_t per = (c.count + l - 1) / l;
     const ReduceOp stage_op = c.reduce == ReduceOp::kAvg ? ReduceOp::kSum : c.reduce;
     const DataType st = stage_type(c.type);
     const std::size_t ses = size_of(st);
-    if (c.count * ses <= kWholeAcrossBytes) return all_reduce_whole(c, st, stage_op);
     std::uint8_t* full = scratch(wide_, per * l * ses);
     std::uint8_t* mine = scratch(wide_mine_, per * ses);
     widen(c.input, c.type, c.count, full);
@@ -103,46 +101,6 @@ class HierBackend final : public CollectiveBackend {
     node_all_gather(c, mine, full, per, st);
     if (c.reduce == ReduceOp::kAvg) divide(full, c.count);
     narrow(full, c.type, c.count, c.output);
-  }
-
-  // Up to this many stage bytes, an all-reduce's latency is its stages' hand-offs, not its
-  // bytes: two stages instead of three (docs/communicator.md, "hier").
-  static constexpr std::size_t kWholeAcrossBytes = 16 << 10;
-
-  // The node's sum on every rank of the node (shm), then every lane all-reduces the whole
-  // vector: one exchange between nodes (in Gloo's opening message where its room holds the
-  // vector) and no last node stage to wait for. Every lane reduces the same node sums by the
-  // same algorithm, so every rank holds the same bits (on two nodes the staged path's bits too:
-  // each node's ranks in rank order, then the nodes).
-  void all_reduce_whole(const Call& c, DataType st, ReduceOp stage_op) {
-    const std::size_t bytes = c.count * size_of(st);
-    std::uint8_t* in = scratch(wide_, bytes);
-    std::uint8_t* sums = scratch(wide_mine_, bytes);
-    widen(c.input, c.type, c.count, in);
-    in_stage(node_group_, [&] {
-      shm_->run({.op = Op::kAllReduce,
-                 .input = in,
-                 .output = sums,
-                 .count = c.count,
-                 .type = st,
-                 .reduce = stage_op,
-                 .algorithm = Algorithm::kOneShot,
-                 .sequence = c.sequence,
-                 .outer = &c});
-    });
-    in_stage(lane_, [&] {
-      gloo_->run({.op = Op::kAllReduce,
-                  .input = sums,
-                  .output = sums,
-                  .count = c.count,
-                  .type = st,
-                  .reduce = stage_op,
-                  .algorithm = Algorithm::kGloo,
-                  .sequence = c.sequence,
-                  .outer = &c});
-    });
-    if (c.reduce == ReduceOp::kAvg) divide(sums, c.count);
-    narrow(sums, c.type, c.count, c.output);
   }
 
   // Along the lane first: each rank's input crosses to the other nodes once ((N - 1) blocks
