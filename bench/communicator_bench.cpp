@@ -13,9 +13,9 @@
 
 namespace {
 
-void BM_CreateCommunicator(benchmark::State& state) {
-  const int ranks = static_cast<int>(state.range(0));
-  tpcomm::TcpStoreServer server("127.0.0.1", 0);
+// `ranks` bootstraps over one TCP store on loopback, each with its own connection.
+std::vector<std::shared_ptr<tpcomm::Bootstrap>> store_group(const tpcomm::TcpStoreServer& server,
+                                                            int ranks) {
   std::vector<std::shared_ptr<tpcomm::Bootstrap>> group;
   for (int r = 0; r < ranks; ++r) {
     group.push_back(tpcomm::make_store_bootstrap(
@@ -23,6 +23,13 @@ void BM_CreateCommunicator(benchmark::State& state) {
                                   tpcomm::Deadline::after(std::chrono::seconds(10))),
         r, ranks));
   }
+  return group;
+}
+
+void BM_CreateCommunicator(benchmark::State& state) {
+  const int ranks = static_cast<int>(state.range(0));
+  tpcomm::TcpStoreServer server("127.0.0.1", 0);
+  const auto group = store_group(server, ranks);
   for (auto _ : state) {
     std::vector<std::thread> threads;
     for (int r = 0; r < ranks; ++r) {
@@ -40,19 +47,6 @@ BENCHMARK(BM_CreateCommunicator)
     ->UseRealTime()
     ->Repetitions(5)
     ->ReportAggregatesOnly(true);
-
-// The group of BM_CreateCommunicator, over a TCP store on loopback.
-std::vector<std::shared_ptr<tpcomm::Bootstrap>> store_group(const tpcomm::TcpStoreServer& server,
-                                                            int ranks) {
-  std::vector<std::shared_ptr<tpcomm::Bootstrap>> group;
-  for (int r = 0; r < ranks; ++r) {
-    group.push_back(tpcomm::make_store_bootstrap(
-        tpcomm::connect_tcp_store("127.0.0.1", server.port(),
-                                  tpcomm::Deadline::after(std::chrono::seconds(10))),
-        r, ranks));
-  }
-  return group;
-}
 
 constexpr int kBarriersPerIteration = 100;
 
