@@ -2,6 +2,8 @@
 // store for tests. Every wait takes a deadline and reports the keys still missing.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -25,6 +27,15 @@ class Store {
   // (empty: all present).
   virtual std::vector<std::string> wait_for(const std::vector<std::string>& keys,
                                             const Deadline& deadline) = 0;
+  // wait_for that looks for at most `look` and returns the keys still missing then, for a caller
+  // that checks something else between looks. `deadline` is the caller's own: an answer that the
+  // network delays (a lost packet waits for TCP's retry, 200 ms or more) may arrive until then
+  // and still counts. A look with a deadline of its own would call a late answer a lost store.
+  virtual std::vector<std::string> wait_briefly(const std::vector<std::string>& keys,
+                                                std::chrono::milliseconds look,
+                                                const Deadline& deadline) {
+    return wait_for(keys, Deadline::after(std::min(look, deadline.remaining())));
+  }
   // Adds delta to the integer stored at key (absent: 0) and returns the new value.
   virtual std::int64_t add(const std::string& key, std::int64_t delta) = 0;
   // Stores `desired` when the current value equals `expected` (nullopt: the key is absent).

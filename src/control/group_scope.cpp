@@ -27,11 +27,12 @@ class PrefixedStore final : public Store {
   std::optional<Bytes> get(const std::string& key) override { return inner_->get(prefix_ + key); }
   std::vector<std::string> wait_for(const std::vector<std::string>& keys,
                                     const Deadline& deadline) override {
-    std::vector<std::string> full;
-    for (const auto& k : keys) full.push_back(prefix_ + k);
-    std::vector<std::string> missing = inner_->wait_for(full, deadline);
-    for (auto& k : missing) k.erase(0, prefix_.size());
-    return missing;
+    return unprefixed(inner_->wait_for(full(keys), deadline));
+  }
+  std::vector<std::string> wait_briefly(const std::vector<std::string>& keys,
+                                        std::chrono::milliseconds look,
+                                        const Deadline& deadline) override {
+    return unprefixed(inner_->wait_briefly(full(keys), look, deadline));
   }
   std::int64_t add(const std::string& key, std::int64_t delta) override {
     return inner_->add(prefix_ + key, delta);
@@ -53,6 +54,16 @@ class PrefixedStore final : public Store {
   }
 
  private:
+  std::vector<std::string> full(const std::vector<std::string>& keys) const {
+    std::vector<std::string> out;
+    for (const auto& k : keys) out.push_back(prefix_ + k);
+    return out;
+  }
+  std::vector<std::string> unprefixed(std::vector<std::string> keys) const {
+    for (auto& k : keys) k.erase(0, prefix_.size());
+    return keys;
+  }
+
   std::shared_ptr<Store> inner_;
   std::string prefix_;
 };

@@ -73,8 +73,7 @@ class StoreBootstrap final : public Bootstrap {
     constexpr auto kSlice = std::chrono::milliseconds(250);
     constexpr std::size_t kChecked = 64;  // presence checks per slice, at most
     while (true) {
-      const auto slice = Deadline::after(std::min(deadline.remaining(), kSlice));
-      auto missing = store_->wait_for(keys, slice);
+      auto missing = store_->wait_briefly(keys, kSlice, deadline);
       if (missing.empty() || deadline.expired()) return missing;
       for (std::size_t i = 0; i < missing.size() && i < kChecked; ++i) {
         const int r = std::stoi(missing[i].substr(missing[i].rfind('/') + 1));

@@ -75,11 +75,18 @@ class TcpStoreClient final : public Store {
   // only for the keys still missing (a key seen once counts, as a single wait would).
   std::vector<std::string> wait_for(const std::vector<std::string>& keys,
                                     const Deadline& deadline) override {
+    return wait_briefly(keys, deadline.remaining(), deadline);
+  }
+  // Every slice's answer is awaited until the caller's deadline (and the slack), not the look's.
+  std::vector<std::string> wait_briefly(const std::vector<std::string>& keys,
+                                        std::chrono::milliseconds look,
+                                        const Deadline& deadline) override {
     const Deadline bound = control::within_store_scope(deadline);
+    const Deadline looked = Deadline::after(std::min(look, bound.remaining()));
     std::vector<std::string> missing = keys;
     do {
-      missing = wait_slice(missing, std::min(bound.remaining(), kWaitSlice), deadline);
-    } while (!missing.empty() && !bound.expired());
+      missing = wait_slice(missing, std::min(looked.remaining(), kWaitSlice), deadline);
+    } while (!missing.empty() && !looked.expired());
     return missing;
   }
   std::int64_t add(const std::string& key, std::int64_t delta) override {
