@@ -262,6 +262,9 @@ BackendContext backend_context(CommunicatorState& c,
   context.shm_streaming_fill_bytes =
       static_cast<std::size_t>(env_integer("TPCOMM_SHM_STREAMING_FILL"));
   context.shm_spin = std::chrono::microseconds(env_integer("TPCOMM_SHM_SPIN_US"));
+  const std::string& mine = records.at(static_cast<std::size_t>(context.rank)).boot_id;
+  context.ranks_on_this_machine = static_cast<int>(std::count_if(
+      records.begin(), records.end(), [&](const auto& r) { return r.boot_id == mine; }));
   context.cuda_device = c.cuda_device;
   context.zero_copy = c.graph_plan.ops.at(Op::kAllReduce).zero_copy;
   context.registered = c.heap;

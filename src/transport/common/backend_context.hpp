@@ -38,6 +38,11 @@ struct BackendContext {
   // How long a shm wait spins before yielding and sleeping, while every rank has a core
   // (TPCOMM_SHM_SPIN_US)
   std::chrono::microseconds shm_spin{1000};
+  // Ranks of the whole group whose processes share this machine's cores (the same kernel: the
+  // simulated nodes of `tpcomm run --nodes` included); 0: `size`. Whether a rank may spin
+  // depends on them all, not only on its node's: the peer a spinner keeps off a core may be on
+  // another node (a hier lane's Gloo).
+  int ranks_on_this_machine = 0;
   std::size_t graph_slots = 16384;  // captured calls that may be registered (TPCOMM_GRAPH_SLOTS)
   // Small gloo calls travel with the opening exchange (gloo_opening_exchange.hpp); false: every
   // call runs Gloo's own collective, as PyTorch's Gloo users run it (the bench's Gloo baseline).

@@ -135,8 +135,8 @@ void ShmBackend::register_input(const Call& c) {
 }
 
 void ShmBackend::wait(Flag which, std::uint64_t seq, const Describe& what) {
-  wait_for_peers(header(), control(0), ctx_.size, ctx_.rank, which, seq, ctx_.timeout,
-                 ctx_.shm_spin, what, wake_pending_);
+  wait_for_peers(header(), control(0), ctx_.size, ctx_.rank, which, seq, ctx_.timeout, spin_, what,
+                 wake_pending_);
 }
 
 void ShmBackend::publish(Flag which, std::uint64_t seq) {

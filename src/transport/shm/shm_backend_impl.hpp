@@ -27,7 +27,11 @@ class ShmBackend final : public CollectiveBackend {
         sources_(static_cast<std::size_t>(ctx_.size)),
         peer_in_(static_cast<std::size_t>(ctx_.size)),
         peer_address_(static_cast<std::size_t>(ctx_.size)),
-        peer_pid_(static_cast<std::size_t>(ctx_.size)) {}
+        peer_pid_(static_cast<std::size_t>(ctx_.size)),
+        spin_(ranks_have_own_cores(ctx_.ranks_on_this_machine > 0 ? ctx_.ranks_on_this_machine
+                                                                  : ctx_.size)
+                  ? ctx_.shm_spin
+                  : std::chrono::microseconds(0)) {}
 
   Backend kind() const override { return Backend::kShm; }
   int setup_steps() const override { return 2; }
@@ -182,6 +186,8 @@ class ShmBackend final : public CollectiveBackend {
   std::uint64_t seq_ = 0;
   std::atomic<std::uint64_t> current_call_{1};  // read by abort() on another thread
   bool wake_pending_ = false;  // a publish whose sleepers are not yet woken (shm_wait.hpp)
+  // How long a wait spins: TPCOMM_SHM_SPIN_US while every rank on this machine has a core.
+  const std::chrono::microseconds spin_;
 };
 
 }  // namespace tpcomm::transport::shm

@@ -25,17 +25,13 @@ namespace {
 // (TPCOMM_SHM_SPIN_US): a peer that is still copying or reading is usually done within tens of
 // microseconds, and a rank that went to sleep wakes tens of microseconds late on a VM, which
 // the next call's arrival then waits for too. When ranks outnumber cores the peer we wait for
-// may need this core, so yield almost at once.
+// may need this core, so the caller passes no spin and the wait yields almost at once.
 constexpr int kMinSpins = 8;     // before yielding, in any case
 constexpr int kClockEvery = 64;  // spins between reads of the clock while spinning
 constexpr int kYields = 64;
 constexpr int kAbortCheckEvery = 64;  // spins between reads of the shared abort word
 constexpr int kFlushWakeAfter = 16;   // spins before a pending wake is flushed
 
-bool ranks_have_own_cores(int world) {
-  static const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  return world <= cores;
-}
 constexpr long kSleepSliceNs = 2'000'000;  // 2 ms between checks while asleep
 
 inline void cpu_relax() {
@@ -50,6 +46,11 @@ void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t seen) {
 }
 
 }  // namespace
+
+bool ranks_have_own_cores(int ranks) {
+  static const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  return ranks <= cores;
+}
 
 // The fence pairs with the sleeper's increment of `sleepers` (both sequentially consistent): either
 // this rank sees the sleeper, or the sleeper's last readiness check sees the publish. While nobody
@@ -84,7 +85,7 @@ void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int 
     }
     return out;
   };
-  const bool spin_long = ranks_have_own_cores(world) && spin.count() > 0;
+  const bool spin_long = spin.count() > 0;
   std::optional<std::chrono::steady_clock::time_point> spin_since;  // read from kClockEvery on
   long yields_from = -1;  // the round spinning ended; -1 while spinning
   std::optional<Deadline> deadline;

@@ -30,8 +30,11 @@ inline void flush_wake(SegmentHeader& header, bool& wake_pending) {
   }
 }
 
+// Whether `ranks` processes on this machine each have a core of their own.
+bool ranks_have_own_cores(int ranks);
+
 // Waits until flag(control[p], which, seq) >= seq for every peer p != self: spinning for up to
-// `spin` while every rank has a core of its own (a few rounds otherwise), then yielding, then
+// `spin` (a few rounds when 0: pass 0 unless every rank has a core of its own), then yielding, then
 // asleep, for at most `timeout` from the end of the spinning (the clock is not read by a wait
 // that ends within the first few dozen spins, the common case). `what` names the call for
 // errors, such as "all_reduce(float32 x 1024, sum) #7 (shm one_shot)"; it is only called to
