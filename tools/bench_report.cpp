@@ -44,6 +44,31 @@ void print_comparison(const BenchArgs& a, int w, const std::vector<BenchRow>& ro
   }
 }
 
+// Where staged calls' time went, size by size: the whole call, each stage (waits for peers
+// included) and the rest (conversions and copies around the stages).
+void print_stages(const std::vector<BenchRow>& rows) {
+  const BenchRow* named = nullptr;
+  for (const auto& r : rows) {
+    if (!r.stages_us.empty()) named = &r;
+  }
+  if (named == nullptr) return;
+  std::cout << "#\n# Where a staged call's time goes (us per call, mean over every rank; a stage "
+               "includes its waits for peers, the rest is conversion and copying)\n";
+  std::string header = fmt::format("# {:>10} {:>10}", "size", "call");
+  for (const auto& [name, us] : named->stages_us) header += fmt::format(" {:>24}", name);
+  std::cout << header << fmt::format(" {:>10}\n", "rest");
+  for (const auto& r : rows) {
+    if (r.stages_us.empty()) continue;
+    std::string line = fmt::format("  {:>10} {:>10.2f}", r.bytes, r.staged_call_us);
+    double rest = r.staged_call_us;
+    for (const auto& [name, us] : r.stages_us) {
+      line += fmt::format(" {:>24.2f}", us);
+      rest -= us;
+    }
+    std::cout << line << fmt::format(" {:>10.2f}\n", std::max(rest, 0.0));
+  }
+}
+
 void plot(const BenchArgs& a, int w, const std::vector<BenchRow>& rows) {
   const bool with_mpi = a.compare.find("mpi") != std::string::npos;
   const bool with_gloo = a.compare.find("gloo") != std::string::npos;
@@ -98,6 +123,10 @@ void write_json(const BenchArgs& a, int w, const BenchSetting& setting,
     if (r.gloo) {
       o["gloo_time_us"] = r.gloo->best;
       o["gloo_spread"] = r.gloo->spread();
+    }
+    if (!r.stages_us.empty()) {
+      o["staged_call_us"] = r.staged_call_us;
+      for (const auto& [name, us] : r.stages_us) o["stages_us"][name] = us;
     }
     j.push_back(o);
   }
@@ -161,6 +190,7 @@ void finish_report(const BenchArgs& a, int w, const BenchSetting& setting,
   std::cout << fmt::format("# Out of bounds values : {} {}\n", total_wrong,
                            total_wrong == 0 ? "OK" : "FAILED");
   std::cout << fmt::format("# Avg bus bandwidth    : {:.3f}\n", busbw_sum / static_cast<double>(n));
+  print_stages(rows);
   if (!a.compare.empty() || a.registered) print_comparison(a, w, rows);
   if (!a.plot.empty()) plot(a, w, rows);
   if (!a.json.empty()) write_json(a, w, setting, rows);

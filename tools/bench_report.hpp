@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench.hpp"
@@ -21,6 +22,10 @@ struct BenchRow {
   std::string path;  // backend/algorithm of the plan row
   std::optional<Timing> mpi, gloo;
   std::optional<Timing> registered;  // out of place, the input in a registered buffer
+  // Staged calls (hier), us per call averaged over every rank: the whole call, and each stage's
+  // share (Communicator::stage_times); empty where the plan stages no call.
+  double staged_call_us = 0;
+  std::vector<std::pair<std::string, double>> stages_us;
 };
 
 // Where the figures came from: in the table's header and in every --json row.

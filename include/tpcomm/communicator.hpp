@@ -29,6 +29,7 @@
 #include "tpcomm/bootstrap.hpp"
 #include "tpcomm/facts.hpp"
 #include "tpcomm/plan.hpp"
+#include "tpcomm/stage_time.hpp"
 #include "tpcomm/types.hpp"
 
 namespace tpcomm {
@@ -146,6 +147,11 @@ class Communicator {
   // Aborts: peers waiting on this rank fail promptly, later calls throw kAborted.
   void abort(const std::string& reason);
   bool aborted() const;
+
+  // Where this rank's time went in staged calls (hier), per stage, since creation: what `tpcomm
+  // bench` prints in its stages table. Empty where the plan stages no call. Read it between
+  // calls (it is not a collective call).
+  std::vector<StageTime> stage_times() const;
 
  private:
   explicit Communicator(std::unique_ptr<detail::CommunicatorState> state);

@@ -241,6 +241,14 @@ bool Communicator::aborted() const {
   return impl_->aborted.load(std::memory_order_acquire);
 }
 
+std::vector<StageTime> Communicator::stage_times() const {
+  std::vector<StageTime> out;
+  for (const auto& [kind, backend] : impl_->backends) {
+    for (auto& s : backend->stage_times()) out.push_back(std::move(s));
+  }
+  return out;
+}
+
 void CommunicatorState::abort_with(const Error& cause) {
   {
     std::lock_guard<std::mutex> lock(abort_mutex);

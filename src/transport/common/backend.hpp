@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tpcomm/deadline.hpp"
+#include "tpcomm/stage_time.hpp"
 #include "tpcomm/types.hpp"
 
 namespace tpcomm::transport {
@@ -58,6 +60,8 @@ class CollectiveBackend {
   // A collective call on every rank: shares the buffers that calls captured in CUDA graphs
   // since the last call read, so that replays read them in place. Returns how many now are.
   virtual std::size_t register_graph_buffers(const Deadline&) { return 0; }
+  // Time its calls spent in each of its stages so far (hier); none for a backend of one stage.
+  virtual std::vector<StageTime> stage_times() const { return {}; }
 };
 
 }  // namespace tpcomm::transport

@@ -4,6 +4,8 @@
 #include "hier_backend.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <vector>
@@ -57,6 +59,12 @@ class HierBackend final : public CollectiveBackend {
     if (gloo_) gloo_->abort();
   }
 
+  std::vector<StageTime> stage_times() const override {
+    using std::chrono::nanoseconds;
+    return {{"hier intra-node (shm)", nanoseconds(stage_ns_[kIntraNode].load())},
+            {"hier inter-node (gloo)", nanoseconds(stage_ns_[kInterNode].load())}};
+  }
+
   void run(const Call& c) override {
     if (c.op == Op::kAllGather) return all_gather(c);
     if (c.op == Op::kReduceScatter) return reduce_scatter(c);
@@ -76,7 +84,7 @@ class HierBackend final : public CollectiveBackend {
     std::uint8_t* mine = scratch(wide_mine_, per * ses);
     widen(c.input, c.type, c.count, full);
     std::fill(full + c.count * ses, full + per * l * ses, 0);  // the last slice's padding
-    in_stage(node_group_, [&] {
+    in_stage(node_group_, kIntraNode, [&] {
       shm_->run({.op = Op::kReduceScatter,
                  .input = full,
                  .output = mine,
@@ -87,7 +95,7 @@ class HierBackend final : public CollectiveBackend {
                  .sequence = c.sequence,
                  .outer = &c});
     });
-    in_stage(lane_, [&] {
+    in_stage(lane_, kInterNode, [&] {
       gloo_->run({.op = Op::kAllReduce,
                   .input = mine,
                   .output = mine,
@@ -113,7 +121,7 @@ class HierBackend final : public CollectiveBackend {
     const std::size_t block = c.count * size_of(c.type);
     std::uint8_t* lane_blocks = scratch(bytes_, n * block);  // [node]: that node's rank of my lane
     std::uint8_t* node_blocks = scratch(bytes_node_, l * n * block);  // [local index][node]
-    in_stage(lane_, [&] {
+    in_stage(lane_, kInterNode, [&] {
       gloo_->run({.op = Op::kAllGather,
                   .input = c.input,
                   .output = lane_blocks,
@@ -153,7 +161,7 @@ class HierBackend final : public CollectiveBackend {
       }
     }
     std::uint8_t* lane_sums = scratch(wide_mine_, n * c.count * ses);
-    in_stage(node_group_, [&] {
+    in_stage(node_group_, kIntraNode, [&] {
       shm_->run({.op = Op::kReduceScatter,
                  .input = by_lane,
                  .output = lane_sums,
@@ -165,7 +173,7 @@ class HierBackend final : public CollectiveBackend {
                  .outer = &c});
     });
     std::uint8_t* mine = scratch(wide_, c.count * ses);  // by_lane is read: its memory serves again
-    in_stage(lane_, [&] {
+    in_stage(lane_, kInterNode, [&] {
       gloo_->run({.op = Op::kReduceScatter,
                   .input = lane_sums,
                   .output = mine,
@@ -183,7 +191,7 @@ class HierBackend final : public CollectiveBackend {
   // The node stage's all-gather of `count` elements per local rank.
   void node_all_gather(const Call& c, const void* input, void* output, std::size_t count,
                        DataType type) {
-    in_stage(node_group_, [&] {
+    in_stage(node_group_, kIntraNode, [&] {
       shm_->run({.op = Op::kAllGather,
                  .input = input,
                  .output = output,
@@ -237,8 +245,19 @@ class HierBackend final : public CollectiveBackend {
     std::string name;
     std::vector<int> ranks;  // global rank of each sub-group rank
   };
+  // The stages a call's time is split into (stage_times): where its ranks wait for each other.
+  enum StageIndex { kIntraNode = 0, kInterNode = 1 };
   template <typename Stage>
-  static void in_stage(const SubGroup& group, Stage stage) {
+  void in_stage(const SubGroup& group, StageIndex index, Stage stage) {
+    const auto start = std::chrono::steady_clock::now();
+    struct Clocked {  // counted however the stage ends
+      std::chrono::steady_clock::time_point start;
+      std::atomic<std::int64_t>& total;
+      ~Clocked() {
+        total.fetch_add((std::chrono::steady_clock::now() - start).count(),
+                        std::memory_order_relaxed);
+      }
+    } clocked{start, stage_ns_[index]};
     try {
       stage();
     } catch (const Error& e) {
@@ -315,6 +334,7 @@ class HierBackend final : public CollectiveBackend {
   SubGroup node_group_, lane_;
   std::unique_ptr<CollectiveBackend> shm_;
   std::unique_ptr<CollectiveBackend> gloo_;
+  std::atomic<std::int64_t> stage_ns_[2] = {};  // [StageIndex]: steady-clock nanoseconds
 };
 
 }  // namespace
