@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "node_network.hpp"
 #include "tpcomm/types.hpp"
 
 namespace tpcomm::cli {
@@ -30,6 +31,9 @@ struct BenchArgs {
   std::string bind_to = "core";    // "core": one CPU per rank when there are enough; "none"
   std::string tuning;              // a tuning file for every rank (TPCOMM_TUNING)
   bool registered = false;         // also time inputs in registered buffers (allocate)
+  // With --nodes: the nodes' network, rate and loss (node_network.hpp); inside the group only
+  // what the header and --json rows report.
+  NodeNetworkOptions node_network;
 };
 
 // Inside a group (tpcomm run, mpirun, torchrun): run the sweep; rank 0 prints the table.

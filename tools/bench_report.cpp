@@ -112,6 +112,8 @@ void write_json(const BenchArgs& a, int w, const BenchSetting& setting,
                         {"nodes", setting.nodes},
                         {"shm_reductions", transport::shm::kernel_isa()},
                         {"rank_cpus", setting.rank_cpus}};
+    if (setting.link_rate_bits) o["link_rate_bits"] = *setting.link_rate_bits;
+    if (setting.link_loss_percent) o["link_loss_percent"] = *setting.link_loss_percent;
     if (r.mpi) {
       o["mpi_time_us"] = r.mpi->best;
       o["mpi_spread"] = r.mpi->spread();
@@ -150,13 +152,24 @@ std::string rank_cpus_text(const std::vector<std::string>& cpus) {
   return out;
 }
 
+// ", links of 10 Gbit/s, 1% loss": what the simulated nodes' links were given, if anything.
+std::string links_text(const BenchSetting& setting) {
+  std::string out;
+  if (setting.link_rate_bits) {
+    out += fmt::format(", links of {} Mbit/s", static_cast<double>(*setting.link_rate_bits) / 1e6);
+  }
+  if (setting.link_loss_percent) out += fmt::format(", {}% loss", *setting.link_loss_percent);
+  return out;
+}
+
 }  // namespace
 
 void print_table_header(const BenchArgs& a, int w, const BenchSetting& setting) {
   std::cout << fmt::format(
-      "# tpcomm bench: {} {} {} on {} ranks ({} node{}), plan {}, shm reductions {}\n",
+      "# tpcomm bench: {} {} {} on {} ranks ({} node{}{}), plan {}, shm reductions {}\n",
       to_string(a.op), to_string(a.dtype), to_string(a.redop), w, setting.nodes,
-      setting.nodes == 1 ? "" : "s", setting.digest, transport::shm::kernel_isa());
+      setting.nodes == 1 ? "" : "s", links_text(setting), setting.digest,
+      transport::shm::kernel_isa());
   std::cout << fmt::format("# CPUs of each rank: {}\n", rank_cpus_text(setting.rank_cpus));
   std::cout << fmt::format(
       "# {:>10} {:>12} {:>9} {:>6} {:>5}   {:>9} {:>7} {:>7} {:>6}   {:>9} {:>7} {:>7} {:>6}  "

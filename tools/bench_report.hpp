@@ -31,8 +31,10 @@ struct BenchRow {
 // Where the figures came from: in the table's header and in every --json row.
 struct BenchSetting {
   int nodes = 1;
-  std::string digest;                  // of the plan every rank agreed on
-  std::vector<std::string> rank_cpus;  // [r]: the CPUs rank r may run on ("0-3,8")
+  std::string digest;                           // of the plan every rank agreed on
+  std::vector<std::string> rank_cpus;           // [r]: the CPUs rank r may run on ("0-3,8")
+  std::optional<std::uint64_t> link_rate_bits;  // the simulated nodes' links (--link-rate)
+  std::optional<double> link_loss_percent;      // (--link-loss)
 };
 
 void print_table_header(const BenchArgs& a, int w, const BenchSetting& setting);

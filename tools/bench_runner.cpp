@@ -204,6 +204,13 @@ std::vector<std::string> bench_argv(const BenchArgs& a, const std::string& self)
   if (a.check) v.push_back("--check");
   if (a.registered) v.push_back("--registered");
   if (a.backend) v.insert(v.end(), {"--backend", std::string(to_string(*a.backend))});
+  // For the header and the rows: the launcher sets the links up.
+  if (a.node_network.rate_bits) {
+    v.insert(v.end(), {"--link-rate", fmt::format("{}bit", *a.node_network.rate_bits)});
+  }
+  if (a.node_network.loss_percent) {
+    v.insert(v.end(), {"--link-loss", fmt::format("{}", *a.node_network.loss_percent)});
+  }
   if (!a.compare.empty()) v.insert(v.end(), {"--compare", a.compare});
   if (!a.json.empty()) v.insert(v.end(), {"--json", a.json});
   if (!a.plot.empty()) v.insert(v.end(), {"--plot", a.plot});
@@ -214,7 +221,8 @@ int run_bench_in_group(const BenchArgs& a) {
   Engines e = start_engines(a);
   const int rank = e.bs->rank();
   const int w = e.bs->size();
-  const BenchSetting setting{e.comm->plan().nodes, e.comm->plan().digest, rank_cpus(*e.bs)};
+  const BenchSetting setting{e.comm->plan().nodes, e.comm->plan().digest, rank_cpus(*e.bs),
+                             a.node_network.rate_bits, a.node_network.loss_percent};
   if (rank == 0) print_table_header(a, w, setting);
   const bool progress = isatty(2) != 0;  // a progress line for people, not for logs
   std::vector<BenchRow> rows;

@@ -12,6 +12,8 @@
 #include "commands.hpp"
 #include "cpu_binding.hpp"
 #include "launcher.hpp"
+#include "mpirun_over_nodes.hpp"
+#include "node_network_cli.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/tuning.hpp"
@@ -43,10 +45,11 @@ int run_bench(const BenchArgs& a) {
   if (!a.tuning.empty()) setenv("TPCOMM_TUNING", a.tuning.c_str(), 1);
   if (in_group()) return run_bench_in_group(a);
   auto argv = bench_argv(a, self_executable());
-  if (a.compare.find("mpi") != std::string::npos) {
-    if (a.nodes > 1)
-      throw invalid_input("--compare mpi runs under mpirun, which cannot make simulated nodes");
+  const bool with_mpi = a.compare.find("mpi") != std::string::npos;
+  if (with_mpi) {
     if (auto why = mpi_refusal(a.op, a.dtype, a.redop, a.max_bytes)) throw *why;
+  }
+  if (with_mpi && a.nodes == 1) {
     // Open MPI refuses root unless told; these are our own local ranks.
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
@@ -68,6 +71,24 @@ int run_bench(const BenchArgs& a) {
   l.command = argv;
   l.prefix_output = false;
   l.bind_cores = a.bind_to == "core";
+  l.node_network = a.node_network;
+  if (with_mpi) {  // mpirun in node 0 starts every node's ranks (mpirun_over_nodes.hpp)
+    if (a.ranks % a.nodes != 0) {
+      throw invalid_input(fmt::format(
+          "--compare mpi --nodes {}: mpirun needs the same number of ranks on every node (-n {})",
+          a.nodes, a.ranks));
+    }
+    if (l.node_network.mode == NodeNetworkOptions::Mode::kOff) {
+      throw invalid_input(
+          "--compare mpi --nodes K needs the nodes' own network: mpirun reaches "
+          "them over it (drop --node-network off)");
+    }
+    l.node_network.mode = NodeNetworkOptions::Mode::kOn;
+    l.mpirun_over_nodes = true;
+    l.bind_cores = false;
+    auto mpi = mpirun_over_nodes(a.ranks, a.nodes, self_executable());
+    l.command.insert(l.command.begin(), mpi.begin(), mpi.end());
+  }
   return launch(l);
 }
 
@@ -91,6 +112,7 @@ void add_bench_command(CLI::App& app, int& exit_status) {
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--nodes", a->nodes, "simulated nodes (as tpcomm run --nodes)")
       ->capture_default_str();
+  add_node_network_options(*cmd, a->node_network, false);
   add_enum_option(cmd, "--op", a->op, "the collective");
   add_enum_option(cmd, "--dtype", a->dtype, "the element type");
   add_enum_option(cmd, "--redop", a->redop, "the reduction");

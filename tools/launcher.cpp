@@ -26,6 +26,7 @@
 #include "control/store_auth.hpp"
 #include "cpu_binding.hpp"
 #include "link_fault_schedule.hpp"
+#include "mpirun_over_nodes.hpp"
 #include "node_links.hpp"
 #include "orphan_reaper.hpp"
 #include "rank_process.hpp"
@@ -116,7 +117,11 @@ void Launcher::start_ranks(const GroupLaunch& group, SimulatedNodes* nodes,
   const std::string cwd = getcwd(cwd_buf, sizeof(cwd_buf)) ? cwd_buf : "/";
   std::vector<std::string> argv_strings = options_.command;
   std::vector<char*> argv = pointers(argv_strings);
-  const int n = options_.ranks;
+  const bool mpirun = options_.mpirun_over_nodes;
+  if (mpirun && !(nodes && nodes->network())) {
+    throw invalid_input("mpirun over simulated nodes needs their network (--node-network on)");
+  }
+  const int n = mpirun ? 1 : options_.ranks;  // mpirun starts the ranks
   const std::vector<cpu_set_t> cpus =
       options_.bind_cores ? bind_ranks(usable_cores_here(), n).cpus : std::vector<cpu_set_t>();
   for (int r = 0; r < n; ++r) {
@@ -127,8 +132,10 @@ void Launcher::start_ranks(const GroupLaunch& group, SimulatedNodes* nodes,
       if (count++ == 0) first = q;
     }
     const bool linked = nodes && nodes->network();
-    auto env_strings =
-        rank_environment(r, n, r - first, count, group, linked ? netlinks::node_address(node) : "");
+    auto env_strings = mpirun ? mpirun_environment(netlinks::node_address(0),
+                                                   node_agent_map(*nodes, options_.nodes))
+                              : rank_environment(r, n, r - first, count, group,
+                                                 linked ? netlinks::node_address(node) : "");
     auto envp = pointers(env_strings);
     int out[2], err[2];
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {

@@ -25,6 +25,9 @@ struct LaunchOptions {
   // --node-network, --link-rate, --link-loss (node_network.hpp): with --nodes K, each node's own
   // network namespace, and the store, MASTER_ADDR and TPCOMM_SOCKET_ADDRESS on its links.
   NodeNetworkOptions node_network;
+  // The command is mpirun (mpirun_over_nodes.hpp): one process, in node 0's namespaces, that
+  // starts the `ranks` on every node itself through `tpcomm node-agent`. Needs the node network.
+  bool mpirun_over_nodes = false;
   std::vector<std::string> command;
 };
 

@@ -1,14 +1,20 @@
 // tpcomm: the command-line tool. Exit status 0 on success, 2 for invalid input or usage,
 // 1 for an internal or environment failure.
 #include <iostream>
+#include <string>
 
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "mpirun_over_nodes.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/version.hpp"
 
 int main(int argc, char** argv) {
+  // mpirun's remote-shell agent takes mpirun's command line as it comes: no option parsing.
+  if (argc > 1 && std::string(argv[1]) == "node-agent") {
+    return tpcomm::cli::run_node_agent(argc, argv);
+  }
   CLI::App app{"tpcomm: tensor-parallel collectives that choose their own safe, fast path",
                "tpcomm"};
   app.set_version_flag("--version", fmt::format("tpcomm {}\nCUDA backends in this build: {}",

@@ -10,29 +10,53 @@
 
 #include <fmt/format.h>
 
+#include "mpirun_over_nodes.hpp"
+
 extern char** environ;
 
 namespace tpcomm::cli {
 
-std::vector<std::string> rank_environment(int rank, int size, int local_rank, int local_size,
-                                          const GroupLaunch& group,
-                                          const std::string& socket_address) {
-  static const char* kOurs[] = {"RANK=",
-                                "WORLD_SIZE=",
-                                "LOCAL_RANK=",
-                                "LOCAL_WORLD_SIZE=",
-                                "MASTER_ADDR=",
-                                "MASTER_PORT=",
-                                "TPCOMM_GROUP_ID=",
-                                "TPCOMM_STORE_SECRET=",
-                                "TPCOMM_STORE_SECRET_FILE="};
+namespace {
+
+const char* const kLaunchVariables[] = {"RANK=",
+                                        "WORLD_SIZE=",
+                                        "LOCAL_RANK=",
+                                        "LOCAL_WORLD_SIZE=",
+                                        "MASTER_ADDR=",
+                                        "MASTER_PORT=",
+                                        "TPCOMM_GROUP_ID=",
+                                        "TPCOMM_STORE_SECRET=",
+                                        "TPCOMM_STORE_SECRET_FILE="};
+
+// This process's environment without the launch variables (and without TPCOMM_SOCKET_ADDRESS
+// when `drop_socket_address`).
+std::vector<std::string> environment_without_ours(bool drop_socket_address) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     bool replaced = false;
-    for (const char* k : kOurs) replaced |= std::strncmp(*e, k, std::strlen(k)) == 0;
-    replaced |= !socket_address.empty() && std::strncmp(*e, "TPCOMM_SOCKET_ADDRESS=", 22) == 0;
+    for (const char* k : kLaunchVariables) replaced |= std::strncmp(*e, k, std::strlen(k)) == 0;
+    replaced |= drop_socket_address && std::strncmp(*e, "TPCOMM_SOCKET_ADDRESS=", 22) == 0;
     if (!replaced) env.emplace_back(*e);
   }
+  return env;
+}
+
+}  // namespace
+
+std::vector<std::string> mpirun_environment(const std::string& node0_address,
+                                            const std::string& agent_map) {
+  std::vector<std::string> env = environment_without_ours(true);
+  env.push_back("TPCOMM_SOCKET_ADDRESS=" + node0_address);
+  env.push_back(fmt::format("{}={}", kNodeAgentMapVariable, agent_map));
+  env.push_back("OMPI_ALLOW_RUN_AS_ROOT=1");
+  env.push_back("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
+  return env;
+}
+
+std::vector<std::string> rank_environment(int rank, int size, int local_rank, int local_size,
+                                          const GroupLaunch& group,
+                                          const std::string& socket_address) {
+  std::vector<std::string> env = environment_without_ours(!socket_address.empty());
   env.push_back(fmt::format("RANK={}", rank));
   env.push_back(fmt::format("WORLD_SIZE={}", size));
   env.push_back(fmt::format("LOCAL_RANK={}", local_rank));

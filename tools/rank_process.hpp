@@ -27,6 +27,12 @@ std::vector<std::string> rank_environment(int rank, int size, int local_rank, in
                                           const GroupLaunch& group,
                                           const std::string& socket_address);
 
+// mpirun's over the simulated nodes: ours without the launch variables (the ranks get MPI's), plus
+// node 0's address, the node agent's map and Open MPI's consent to run as root (these are our
+// own ranks).
+std::vector<std::string> mpirun_environment(const std::string& node0_address,
+                                            const std::string& agent_map);
+
 // argv-style pointers into `strings`, null-terminated.
 std::vector<char*> pointers(std::vector<std::string>& strings);
 

@@ -123,6 +123,42 @@ TEST(NodeNetwork, AKilledLauncherLeavesNoNamespace) {
   rmdir(dir);
 }
 
+// `tpcomm bench --compare mpi --nodes 2`: mpirun in node 0 starts node 1's ranks through `tpcomm
+// node-agent` in node 1's namespaces, so tpcomm plans hier (two nodes) and both engines time the
+// same calls over the links; the rows say which links; no mpirun daemon outlives the run, and an
+// address that is no node's is refused by the agent.
+TEST(NodeNetwork, BenchComparesWithOpenMpiAcrossTheNodesLinks) {
+  if (auto why = why_not_here({"ip", "tc"}); !why.empty()) GTEST_SKIP() << why;
+  if (!(TPCOMM_HAVE_MPI && access("/usr/bin/mpirun", X_OK) == 0))
+    GTEST_SKIP() << "this build has no MPI or mpirun is missing: not run";
+  const std::string json = "/tmp/tpcomm_mpi_nodes_" + mark() + ".json";
+  auto r = test::run_process(
+      {TPCOMM_BIN, "bench", "-n",      "4",         "--nodes", "2",      "--link-rate",
+       "1gbit",    "-b",    "4096",    "-e",        "65536",   "-f",     "16",
+       "--iters",  "3",     "--check", "--compare", "mpi",     "--json", json},
+      {{"ASAN_OPTIONS", "detect_leaks=0"}, {"TPCOMM_DISABLE", ""}}, std::chrono::seconds(90));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("on 4 ranks (2 nodes, links of 1000 Mbit/s)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << r.out;
+  std::ifstream in(json);
+  const std::string rows((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  unlink(json.c_str());
+  EXPECT_EQ(matches(rows, std::regex(R"("backend_algorithm": "hier/hierarchical")")).size(), 2u)
+      << "every node's ranks in that node's namespaces: " << rows;
+  EXPECT_EQ(matches(rows, std::regex(R"("mpi_time_us": \d)")).size(), 2u) << rows;
+  EXPECT_EQ(matches(rows, std::regex(R"("link_rate_bits": 1000000000)")).size(), 2u) << rows;
+  EXPECT_EQ(matches(rows, std::regex(R"re("hier inter-node \(gloo\)": \d)re")).size(), 2u) << rows;
+  for (int i = 0; i < 50 && !network_namespaces("tcp://198.18.0.1:").empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(network_namespaces("tcp://198.18.0.1:").empty()) << "an mpirun daemon outlived it";
+  auto stranger = test::run_process({TPCOMM_BIN, "node-agent", "198.18.0.9", "true"},
+                                    {{"TPCOMM_NODE_AGENT_MAP", "198.18.0.1=/proc/1/ns/uts"}});
+  EXPECT_EQ(stranger.exit_code, 2);
+  EXPECT_NE(stranger.err.find("198.18.0.9 is no simulated node's address"), std::string::npos)
+      << stranger.err;
+}
+
 TEST(NodeNetwork, OptionsThatCannotBeHonouredAreRefused) {
   auto bad_rate = test::run_process(
       {TPCOMM_BIN, "run", "-n", "2", "--nodes", "2", "--link-rate", "100mbps", "--", "true"});
