@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/communicator_impl.hpp"
+#include "simulated_nodes.hpp"
 #include "thread_ranks.hpp"
 
 namespace tpcomm {
@@ -15,16 +16,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using std::chrono::milliseconds;
-
-detail::Platform two_nodes_of_two() {
-  detail::Platform p = detail::builtin_platform();
-  p.node_of_ranks = [](int size) {
-    std::vector<int> node(static_cast<std::size_t>(size));
-    for (int r = 0; r < size; ++r) node[static_cast<std::size_t>(r)] = r / 2;
-    return node;
-  };
-  return p;
-}
 
 long long ms(std::chrono::nanoseconds d) {
   return std::chrono::duration_cast<milliseconds>(d).count();
@@ -38,7 +29,7 @@ TEST(HierStageTimes, EachRanksWaitIsCountedInTheStageThatWaited) {
   test::on_ranks(group, [&](int r, std::shared_ptr<Bootstrap> bs) {
     CommunicatorOptions o;
     o.timeout = 20s;
-    auto comm = detail::create_communicator(bs, o, two_nodes_of_two());
+    auto comm = detail::create_communicator(bs, o, test::consecutive_nodes_of(2));
     std::vector<float> data(4096, static_cast<float>(r + 1));
     comm->all_reduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
     const auto before = comm->stage_times();

@@ -13,23 +13,13 @@
 #include <vector>
 
 #include "runtime/communicator_impl.hpp"
+#include "simulated_nodes.hpp"
 #include "thread_ranks.hpp"
 
 namespace tpcomm {
 namespace {
 
 using namespace std::chrono_literals;
-
-// Two ranks per simulated node: ranks 0-1 on node 0, 2-3 on node 1, and so on.
-detail::Platform pairs_of_ranks() {
-  detail::Platform p = detail::builtin_platform();
-  p.node_of_ranks = [](int size) {
-    std::vector<int> node(static_cast<std::size_t>(size));
-    for (int r = 0; r < size; ++r) node[static_cast<std::size_t>(r)] = r / 2;
-    return node;
-  };
-  return p;
-}
 
 double thread_cpu_ms() {
   timespec t{};
@@ -50,7 +40,7 @@ TEST(ShmSpinSharing, ANodeStageWaiterSleepsWhenTheGroupOutnumbersTheCores) {
   test::on_ranks(group, [&](int r, std::shared_ptr<Bootstrap> bs) {
     CommunicatorOptions o;
     o.timeout = 20s;
-    auto comm = detail::create_communicator(bs, o, pairs_of_ranks());
+    auto comm = detail::create_communicator(bs, o, test::consecutive_nodes_of(2));
     ASSERT_EQ(comm->plan().ops.at(Op::kAllReduce).table.at(0).backend, Backend::kHier);
     std::vector<float> data(1024, static_cast<float>(r + 1));
     comm->all_reduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);

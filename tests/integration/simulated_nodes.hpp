@@ -20,4 +20,15 @@ inline detail::Platform nodes_in_turn(int nodes) {
   return p;
 }
 
+// Consecutive ranks, `per_node` on each node (2: ranks 0-1 on node 0, 2-3 on node 1, ...).
+inline detail::Platform consecutive_nodes_of(int per_node) {
+  detail::Platform p = detail::builtin_platform();
+  p.node_of_ranks = [per_node](int size) {
+    std::vector<int> node(static_cast<std::size_t>(size));
+    for (int r = 0; r < size; ++r) node[static_cast<std::size_t>(r)] = r / per_node;
+    return node;
+  };
+  return p;
+}
+
 }  // namespace tpcomm::test
