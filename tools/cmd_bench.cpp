@@ -13,6 +13,7 @@
 #include "cpu_binding.hpp"
 #include "launcher.hpp"
 #include "mpirun_over_nodes.hpp"
+#include "node_links.hpp"
 #include "node_network_cli.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/error.hpp"
@@ -82,6 +83,10 @@ int run_bench(const BenchArgs& a) {
       throw invalid_input(
           "--compare mpi --nodes K needs the nodes' own network: mpirun reaches "
           "them over it (drop --node-network off)");
+    }
+    if (netlinks::find_program("mpirun").empty()) {
+      throw Error(ErrorCode::kUnavailable,
+                  "--compare mpi: cannot run mpirun (install openmpi-bin)");
     }
     l.node_network.mode = NodeNetworkOptions::Mode::kOn;
     l.mpirun_over_nodes = true;
