@@ -187,6 +187,15 @@ void bind_calls(py::class_<Comm>& c) {
 }
 
 void bind_plan(py::class_<Comm>& c) {
+  // Seconds per stage of staged calls (Communicator::stage_times); {} where none is staged.
+  c.def("stage_times", [](Comm& self) {
+    Comm::Use comm(self, Comm::Use::kQuick);
+    py::dict out;
+    for (const auto& s : comm->stage_times()) {
+      out[py::str(s.name)] = std::chrono::duration<double>(s.total).count();
+    }
+    return out;
+  });
   c.def("plan_json", [](Comm& self) {
     Comm::Use comm(self, Comm::Use::kQuick);
     return plan_to_json(comm->plan());

@@ -259,6 +259,12 @@ class Communicator:
         """The plan as `tpcomm plan` prints it."""
         return self._native.plan_text()
 
+    def stage_times(self):
+        """Where this rank's time went in staged calls (hier), since creation: seconds per stage
+        ("hier intra-node (shm)", "hier inter-node (gloo)"), waits for peers included; {} where
+        the plan stages no call. Not collective."""
+        return self._native.stage_times()
+
     def route(self, op, nbytes, dtype="float32", mode="eager"):
         """(backend, algorithm) a call of `op` on an input of `nbytes` bytes uses; mode "graph":
         a call captured in a CUDA graph (a CUDA communicator's second size table)."""

@@ -5,7 +5,7 @@ random data whose rounding the reference reproduces (one fp32 addition of two ra
 rounded to nearest even by torch or numpy), and integers at their types' extremes, whose sums
 wrap as torch's and numpy's do."""
 
-from conftest import run_ranks
+from conftest import engine_setup, run_ranks
 
 
 def test_every_call_and_dtype_on_torch_tensors(tmp_path):
@@ -323,3 +323,28 @@ def test_registered_buffers_from_empty_are_read_in_place_and_give_the_same_resul
             assert "/dev/shm" in str(e), e
         ok()
     """, n=2).expect_ok(2)
+
+
+def test_stage_times_put_a_late_ranks_wait_in_the_stage_that_waited(tmp_path):
+    env, n, args = engine_setup("hier")  # ranks 0-1 on node 0, 2-3 on node 1
+    run_ranks(tmp_path, """
+        import time
+        comm = tpcomm.Communicator.from_env(timeout=30)
+        assert comm.route("all_reduce", 16384, "float32")[0] == "hier"
+        a = np.full(4096, RANK + 1, dtype=np.float32)
+        comm.all_reduce(a)
+        before = comm.stage_times()
+        assert sorted(before) == ["hier inter-node (gloo)", "hier intra-node (shm)"], before
+        comm.barrier()
+        if RANK == 1:
+            time.sleep(0.3)
+        comm.all_reduce(a)
+        assert (a == 40).all(), a[:4]  # (1 + 2 + 3 + 4) summed twice over 4 ranks
+        spent = {k: v - before[k] for k, v in comm.stage_times().items()}
+        intra, inter = spent["hier intra-node (shm)"], spent["hier inter-node (gloo)"]
+        if RANK == 0:  # waited for rank 1 inside its node
+            assert intra >= 0.25 and inter < 0.15, spent
+        if RANK == 2:  # waited for rank 0, its lane peer, between the nodes
+            assert inter >= 0.25 and intra < 0.15, spent
+        ok()
+    """, n=n, env=env, args=args).expect_ok(n)
