@@ -83,6 +83,10 @@ struct RankFacts {
   std::string host;
   DeviceFacts device;
   Allocator allocator = Allocator::kLegacy;
+  // The MPI library of the world this rank was started in, when the group was bootstrapped
+  // through it (mpirun without MASTER_ADDR): hier_mpi's lanes run over that world. nullopt: no
+  // MPI world (any other launcher, or MPI unusable from tpcomm's threads).
+  std::optional<std::string> mpi;
   std::optional<std::string> comment;
 #if __cplusplus >= 202002L  // defaulted comparison: C++20 (the library); C++17 users go without
   bool operator==(const RankFacts&) const = default;

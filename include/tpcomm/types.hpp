@@ -17,7 +17,8 @@ enum class DataType { kFloat32, kFloat16, kBFloat16, kInt32, kInt64, kUInt8 };
 // types only.
 enum class ReduceOp { kSum, kMax, kMin, kAvg };
 enum class Op { kAllReduce, kAllGather, kReduceScatter };
-enum class Backend { kLocal, kCustom, kMultimem, kNccl, kShm, kGloo, kHier };
+// hier_mpi: hier with its lanes across nodes over MPI instead of Gloo (groups started by mpirun).
+enum class Backend { kLocal, kCustom, kMultimem, kNccl, kShm, kGloo, kHier, kHierMpi };
 // How a backend runs an operation (algorithms_of() in plan.hpp says which belong to which).
 enum class Algorithm {
   kCopy,
@@ -72,9 +73,9 @@ struct Names<Op> {
 template <>
 struct Names<Backend> {
   static constexpr NamedValue<Backend> table[] = {
-      {Backend::kLocal, "local"}, {Backend::kCustom, "custom"}, {Backend::kMultimem, "multimem"},
-      {Backend::kNccl, "nccl"},   {Backend::kShm, "shm"},       {Backend::kGloo, "gloo"},
-      {Backend::kHier, "hier"}};
+      {Backend::kLocal, "local"}, {Backend::kCustom, "custom"},   {Backend::kMultimem, "multimem"},
+      {Backend::kNccl, "nccl"},   {Backend::kShm, "shm"},         {Backend::kGloo, "gloo"},
+      {Backend::kHier, "hier"},   {Backend::kHierMpi, "hier_mpi"}};
 };
 template <>
 struct Names<Algorithm> {

@@ -11,6 +11,7 @@
 
 #include "common/rank_list.hpp"
 #include "mpi_plugin.hpp"
+#include "mpi_world.hpp"
 #include "store_auth.hpp"
 #include "tpcomm/bootstrap.hpp"
 #include "tpcomm/env.hpp"
@@ -43,6 +44,8 @@ class MpiBootstrap final : public Bootstrap {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  const TpcommMpiApi& api() const { return mpi_; }
+  void* comm() const { return comm_; }
   std::shared_ptr<Store> store() const override { return store_; }
 
   std::vector<Bytes> all_gather(const Bytes& mine, std::string_view what,
@@ -165,5 +168,32 @@ class MpiBootstrap final : public Bootstrap {
 std::shared_ptr<Bootstrap> make_mpi_bootstrap(const Deadline& deadline) {
   return std::make_shared<MpiBootstrap>(deadline);
 }
+
+namespace control {
+
+std::optional<MpiWorld> mpi_world_of(const Bootstrap& bootstrap, std::string* why) {
+  const auto* mpi = dynamic_cast<const MpiBootstrap*>(&bootstrap);
+  if (mpi == nullptr) {
+    if (why) *why = "not bootstrapped through MPI (mpirun without MASTER_ADDR / MASTER_PORT)";
+    return std::nullopt;
+  }
+  char library[256] = {};
+  int serialized = 0;
+  if (int rc = mpi->api().describe(library, sizeof(library), &serialized)) {
+    if (why) *why = fmt::format("MPI could not describe itself (MPI error {})", rc);
+    return std::nullopt;
+  }
+  if (!serialized) {
+    if (why) {
+      *why =
+          "the program initialised MPI below MPI_THREAD_SERIALIZED: tpcomm's calls may come "
+          "from another thread than the one that initialised it";
+    }
+    return std::nullopt;
+  }
+  return MpiWorld{&mpi->api(), mpi->comm(), mpi->rank(), mpi->size(), library};
+}
+
+}  // namespace control
 
 }  // namespace tpcomm

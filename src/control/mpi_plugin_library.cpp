@@ -4,17 +4,61 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <cstring>
+#include <mutex>
 #include <new>
 
 #include "mpi_plugin_api.h"
 
 namespace {
 
+// MPI_THREAD_SERIALIZED: one MPI call at a time in the process, whichever thread makes it (the
+// bootstrap on the caller's thread, hier_mpi's lanes on each communicator's).
+std::mutex& mpi_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+using Serialized = std::lock_guard<std::mutex>;
+
 MPI_Comm* as_comm(void* comm) {
   return static_cast<MPI_Comm*>(comm);
 }
 
+MPI_Datatype datatype(int type) {
+  switch (type) {
+    case TPCOMM_MPI_FLOAT:
+      return MPI_FLOAT;
+    case TPCOMM_MPI_INT32:
+      return MPI_INT32_T;
+    case TPCOMM_MPI_INT64:
+      return MPI_INT64_T;
+    case TPCOMM_MPI_UINT8:
+      return MPI_UINT8_T;
+    default:
+      return MPI_BYTE;
+  }
+}
+
+MPI_Op operation(int op) {
+  return op == TPCOMM_MPI_MAX ? MPI_MAX : op == TPCOMM_MPI_MIN ? MPI_MIN : MPI_SUM;
+}
+
+// A new request for a non-blocking call, handed out only if the call started.
+template <typename Start>
+int start_request(void** request, Start start) {
+  auto* req = new (std::nothrow) MPI_Request(MPI_REQUEST_NULL);
+  if (req == nullptr) return MPI_ERR_NO_MEM;
+  Serialized lock(mpi_mutex());
+  if (int rc = start(req)) {
+    delete req;
+    return rc;
+  }
+  *request = req;
+  return MPI_SUCCESS;
+}
+
 int open_world(void** comm, int* rank, int* size, int* initialized_here) {
+  Serialized lock(mpi_mutex());
   int initialized = 0;
   MPI_Initialized(&initialized);
   *initialized_here = 0;
@@ -29,37 +73,44 @@ int open_world(void** comm, int* rank, int* size, int* initialized_here) {
     delete dup;
     return rc;
   }
+  MPI_Comm_set_errhandler(*dup, MPI_ERRORS_RETURN);
   MPI_Comm_rank(*dup, rank);
   MPI_Comm_size(*dup, size);
   *comm = dup;
   return MPI_SUCCESS;
 }
 
-void close_world(void* comm, int finalize) {
+void free_comm(void* comm) {
+  Serialized lock(mpi_mutex());
   MPI_Comm_free(as_comm(comm));
   delete as_comm(comm);
+}
+
+void close_world(void* comm, int finalize) {
+  free_comm(comm);
+  Serialized lock(mpi_mutex());
   if (finalize) MPI_Finalize();
 }
 
 int isend(void* comm, const void* data, int bytes, int peer, int tag, void** request) {
-  auto* req = new (std::nothrow) MPI_Request(MPI_REQUEST_NULL);
-  if (req == nullptr) return MPI_ERR_NO_MEM;
-  if (int rc = MPI_Isend(data, bytes, MPI_BYTE, peer, tag, *as_comm(comm), req)) {
-    delete req;
-    return rc;
-  }
-  *request = req;
-  return MPI_SUCCESS;
+  return start_request(request, [&](MPI_Request* req) {
+    return MPI_Isend(data, bytes, MPI_BYTE, peer, tag, *as_comm(comm), req);
+  });
 }
 
 int test(void* request, int* done) {
   auto* req = static_cast<MPI_Request*>(request);
-  const int rc = MPI_Test(req, done, MPI_STATUS_IGNORE);
+  int rc = 0;
+  {
+    Serialized lock(mpi_mutex());
+    rc = MPI_Test(req, done, MPI_STATUS_IGNORE);
+  }
   if (rc == MPI_SUCCESS && *done) delete req;
   return rc;
 }
 
 int iprobe(void* comm, int peer, int tag, int* waiting, int* bytes) {
+  Serialized lock(mpi_mutex());
   MPI_Status status;
   if (int rc = MPI_Iprobe(peer, tag, *as_comm(comm), waiting, &status)) return rc;
   *bytes = 0;
@@ -67,11 +118,76 @@ int iprobe(void* comm, int peer, int tag, int* waiting, int* bytes) {
 }
 
 int recv(void* comm, void* data, int bytes, int peer, int tag) {
+  Serialized lock(mpi_mutex());
   return MPI_Recv(data, bytes, MPI_BYTE, peer, tag, *as_comm(comm), MPI_STATUS_IGNORE);
 }
 
-const TpcommMpiApi kApi = {
-    TPCOMM_MPI_API_VERSION, open_world, close_world, isend, test, iprobe, recv};
+int describe(char* text, int room, int* serialized) {
+  Serialized lock(mpi_mutex());
+  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  if (int rc = MPI_Get_library_version(version, &length)) return rc;
+  const char* end = std::strchr(version, '\n');
+  const int line = static_cast<int>(end ? end - version : std::strlen(version));
+  const int n = line < room - 1 ? line : room - 1;
+  std::memcpy(text, version, static_cast<std::size_t>(n > 0 ? n : 0));
+  if (room > 0) text[n > 0 ? n : 0] = '\0';
+  int level = MPI_THREAD_SINGLE;
+  if (int rc = MPI_Query_thread(&level)) return rc;
+  *serialized = level >= MPI_THREAD_SERIALIZED ? 1 : 0;
+  return MPI_SUCCESS;
+}
+
+int split(void* comm, int color, int key, void** out, int* rank, int* size) {
+  auto* part = new (std::nothrow) MPI_Comm(MPI_COMM_NULL);
+  if (part == nullptr) return MPI_ERR_NO_MEM;
+  Serialized lock(mpi_mutex());
+  if (int rc = MPI_Comm_split(*as_comm(comm), color, key, part)) {
+    delete part;
+    return rc;
+  }
+  MPI_Comm_set_errhandler(*part, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(*part, rank);
+  MPI_Comm_size(*part, size);
+  *out = part;
+  return MPI_SUCCESS;
+}
+
+int iallreduce(void* comm, const void* in, void* out, int count, int type, int op, void** request) {
+  return start_request(request, [&](MPI_Request* req) {
+    return MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out, count, datatype(type), operation(op),
+                          *as_comm(comm), req);
+  });
+}
+
+int iallgather(void* comm, const void* in, void* out, int count, int type, void** request) {
+  return start_request(request, [&](MPI_Request* req) {
+    return MPI_Iallgather(in, count, datatype(type), out, count, datatype(type), *as_comm(comm),
+                          req);
+  });
+}
+
+int ireduce_scatter_block(void* comm, const void* in, void* out, int count, int type, int op,
+                          void** request) {
+  return start_request(request, [&](MPI_Request* req) {
+    return MPI_Ireduce_scatter_block(in, out, count, datatype(type), operation(op), *as_comm(comm),
+                                     req);
+  });
+}
+
+const TpcommMpiApi kApi = {TPCOMM_MPI_API_VERSION,
+                           open_world,
+                           close_world,
+                           isend,
+                           test,
+                           iprobe,
+                           recv,
+                           describe,
+                           split,
+                           free_comm,
+                           iallreduce,
+                           iallgather,
+                           ireduce_scatter_block};
 
 }  // namespace
 

@@ -1,4 +1,6 @@
-// make_mpi_bootstrap in a build without Open MPI: an error that says how to get it.
+// make_mpi_bootstrap in a build without Open MPI: an error that says how to get it; and no MPI
+// world behind any bootstrap.
+#include "mpi_world.hpp"
 #include "tpcomm/bootstrap.hpp"
 #include "tpcomm/error.hpp"
 
@@ -10,4 +12,12 @@ std::shared_ptr<Bootstrap> make_mpi_bootstrap(const Deadline&) {
               "MASTER_ADDR and MASTER_PORT to rendezvous through a store under mpirun");
 }
 
+namespace control {
+
+std::optional<MpiWorld> mpi_world_of(const Bootstrap&, std::string* why) {
+  if (why) *why = "this tpcomm was built without MPI";
+  return std::nullopt;
+}
+
+}  // namespace control
 }  // namespace tpcomm

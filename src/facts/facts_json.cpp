@@ -127,6 +127,12 @@ RankEntry read_rank_entry(const Json& value, const std::string& path, int ranks_
   if (const Json* v = r.optional("allocator")) {
     e.rank.allocator = detail::read_enum<Allocator>(*v, r.path_of("allocator"));
   }
+  if (const Json* v = r.optional("mpi")) {
+    e.rank.mpi = detail::read_string(*v, r.path_of("mpi"));
+    if (e.rank.mpi->empty() || e.rank.mpi->size() > 255) {
+      fail_at(r.path_of("mpi"), "expected the MPI library's name, 1 to 255 characters");
+    }
+  }
   if (const Json* v = r.optional("comment")) {
     e.rank.comment = detail::read_string(*v, r.path_of("comment"));
   }
@@ -225,6 +231,7 @@ std::string encode_facts(const FactsTable& table, int indent) {
     entry["host"] = r.host;
     entry["device"] = encode_device(r.device);
     entry["allocator"] = to_string(r.allocator);
+    if (r.mpi) entry["mpi"] = *r.mpi;
     if (r.comment) entry["comment"] = *r.comment;
     ranks.push_back(entry);
     i += run;

@@ -230,6 +230,27 @@ std::optional<std::string> admit_hier(const GroupView& g) {
       g.host_list());
 }
 
+// hier with MPI lanes: where hier serves, and only in one MPI world that every rank's facts name
+// (a group started by mpirun and bootstrapped through MPI).
+std::optional<std::string> admit_hier_mpi(const GroupView& g) {
+  if (auto why = admit_hier(g)) return why;
+  const auto without = g.ranks_where([](const RankFacts& r) { return !r.mpi.has_value(); });
+  if (!without.empty()) {
+    return fmt::format(
+        "{} not bootstrapped through MPI (facts without `mpi`): MPI lanes need the world mpirun "
+        "started (mpirun without MASTER_ADDR / MASTER_PORT), gloo carries the lanes",
+        g.describe(without) + (without.size() == 1 ? " was" : " were"));
+  }
+  const std::string& library = *g.rank(0).mpi;
+  const auto other =
+      g.ranks_where([&](const RankFacts& r) { return r.mpi.has_value() && *r.mpi != library; });
+  if (!other.empty()) {
+    return fmt::format("{} name another MPI library than rank 0's \"{}\": not one MPI world",
+                       g.describe(other), library);
+  }
+  return std::nullopt;
+}
+
 void decide_zero_copy(const GroupView& g, Admission& a) {
   if (g.type() != DeviceType::kCuda) {
     a.zero_copy_reason = "cpu backends copy through their own buffers";
@@ -277,6 +298,8 @@ Admission admit(const GroupView& g, const PlanOptions& options) {
       v = admit_shm(g);
     } else if (b == Backend::kHier) {
       v = admit_hier(g);
+    } else if (b == Backend::kHierMpi) {
+      v = admit_hier_mpi(g);
     }
     if (auto it = options.disabled.find(b); it != options.disabled.end()) {
       v = fmt::format("disabled by {}", it->second) + (v ? "; besides: " + *v : "");

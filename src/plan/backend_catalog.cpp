@@ -10,7 +10,7 @@ const std::vector<Backend>& backends_of(DeviceType type) {
   static const std::vector<Backend> cuda = {Backend::kLocal, Backend::kCustom, Backend::kMultimem,
                                             Backend::kNccl};
   static const std::vector<Backend> cpu = {Backend::kLocal, Backend::kShm, Backend::kHier,
-                                           Backend::kGloo};
+                                           Backend::kHierMpi, Backend::kGloo};
   return type == DeviceType::kCuda ? cuda : cpu;
 }
 
@@ -51,6 +51,7 @@ const std::vector<Algorithm>& algorithms_of(Backend backend, Op op) {
     case Backend::kGloo:
       return gloo;
     case Backend::kHier:
+    case Backend::kHierMpi:
       return hierarchical;
   }
   throw Error(ErrorCode::kInternal, "algorithms_of: unknown backend");

@@ -108,6 +108,10 @@ TuningEntry cpu_entry(int w) {
   const std::uint64_t one_shot_max = w <= 4 ? 64 * KiB : w <= 8 ? 32 * KiB : 16 * KiB;
   const Candidate gloo = use(Backend::kGloo, Algorithm::kGloo);
   const Candidate hier = use(Backend::kHier, Algorithm::kHierarchical);
+  // Across nodes, MPI lanes where the group has them (started by mpirun): Open MPI's TCP
+  // transport carried the lanes faster than Gloo at every size measured (docs/tuning.md, "Across
+  // nodes"); Gloo's lanes otherwise.
+  const Candidate hier_mpi = use(Backend::kHierMpi, Algorithm::kHierarchical);
   TuningEntry e;
   e.key = {DeviceType::kCpu, std::nullopt, w, std::nullopt};
   if (w == 2) {
@@ -115,11 +119,13 @@ TuningEntry cpu_entry(int w) {
     // rounds: 16 MiB 2.90 -> 2.29 ms; up to 8 MiB the lane was ahead, 1.05-1.3x).
     Candidate small_steps = use(Backend::kShm, Algorithm::kOneShot);
     small_steps.step_bytes = 256 * KiB;
-    e.ops[Op::kAllReduce] = {{8 * MiB, {use(Backend::kShm, Algorithm::kOneShot), hier, gloo}},
-                             {std::nullopt, {small_steps, hier, gloo}}};
+    e.ops[Op::kAllReduce] = {
+        {8 * MiB, {use(Backend::kShm, Algorithm::kOneShot), hier_mpi, hier, gloo}},
+        {std::nullopt, {small_steps, hier_mpi, hier, gloo}}};
   } else {
-    e.ops[Op::kAllReduce] = {{one_shot_max, {use(Backend::kShm, Algorithm::kOneShot), hier, gloo}},
-                             {std::nullopt, {use(Backend::kShm, Algorithm::kTwoShot), hier, gloo}}};
+    e.ops[Op::kAllReduce] = {
+        {one_shot_max, {use(Backend::kShm, Algorithm::kOneShot), hier_mpi, hier, gloo}},
+        {std::nullopt, {use(Backend::kShm, Algorithm::kTwoShot), hier_mpi, hier, gloo}}};
   }
   // All-gather, W = 2: each peer's input read where it lies (single copy) for outputs above
   // 64 KiB; below, the system call and the closing barrier cost more than the second copy through
@@ -131,13 +137,14 @@ TuningEntry cpu_entry(int w) {
   // Gloo would send every byte through TCP.
   if (w == 2) {
     e.ops[Op::kAllGather] = {
-        {64 * KiB, {use(Backend::kShm, Algorithm::kOneShot), hier, gloo}},
-        {std::nullopt, {use(Backend::kShm, Algorithm::kSingleCopy), hier, gloo}}};
+        {64 * KiB, {use(Backend::kShm, Algorithm::kOneShot), hier_mpi, hier, gloo}},
+        {std::nullopt, {use(Backend::kShm, Algorithm::kSingleCopy), hier_mpi, hier, gloo}}};
   } else {
-    e.ops[Op::kAllGather] = {{std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), hier, gloo}}};
+    e.ops[Op::kAllGather] = {
+        {std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), hier_mpi, hier, gloo}}};
   }
   e.ops[Op::kReduceScatter] = {
-      {std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), hier, gloo}}};
+      {std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), hier_mpi, hier, gloo}}};
   return e;
 }
 

@@ -20,6 +20,7 @@ std::map<Backend, BackendFactory> builtin_backend_factories() {
   f[Backend::kGloo] = transport::make_gloo_backend;
   f[Backend::kShm] = transport::make_shm_backend;
   f[Backend::kHier] = transport::make_hier_backend;
+  f[Backend::kHierMpi] = transport::make_hier_mpi_backend;
   add_gpu_backend_factories(f);
   return f;
 }

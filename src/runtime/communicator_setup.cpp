@@ -20,6 +20,7 @@
 #include "common/text_file.hpp"
 #include "communicator_impl.hpp"
 #include "control/launched_bootstrap.hpp"
+#include "control/mpi_world.hpp"
 #include "control/socket_util.hpp"
 #include "facts_exchange.hpp"
 #include "node_identity.hpp"
@@ -55,11 +56,18 @@ int pick_cuda_device(const CommunicatorOptions& options, std::size_t visible) {
   return static_cast<int>(static_cast<std::size_t>(local_rank) % visible);
 }
 
-runtime::RankRecord my_record(int rank, const CommunicatorOptions& options,
+runtime::RankRecord my_record(const Bootstrap& bootstrap, const CommunicatorOptions& options,
                               const detail::Platform& platform, int* cuda_device) {
+  const int rank = bootstrap.rank();
   LocalFacts local = platform.probe();
   runtime::RankRecord r;
   r.facts.host = local.host.hostname;
+  std::string no_mpi;
+  if (auto world = control::mpi_world_of(bootstrap, &no_mpi)) {
+    r.facts.mpi = world->library.empty() ? std::string("MPI") : world->library;
+  } else {
+    TPCOMM_LOG(kDebug, "facts", "rank {}: no MPI world for hier_mpi: {}", rank, no_mpi);
+  }
   if (options.device == DeviceType::kCuda) {
     // Refused here, on this rank, before any peer waits on a GPU step: the facts exchange then
     // fails everywhere naming this rank.
@@ -90,8 +98,7 @@ runtime::RankRecord my_record(int rank, const CommunicatorOptions& options,
 std::vector<runtime::RankRecord> exchange_facts(CommunicatorState& c,
                                                 const CommunicatorOptions& options,
                                                 const detail::Platform& platform) {
-  const int rank = c.bootstrap->rank();
-  Bytes mine = runtime::encode_record(my_record(rank, options, platform, &c.cuda_device));
+  Bytes mine = runtime::encode_record(my_record(*c.bootstrap, options, platform, &c.cuda_device));
   if (c.faults.hits("facts", FaultAction::kCorrupt)) mine.resize(mine.size() - 7);  // truncated
   c.faults.apply_fail_or_stall("facts");
   auto all = c.bootstrap->all_gather(mine, "facts exchange", c.deadline());

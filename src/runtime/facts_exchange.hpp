@@ -15,8 +15,9 @@ constexpr std::uint32_t kRecordMagic = 0x52465054;  // "TPFR"
 // Also the version of what ranks exchange after it (shm's lane headers, Gloo's messages): ranks
 // of builds that would not understand each other's calls fail at creation, naming the version,
 // instead of timing out in their first call. 2: every Gloo call opens with the exchange of
-// transport/gloo/gloo_opening_exchange.hpp.
-constexpr std::uint16_t kRecordVersion = 2;
+// transport/gloo/gloo_opening_exchange.hpp. 3: the facts may say `mpi`, and the hier_mpi backend
+// exists.
+constexpr std::uint16_t kRecordVersion = 3;
 constexpr std::size_t kMaxRecordBytes = 64 * 1024;
 
 struct RankRecord {

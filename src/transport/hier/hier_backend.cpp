@@ -1,6 +1,6 @@
-// hier: sub-groups over the same store (node groups for shm, lanes for Gloo), four voted set-up
-// steps (the shm pair, then the Gloo pair), and the all-reduce, all-gather and reduce-scatter
-// each as stages over the two.
+// hier and hier_mpi: node groups for shm over the group's store, lanes for Gloo (over the same
+// store) or for MPI (split from mpirun's world); voted set-up steps (the shm pair, then the
+// lane's), and the all-reduce, all-gather and reduce-scatter each as stages over the two.
 #include "hier_backend.hpp"
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include "tpcomm/error.hpp"
 #include "transport/common/convert.hpp"
 #include "transport/gloo/gloo_backend.hpp"
+#include "transport/mpi/mpi_lane_backend.hpp"
 #include "transport/shm/shm_backend.hpp"
 
 namespace tpcomm::transport {
@@ -28,16 +29,22 @@ Algorithm node_gather_algorithm(std::size_t slice_bytes, int local_size) {
   return local_size == 2 && slice_bytes > (16 << 10) ? Algorithm::kSingleCopy : Algorithm::kOneShot;
 }
 
+// What carries the lanes between nodes.
+enum class LaneEngine { kGloo, kMpi };
+
 class HierBackend final : public CollectiveBackend {
  public:
-  explicit HierBackend(BackendContext context) : ctx_(std::move(context)) {}
+  HierBackend(BackendContext context, LaneEngine engine)
+      : ctx_(std::move(context)), engine_(engine) {}
 
-  Backend kind() const override { return Backend::kHier; }
-  int setup_steps() const override { return 4; }
+  Backend kind() const override { return mpi() ? Backend::kHierMpi : Backend::kHier; }
+  int setup_steps() const override { return mpi() ? 3 : 4; }
   std::string setup_step_name(int step) const override {
-    static const char* names[] = {"hier.shm.create", "hier.shm.map", "hier.gloo.device",
-                                  "hier.gloo.connect"};
-    return names[step];
+    static const char* gloo[] = {"hier.shm.create", "hier.shm.map", "hier.gloo.device",
+                                 "hier.gloo.connect"};
+    static const char* mpi_lanes[] = {"hier_mpi.shm.create", "hier_mpi.shm.map",
+                                      "hier_mpi.mpi.split"};
+    return mpi() ? mpi_lanes[step] : gloo[step];
   }
 
   void run_setup_step(int step, const Deadline& deadline) override {
@@ -45,24 +52,25 @@ class HierBackend final : public CollectiveBackend {
     if (step < 2) {
       shm_->run_setup_step(step, deadline);
     } else {
-      gloo_->run_setup_step(step - 2, deadline);
+      lane_engine_->run_setup_step(step - 2, deadline);
     }
   }
 
   void setup_complete() override {
     shm_->setup_complete();
-    gloo_->setup_complete();
+    lane_engine_->setup_complete();
   }
 
   void abort() override {
     if (shm_) shm_->abort();
-    if (gloo_) gloo_->abort();
+    if (lane_engine_) lane_engine_->abort();
   }
 
   std::vector<StageTime> stage_times() const override {
     using std::chrono::nanoseconds;
     return {{"hier intra-node (shm)", nanoseconds(stage_ns_[kIntraNode].load())},
-            {"hier inter-node (gloo)", nanoseconds(stage_ns_[kInterNode].load())}};
+            {mpi() ? "hier inter-node (mpi)" : "hier inter-node (gloo)",
+             nanoseconds(stage_ns_[kInterNode].load())}};
   }
 
   void run(const Call& c) override {
@@ -96,15 +104,15 @@ class HierBackend final : public CollectiveBackend {
                  .outer = &c});
     });
     in_stage(lane_, kInterNode, [&] {
-      gloo_->run({.op = Op::kAllReduce,
-                  .input = mine,
-                  .output = mine,
-                  .count = per,
-                  .type = st,
-                  .reduce = stage_op,
-                  .algorithm = Algorithm::kGloo,
-                  .sequence = c.sequence,
-                  .outer = &c});
+      lane_engine_->run({.op = Op::kAllReduce,
+                         .input = mine,
+                         .output = mine,
+                         .count = per,
+                         .type = st,
+                         .reduce = stage_op,
+                         .algorithm = Algorithm::kGloo,
+                         .sequence = c.sequence,
+                         .outer = &c});
     });
     node_all_gather(c, mine, full, per, st);
     if (c.reduce == ReduceOp::kAvg) divide(full, c.count);
@@ -122,14 +130,14 @@ class HierBackend final : public CollectiveBackend {
     std::uint8_t* lane_blocks = scratch(bytes_, n * block);  // [node]: that node's rank of my lane
     std::uint8_t* node_blocks = scratch(bytes_node_, l * n * block);  // [local index][node]
     in_stage(lane_, kInterNode, [&] {
-      gloo_->run({.op = Op::kAllGather,
-                  .input = c.input,
-                  .output = lane_blocks,
-                  .count = c.count,
-                  .type = c.type,
-                  .algorithm = Algorithm::kGloo,
-                  .sequence = c.sequence,
-                  .outer = &c});
+      lane_engine_->run({.op = Op::kAllGather,
+                         .input = c.input,
+                         .output = lane_blocks,
+                         .count = c.count,
+                         .type = c.type,
+                         .algorithm = Algorithm::kGloo,
+                         .sequence = c.sequence,
+                         .outer = &c});
     });
     node_all_gather(c, lane_blocks, node_blocks, n * c.count, c.type);
     auto* out = static_cast<std::uint8_t*>(c.output);
@@ -174,15 +182,15 @@ class HierBackend final : public CollectiveBackend {
     });
     std::uint8_t* mine = scratch(wide_, c.count * ses);  // by_lane is read: its memory serves again
     in_stage(lane_, kInterNode, [&] {
-      gloo_->run({.op = Op::kReduceScatter,
-                  .input = lane_sums,
-                  .output = mine,
-                  .count = c.count,
-                  .type = st,
-                  .reduce = stage_op,
-                  .algorithm = Algorithm::kGloo,
-                  .sequence = c.sequence,
-                  .outer = &c});
+      lane_engine_->run({.op = Op::kReduceScatter,
+                         .input = lane_sums,
+                         .output = mine,
+                         .count = c.count,
+                         .type = st,
+                         .reduce = stage_op,
+                         .algorithm = Algorithm::kGloo,
+                         .sequence = c.sequence,
+                         .outer = &c});
     });
     if (c.reduce == ReduceOp::kAvg) divide(mine, c.count);
     narrow(mine, c.type, c.count, c.output);
@@ -305,8 +313,6 @@ class HierBackend final : public CollectiveBackend {
     auto store = ctx_.bootstrap->store();
     auto node_bs = make_store_bootstrap(store, local_index, local_size_,
                                         fmt::format("{}/node{}", prefix, my_node));
-    auto lane_bs = make_store_bootstrap(store, node_index, static_cast<int>(nodes.size()),
-                                        fmt::format("{}/lane{}", prefix, local_index));
     // Each sub-group is a backend of its own, with its own comm id (segment and key names).
     BackendContext node_ctx = ctx_;
     node_ctx.rank = local_index;
@@ -319,12 +325,34 @@ class HierBackend final : public CollectiveBackend {
     BackendContext lane_ctx = ctx_;
     lane_ctx.rank = node_index;
     lane_ctx.size = static_cast<int>(nodes.size());
-    lane_ctx.bootstrap = lane_bs;
     lane_ctx.comm_id = ctx_.comm_id ^ (static_cast<std::uint64_t>(local_index + 1) << 32);
-    gloo_ = make_gloo_backend(lane_ctx);
+    if (mpi()) {
+      lane_engine_ = make_mpi_lane_backend(lane_ctx, group_world(), local_index, node_index);
+    } else {
+      lane_ctx.bootstrap = make_store_bootstrap(store, node_index, lane_ctx.size,
+                                                fmt::format("{}/lane{}", prefix, local_index));
+      lane_engine_ = make_gloo_backend(lane_ctx);
+    }
   }
 
+  // The MPI world the lanes split from: the group's own bootstrap's, numbered as the group is.
+  control::MpiWorld group_world() const {
+    std::string why;
+    auto world = control::mpi_world_of(*ctx_.bootstrap, &why);
+    if (!world) throw Error(ErrorCode::kUnavailable, "hier_mpi needs an MPI world: " + why);
+    if (world->rank != ctx_.rank || world->size != ctx_.size) {
+      throw Error(ErrorCode::kUnavailable,
+                  fmt::format("hier_mpi needs the group to be mpirun's whole world: this rank is "
+                              "{} of {} in the group, {} of {} in the world",
+                              ctx_.rank, ctx_.size, world->rank, world->size));
+    }
+    return *world;
+  }
+
+  bool mpi() const { return engine_ == LaneEngine::kMpi; }
+
   BackendContext ctx_;
+  LaneEngine engine_;
   int local_size_ = 1;
   std::vector<std::vector<int>> rank_at_;  // [node index][local index]: the global rank
   // Stage buffers (scratch): they grow to the largest call's needs and stay.
@@ -333,14 +361,18 @@ class HierBackend final : public CollectiveBackend {
   std::vector<std::uint8_t> bytes_, bytes_node_;
   SubGroup node_group_, lane_;
   std::unique_ptr<CollectiveBackend> shm_;
-  std::unique_ptr<CollectiveBackend> gloo_;
-  std::atomic<std::int64_t> stage_ns_[2] = {};  // [StageIndex]: steady-clock nanoseconds
+  std::unique_ptr<CollectiveBackend> lane_engine_;  // Gloo or MPI
+  std::atomic<std::int64_t> stage_ns_[2] = {};      // [StageIndex]: steady-clock nanoseconds
 };
 
 }  // namespace
 
 std::unique_ptr<CollectiveBackend> make_hier_backend(const BackendContext& context) {
-  return std::make_unique<HierBackend>(context);
+  return std::make_unique<HierBackend>(context, LaneEngine::kGloo);
+}
+
+std::unique_ptr<CollectiveBackend> make_hier_mpi_backend(const BackendContext& context) {
+  return std::make_unique<HierBackend>(context, LaneEngine::kMpi);
 }
 
 }  // namespace tpcomm::transport
