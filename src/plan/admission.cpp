@@ -236,10 +236,13 @@ std::optional<std::string> admit_hier_mpi(const GroupView& g) {
   if (auto why = admit_hier(g)) return why;
   const auto without = g.ranks_where([](const RankFacts& r) { return !r.mpi.has_value(); });
   if (!without.empty()) {
+    const std::string who = static_cast<int>(without.size()) == g.world_size() ? "no rank was"
+                            : without.size() == 1 ? g.describe(without) + " was"
+                                                  : g.describe(without) + " were";
     return fmt::format(
-        "{} not bootstrapped through MPI (facts without `mpi`): MPI lanes need the world mpirun "
+        "{} bootstrapped through MPI (facts without `mpi`): MPI lanes need the world mpirun "
         "started (mpirun without MASTER_ADDR / MASTER_PORT), gloo carries the lanes",
-        g.describe(without) + (without.size() == 1 ? " was" : " were"));
+        who == "no rank was" ? who : who + " not");
   }
   const std::string& library = *g.rank(0).mpi;
   const auto other =

@@ -39,6 +39,10 @@ TEST(FactsCodec, OptionalFieldsAndDefaults) {
   EXPECT_EQ(cpu.ranks[0].allocator, Allocator::kLegacy);  // default
   EXPECT_EQ(cpu.ranks[0].device.isa, (std::vector<std::string>{"avx512f", "avx512_bf16"}));
   EXPECT_TRUE(cpu.comment.has_value());
+  EXPECT_FALSE(cpu.ranks[3].mpi.has_value());  // absent: no MPI world
+  FactsTable mixed = load_facts("scenarios/cpu_2x2_one_rank_without_mpi.json");
+  EXPECT_EQ(mixed.ranks[2].mpi, "Open MPI v4.1.4, package: Debian OpenMPI");
+  EXPECT_FALSE(mixed.ranks[3].mpi.has_value());
 }
 
 TEST(FactsCodec, RoundTripOfEveryFixture) {

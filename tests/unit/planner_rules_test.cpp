@@ -59,8 +59,31 @@ TEST(PlannerSharedFixtures, Cpu2x2ShmRejectedHierAndGlooEligible) {
   check({"topologies/cpu_2x2.json",
          {"hier", "gloo"},
          {{"shm", {"the ranks span 2 hosts", "cpu-a: ranks 0-1", "cpu-b: ranks 2-3"}},
-          {"local", {"world size 4"}}},
+          {"local", {"world size 4"}},
+          {"hier_mpi", {"no rank was bootstrapped through MPI"}}},
          false});
+}
+
+// MPI lanes where every rank's facts name the world mpirun started: first at every size of
+// every op; without them (disabled, or one rank without MPI) Gloo's lanes, as before.
+TEST(PlannerTables, AnMpirunGroupAcrossHostsRunsHierWithMpiLanesAtEverySize) {
+  const Plan plan = plan_of("scenarios/cpu_2x2_mpirun.json");
+  for (Op op : kAllOps) {
+    SCOPED_TRACE(std::string(to_string(op)));
+    const auto& t = plan.ops.at(op).table;
+    ASSERT_EQ(t.size(), 1u);
+    EXPECT_EQ(t[0].backend, Backend::kHierMpi);
+    EXPECT_EQ(t[0].algorithm, Algorithm::kHierarchical);
+  }
+  PlanOptions o;
+  o.disabled[Backend::kHierMpi] = "TPCOMM_DISABLE";
+  const FactsTable facts = test::load_facts("scenarios/cpu_2x2_mpirun.json");
+  for (const Plan& p :
+       {make_plan(facts, o), plan_of("scenarios/cpu_2x2_one_rank_without_mpi.json")}) {
+    for (Op op : kAllOps) {
+      for (const auto& row : p.ops.at(op).table) EXPECT_EQ(row.backend, Backend::kHier);
+    }
+  }
 }
 
 TEST(PlannerSharedFixtures, Gb200Nvl72CustomAndMultimemEligibleNoZeroCopy) {
@@ -162,6 +185,11 @@ TEST(PlannerScenarios, EveryScenarioGivesItsEligibilityAndReasons) {
       {"scenarios/w1_cuda.json",
        {"local", "nccl"},
        {{"custom", {"world size 1"}}, {"multimem", {"world size 1"}}},
+       false},
+      {"scenarios/cpu_2x2_mpirun.json", {"hier", "hier_mpi", "gloo"}, {}, false},
+      {"scenarios/cpu_2x2_one_rank_without_mpi.json",
+       {"hier", "gloo"},
+       {{"hier_mpi", {"rank 3 on host cpu-b was not bootstrapped through MPI"}}},
        false},
       {"scenarios/cpu_one_host.json",
        {"shm", "gloo"},

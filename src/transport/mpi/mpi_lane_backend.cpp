@@ -7,6 +7,7 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -72,15 +73,23 @@ struct CallBuffers {
   std::vector<std::uint8_t> input, output;
 };
 
+// Where the buffers of requests given up on go: reachable for as long as the process lives,
+// since MPI may still write them (a lane that gave up may be destroyed before MPI finalises).
+void keep_for_good(std::unique_ptr<CallBuffers> buffers) {
+  static std::mutex mutex;
+  static auto* kept = new std::vector<std::unique_ptr<CallBuffers>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  kept->push_back(std::move(buffers));
+}
+
 class MpiLaneBackend final : public CollectiveBackend {
  public:
   MpiLaneBackend(BackendContext ctx, control::MpiWorld world, int color, int key)
       : ctx_(std::move(ctx)), world_(std::move(world)), color_(color), key_(key) {}
 
   ~MpiLaneBackend() override {
-    // A request given up on still refers to the communicator and to its buffers: both stay.
-    if (comm_ != nullptr && abandoned_.empty()) world_.api->free_comm(comm_);
-    for (auto& b : abandoned_) (void)b.release();
+    // A request given up on still refers to the communicator: it stays.
+    if (comm_ != nullptr && broken_.empty()) world_.api->free_comm(comm_);
   }
 
   Backend kind() const override { return Backend::kHierMpi; }
@@ -113,6 +122,7 @@ class MpiLaneBackend final : public CollectiveBackend {
           ErrorCode::kAborted,
           fmt::format("the MPI lane gave up on an earlier call ({}) and takes no more", broken_));
     }
+    const DataArgs args = data_args(c);
     const Deadline deadline = Deadline::after(ctx_.timeout);
     auto b = std::make_unique<CallBuffers>();
     b->mine = identity_of(c);
@@ -120,8 +130,8 @@ class MpiLaneBackend final : public CollectiveBackend {
     void* ids = nullptr;
     start(world_.api->iallgather(comm_, &b->mine, b->all.data(), sizeof(CallIdentity),
                                  TPCOMM_MPI_BYTE, &ids),
-          "MPI_Iallgather of the calls' identities");
-    void* data = start_data(c, *b);
+          b, "MPI_Iallgather of the calls' identities");
+    void* data = start_data(c, args, b);
     wait(ids, deadline, b, "the comparison with its peers");
     for (int r = 0; r < ctx_.size; ++r) {
       if (b->all[static_cast<std::size_t>(r)] == b->mine) continue;
@@ -136,8 +146,22 @@ class MpiLaneBackend final : public CollectiveBackend {
   }
 
  private:
+  // The data collective's arguments, checked before anything starts.
+  struct DataArgs {
+    int count = 0;
+    int type = TPCOMM_MPI_BYTE;
+    int op = TPCOMM_MPI_SUM;
+  };
+  static DataArgs data_args(const Call& c) {
+    if (c.op == Op::kAllGather) {
+      return {mpi_count(c.count * size_of(c.type), "bytes"), TPCOMM_MPI_BYTE, TPCOMM_MPI_SUM};
+    }
+    return {mpi_count(c.count, "elements"), mpi_type(c.type), mpi_op(c.reduce)};
+  }
+
   // The call's data collective, on the lane's own copy of its input.
-  void* start_data(const Call& c, CallBuffers& b) {
+  void* start_data(const Call& c, const DataArgs& a, std::unique_ptr<CallBuffers>& buffers) {
+    CallBuffers& b = *buffers;
     const std::size_t es = size_of(c.type);
     const std::size_t n = static_cast<std::size_t>(ctx_.size);
     const std::size_t in_count = c.op == Op::kReduceScatter ? c.count * n : c.count;
@@ -148,25 +172,25 @@ class MpiLaneBackend final : public CollectiveBackend {
     void* request = nullptr;
     int rc = 0;
     if (c.op == Op::kAllGather) {
-      rc = world_.api->iallgather(comm_, b.input.data(), b.output.data(),
-                                  mpi_count(c.count * es, "bytes"), TPCOMM_MPI_BYTE, &request);
+      rc =
+          world_.api->iallgather(comm_, b.input.data(), b.output.data(), a.count, a.type, &request);
     } else if (c.op == Op::kReduceScatter) {
-      rc = world_.api->ireduce_scatter_block(comm_, b.input.data(), b.output.data(),
-                                             mpi_count(c.count, "elements"), mpi_type(c.type),
-                                             mpi_op(c.reduce), &request);
+      rc = world_.api->ireduce_scatter_block(comm_, b.input.data(), b.output.data(), a.count,
+                                             a.type, a.op, &request);
     } else {
-      rc = world_.api->iallreduce(comm_, b.input.data(), b.output.data(),
-                                  mpi_count(c.count, "elements"), mpi_type(c.type),
-                                  mpi_op(c.reduce), &request);
+      rc = world_.api->iallreduce(comm_, b.input.data(), b.output.data(), a.count, a.type, a.op,
+                                  &request);
     }
-    start(rc, "starting the lane's collective");
+    start(rc, buffers, "starting the lane's collective");
     return request;
   }
 
-  void start(int rc, const char* what) {
+  // A request that did not start; one started before it (the identities) keeps the buffers.
+  void start(int rc, std::unique_ptr<CallBuffers>& b, const char* what) {
     if (rc == 0) return;
-    broken_ = fmt::format("{} failed with MPI error {}", what, rc);
-    throw Error(ErrorCode::kUnavailable, "MPI lane: " + broken_);
+    const std::string why = fmt::format("{} failed with MPI error {}", what, rc);
+    give_up(std::move(b), why);
+    throw Error(ErrorCode::kUnavailable, "MPI lane: " + why);
   }
 
   // Polls `request` until it completes, the deadline passes or the lane is aborted.
@@ -202,7 +226,7 @@ class MpiLaneBackend final : public CollectiveBackend {
   // A request is left with MPI: its buffers stay, and so does the communicator.
   void give_up(std::unique_ptr<CallBuffers> b, const std::string& why) {
     if (broken_.empty()) broken_ = why;
-    if (b) abandoned_.push_back(std::move(b));
+    if (b) keep_for_good(std::move(b));
   }
 
   BackendContext ctx_;
@@ -212,7 +236,6 @@ class MpiLaneBackend final : public CollectiveBackend {
   void* comm_ = nullptr;
   std::atomic<bool> aborted_{false};
   std::string broken_;  // why the lane takes no more calls; empty: it does
-  std::vector<std::unique_ptr<CallBuffers>> abandoned_;
 };
 
 }  // namespace
