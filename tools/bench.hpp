@@ -26,6 +26,7 @@ struct BenchArgs {
   bool check = false;
   std::optional<Backend> backend;  // force one backend (others disabled)
   std::string compare;             // "mpi", "gloo" or "mpi,gloo"
+  std::string launch = "tpcomm";   // who starts the ranks: "tpcomm" or "mpirun" (mpirun_launch.hpp)
   std::string json;                // write every row here
   std::string plot;                // draw latency and bus bandwidth per engine into this PNG
   std::string bind_to = "core";    // "core": one CPU per rank when there are enough; "none"

@@ -12,7 +12,7 @@
 #include "commands.hpp"
 #include "cpu_binding.hpp"
 #include "launcher.hpp"
-#include "mpirun_over_nodes.hpp"
+#include "mpirun_launch.hpp"
 #include "node_links.hpp"
 #include "node_network_cli.hpp"
 #include "tpcomm/env.hpp"
@@ -50,22 +50,6 @@ int run_bench(const BenchArgs& a) {
   if (with_mpi) {
     if (auto why = mpi_refusal(a.op, a.dtype, a.redop, a.max_bytes)) throw *why;
   }
-  if (with_mpi && a.nodes == 1) {
-    // Open MPI refuses root unless told; these are our own local ranks.
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-    unsetenv("MASTER_ADDR");
-    unsetenv("MASTER_PORT");
-    std::vector<std::string> mpi = {"mpirun",    "--oversubscribe",
-                                    "--bind-to", mpirun_binding(a),
-                                    "-np",       std::to_string(a.ranks)};
-    argv.insert(argv.begin(), mpi.begin(), mpi.end());
-    std::vector<char*> args;
-    for (auto& s : argv) args.push_back(s.data());
-    args.push_back(nullptr);
-    execvp("mpirun", args.data());
-    throw Error(ErrorCode::kUnavailable, "--compare mpi: cannot run mpirun (install openmpi-bin)");
-  }
   LaunchOptions l;
   l.ranks = a.ranks;
   l.nodes = a.nodes;
@@ -73,26 +57,9 @@ int run_bench(const BenchArgs& a) {
   l.prefix_output = false;
   l.bind_cores = a.bind_to == "core";
   l.node_network = a.node_network;
-  if (with_mpi) {  // mpirun in node 0 starts every node's ranks (mpirun_over_nodes.hpp)
-    if (a.ranks % a.nodes != 0) {
-      throw invalid_input(fmt::format(
-          "--compare mpi --nodes {}: mpirun needs the same number of ranks on every node (-n {})",
-          a.nodes, a.ranks));
-    }
-    if (l.node_network.mode == NodeNetworkOptions::Mode::kOff) {
-      throw invalid_input(
-          "--compare mpi --nodes K needs the nodes' own network: mpirun reaches "
-          "them over it (drop --node-network off)");
-    }
-    if (netlinks::find_program("mpirun").empty()) {
-      throw Error(ErrorCode::kUnavailable,
-                  "--compare mpi: cannot run mpirun (install openmpi-bin)");
-    }
-    l.node_network.mode = NodeNetworkOptions::Mode::kOn;
-    l.mpirun_over_nodes = true;
-    l.bind_cores = false;
-    auto mpi = mpirun_over_nodes(a.ranks, a.nodes, self_executable());
-    l.command.insert(l.command.begin(), mpi.begin(), mpi.end());
+  // MPI's own rows need ranks that mpirun started; so does hier_mpi.
+  if (with_mpi || a.launch == "mpirun") {
+    return launch_under_mpirun(l, self_executable(), mpirun_binding(a));
   }
   return launch(l);
 }
@@ -146,6 +113,11 @@ void add_bench_command(CLI::App& app, int& exit_status) {
                        : "expected mpi, gloo or mpi,gloo, got '" + v + "'";
           },
           "ENGINES"));
+  cmd->add_option("--launch", a->launch,
+                  "who starts the ranks: tpcomm, or mpirun (they bootstrap through MPI, so a group "
+                  "across nodes runs hier_mpi; implied by --compare mpi)")
+      ->check(CLI::IsMember({"tpcomm", "mpirun"}))
+      ->capture_default_str();
   cmd->add_option("--json", a->json, "write every row to this file");
   cmd->add_flag(
       "--registered", a->registered,

@@ -7,9 +7,11 @@
 
 #include <fmt/format.h>
 
+#include "cli_util.hpp"
 #include "commands.hpp"
 #include "control/store_auth.hpp"
 #include "launcher.hpp"
+#include "mpirun_launch.hpp"
 #include "node_network_cli.hpp"
 #include "tpcomm/tcp_store.hpp"
 
@@ -44,10 +46,18 @@ void add_run_command(CLI::App& app, int& exit_status) {
          "are fewer (docs/communicator.md)")
       ->check(CLI::IsMember({"core", "none"}))
       ->capture_default_str();
+  auto launcher = std::make_shared<std::string>("tpcomm");
+  cmd->add_option("--launch", *launcher,
+                  "who starts the ranks: tpcomm, or mpirun (the ranks bootstrap through MPI; with "
+                  "--nodes, mpirun runs in node 0 and reaches the others over their links)")
+      ->check(CLI::IsMember({"tpcomm", "mpirun"}))
+      ->capture_default_str();
   cmd->add_option("command", opts->command, "-- PROGRAM ARGS...")->required();
-  cmd->callback([opts, bind_to, &exit_status] {
+  cmd->callback([opts, bind_to, launcher, &exit_status] {
     opts->bind_cores = *bind_to == "core";
-    exit_status = launch(*opts);
+    exit_status = *launcher == "mpirun" ? launch_under_mpirun(*opts, self_executable(),
+                                                              opts->bind_cores ? "core" : "none")
+                                        : launch(*opts);
   });
 }
 

@@ -5,10 +5,13 @@
 // here on first use (mpi_plugin.hpp): libtpcomm does not link libmpi.
 #include <unistd.h>
 
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "common/log_format.hpp"
 #include "common/rank_list.hpp"
 #include "mpi_plugin.hpp"
 #include "mpi_world.hpp"
@@ -20,6 +23,14 @@
 
 namespace tpcomm {
 namespace {
+
+std::mutex failure_mutex;
+std::optional<std::string> failure;  // mark_mpi_world_failed's first reason
+
+std::optional<std::string> world_failure() {
+  std::lock_guard<std::mutex> lock(failure_mutex);
+  return failure;
+}
 
 class MpiBootstrap final : public Bootstrap {
  public:
@@ -39,6 +50,15 @@ class MpiBootstrap final : public Bootstrap {
   ~MpiBootstrap() override {
     store_.reset();
     server_.reset();
+    if (auto why = world_failure(); why || broken_) {
+      // A rank of the job may never reach MPI_Finalize (stopped, or waiting for us): this
+      // process ends without it, and mpirun ends the job.
+      TPCOMM_LOG(kWarn, "bootstrap",
+                 "rank {}: MPI is not finalised ({}): mpirun will end the job when this process "
+                 "exits",
+                 rank_, why ? *why : "the MPI bootstrap timed out");
+      return;
+    }
     mpi_.close(comm_, initialized_here_);
   }
 
@@ -170,6 +190,11 @@ std::shared_ptr<Bootstrap> make_mpi_bootstrap(const Deadline& deadline) {
 }
 
 namespace control {
+
+void mark_mpi_world_failed(const std::string& why) {
+  std::lock_guard<std::mutex> lock(failure_mutex);
+  if (!failure) failure = why;
+}
 
 std::optional<MpiWorld> mpi_world_of(const Bootstrap& bootstrap, std::string* why) {
   const auto* mpi = dynamic_cast<const MpiBootstrap*>(&bootstrap);

@@ -19,5 +19,7 @@ std::optional<MpiWorld> mpi_world_of(const Bootstrap&, std::string* why) {
   return std::nullopt;
 }
 
+void mark_mpi_world_failed(const std::string&) {}
+
 }  // namespace control
 }  // namespace tpcomm

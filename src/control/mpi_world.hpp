@@ -24,4 +24,10 @@ struct MpiWorld {
 // at a time (MPI_THREAD_SERIALIZED or more); otherwise nullopt, and `why` (when given) says why.
 std::optional<MpiWorld> mpi_world_of(const Bootstrap& bootstrap, std::string* why = nullptr);
 
+// A collective over the world failed or was aborted in this process (a lane gave up, the
+// communicator aborted): MPI_Finalize, which waits for every rank of the job, may then never
+// return, so the MPI bootstrap skips it when it ends, and mpirun ends the job when this process
+// exits. The first reason is kept; process-wide.
+void mark_mpi_world_failed(const std::string& why);
+
 }  // namespace tpcomm::control

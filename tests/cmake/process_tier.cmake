@@ -1,7 +1,7 @@
 # The process tier: the rank program and the tests that start groups of it through tpcomm run.
 # The rank program of the process-level tests (run under tpcomm run).
 add_executable(tpcomm_test_worker integration/worker.cpp integration/worker_fork.cpp
-  integration/worker_network.cpp)
+  integration/worker_network.cpp integration/worker_integers.cpp)
 tpcomm_target_defaults(tpcomm_test_worker)
 target_include_directories(tpcomm_test_worker PRIVATE ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(tpcomm_test_worker PRIVATE tpcomm_runtime)
@@ -11,7 +11,7 @@ add_executable(tpcomm_process_tests faults/process_test.cpp faults/store_trust_p
   faults/launcher_process_test.cpp faults/dump_facts_process_test.cpp
   faults/partition_process_test.cpp faults/store_loss_process_test.cpp
   faults/node_network_process_test.cpp faults/node_network_support.cpp
-  faults/link_fault_process_test.cpp)
+  faults/link_fault_process_test.cpp faults/mpi_lane_process_test.cpp)
 tpcomm_target_defaults(tpcomm_process_tests)
 target_link_libraries(tpcomm_process_tests PRIVATE tpcomm_test_support tpcomm_control GTest::gtest_main)
 target_compile_definitions(tpcomm_process_tests PRIVATE

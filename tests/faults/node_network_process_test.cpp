@@ -124,9 +124,9 @@ TEST(NodeNetwork, AKilledLauncherLeavesNoNamespace) {
 }
 
 // `tpcomm bench --compare mpi --nodes 2`: mpirun in node 0 starts node 1's ranks through `tpcomm
-// node-agent` in node 1's namespaces, so tpcomm plans hier (two nodes) and both engines time the
-// same calls over the links; the rows say which links; no mpirun daemon outlives the run, and an
-// address that is no node's is refused by the agent.
+// node-agent` in node 1's namespaces, so tpcomm plans hier_mpi (two nodes, bootstrapped through
+// MPI) and both engines time the same calls over the links; the rows say which links; no mpirun
+// daemon outlives the run, and an address that is no node's is refused by the agent.
 TEST(NodeNetwork, BenchComparesWithOpenMpiAcrossTheNodesLinks) {
   if (auto why = why_not_here({"ip", "tc"}); !why.empty()) GTEST_SKIP() << why;
   if (!(TPCOMM_HAVE_MPI && access("/usr/bin/mpirun", X_OK) == 0))
@@ -143,11 +143,11 @@ TEST(NodeNetwork, BenchComparesWithOpenMpiAcrossTheNodesLinks) {
   std::ifstream in(json);
   const std::string rows((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   unlink(json.c_str());
-  EXPECT_EQ(matches(rows, std::regex(R"("backend_algorithm": "hier/hierarchical")")).size(), 2u)
+  EXPECT_EQ(matches(rows, std::regex(R"("backend_algorithm": "hier_mpi/hierarchical")")).size(), 2u)
       << "every node's ranks in that node's namespaces: " << rows;
   EXPECT_EQ(matches(rows, std::regex(R"("mpi_time_us": \d)")).size(), 2u) << rows;
   EXPECT_EQ(matches(rows, std::regex(R"("link_rate_bits": 1000000000)")).size(), 2u) << rows;
-  EXPECT_EQ(matches(rows, std::regex(R"re("hier inter-node \(gloo\)": \d)re")).size(), 2u) << rows;
+  EXPECT_EQ(matches(rows, std::regex(R"re("hier inter-node \(mpi\)": \d)re")).size(), 2u) << rows;
   for (int i = 0; i < 50 && !network_namespaces("tcp://198.18.0.1:").empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }

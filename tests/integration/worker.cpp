@@ -34,6 +34,7 @@
 #include "tpcomm/tpcomm.hpp"
 #include "transport/common/convert.hpp"
 #include "worker_fork.hpp"
+#include "worker_integers.hpp"
 #include "worker_network.hpp"
 
 namespace {
@@ -129,6 +130,19 @@ void check_reduced(Checker& k, const std::string& name, int c, int w, ReduceOp o
   }
 }
 
+// "hier_mpi" or "shm,gloo": the backends of every op's table, each once, in order.
+std::string backends_in_tables(const tpcomm::Communicator& comm) {
+  std::string out;
+  for (const auto& [op, p] : comm.plan().ops) {
+    for (const auto& row : p.table) {
+      const std::string name(tpcomm::to_string(row.backend));
+      if (("," + out + ",").find("," + name + ",") == std::string::npos)
+        out += (out.empty() ? "" : ",") + name;
+    }
+  }
+  return out;
+}
+
 int run_correctness(tpcomm::Communicator& comm, tpcomm::Bootstrap& bs) {
   const int rank = comm.rank();
   const int w = comm.size();
@@ -193,6 +207,7 @@ int run_correctness(tpcomm::Communicator& comm, tpcomm::Bootstrap& bs) {
       }
     }
   }
+  k.failures += tpcomm::test::check_integer_calls(comm, hashes, &k.checks);
   // Bitwise identity across ranks: every rank's result hashes must agree.
   tpcomm::Bytes mine(reinterpret_cast<const std::uint8_t*>(hashes.data()),
                      reinterpret_cast<const std::uint8_t*>(hashes.data() + hashes.size()));
@@ -202,10 +217,11 @@ int run_correctness(tpcomm::Communicator& comm, tpcomm::Bootstrap& bs) {
       k.fail("results differ bitwise from rank " + std::to_string(r));
   }
   const std::uint64_t results = fnv(mine.data(), mine.size());
-  std::printf("rank %d: %d checks, %d failed; nodes=%d host=%s digest=%s results=%016llx\n", rank,
-              k.checks, k.failures, comm.plan().nodes,
-              comm.facts().ranks[static_cast<std::size_t>(rank)].host.c_str(),
-              comm.plan().digest.c_str(), static_cast<unsigned long long>(results));
+  std::printf(
+      "rank %d: %d checks, %d failed; nodes=%d host=%s digest=%s results=%016llx backends=%s\n",
+      rank, k.checks, k.failures, comm.plan().nodes,
+      comm.facts().ranks[static_cast<std::size_t>(rank)].host.c_str(), comm.plan().digest.c_str(),
+      static_cast<unsigned long long>(results), backends_in_tables(comm).c_str());
   return k.failures == 0 ? 0 : 1;
 }
 

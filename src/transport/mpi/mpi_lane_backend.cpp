@@ -113,7 +113,11 @@ class MpiLaneBackend final : public CollectiveBackend {
     }
   }
 
-  void abort() override { aborted_.store(true); }
+  // The other ranks may be stopped or waiting for this one: MPI_Finalize is no longer safe.
+  void abort() override {
+    aborted_.store(true);
+    control::mark_mpi_world_failed("the communicator was aborted");
+  }
 
   void run(const Call& c) override {
     if (comm_ == nullptr) throw Error(ErrorCode::kInternal, "MPI lane used before set-up");
@@ -226,6 +230,7 @@ class MpiLaneBackend final : public CollectiveBackend {
   // A request is left with MPI: its buffers stay, and so does the communicator.
   void give_up(std::unique_ptr<CallBuffers> b, const std::string& why) {
     if (broken_.empty()) broken_ = why;
+    control::mark_mpi_world_failed("an MPI lane gave up on a call: " + why);
     if (b) keep_for_good(std::move(b));
   }
 

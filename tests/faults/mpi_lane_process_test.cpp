@@ -1,0 +1,107 @@
+// hier_mpi in real processes: `tpcomm run --nodes 2 --launch mpirun` starts 4 ranks through mpirun
+// over the simulated nodes' links, so they bootstrap through MPI and the plan runs MPI lanes.
+// Every result is checked against references (float and integer, wrapping sums), a lane split
+// that fails on one rank falls back to Gloo's lanes on every rank, and a stopped rank is a
+// timeout on every other rank that names it, after which the job ends (no MPI_Finalize waits for
+// the stopped rank) and nothing is left behind. Each test skips, saying why, without the node
+// network or mpirun.
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <regex>
+#include <thread>
+
+#include "node_network_support.hpp"
+#include "support/test_support.hpp"
+
+namespace tpcomm {
+namespace {
+
+using namespace test::node_network;
+
+std::string why_not() {
+  if (auto why = why_not_here({"ip"}); !why.empty()) return why;
+  if (!(TPCOMM_HAVE_MPI && access("/usr/bin/mpirun", X_OK) == 0))
+    return "this build has no MPI or mpirun is missing: not run";
+  return "";
+}
+
+test::ProcessResult under_mpirun(const std::vector<std::string>& worker_args,
+                                 std::map<std::string, std::string> env) {
+  std::vector<std::string> argv = {TPCOMM_BIN, "run",      "-n",       "4",  "--nodes",
+                                   "2",        "--launch", "mpirun",   "--timeout", "100",
+                                   "--",       TPCOMM_WORKER};
+  argv.insert(argv.end(), worker_args.begin(), worker_args.end());
+  env.emplace("TPCOMM_DISABLE", "");
+  env.emplace("ASAN_OPTIONS", "detect_leaks=0");
+  return test::run_process(argv, env, std::chrono::seconds(110));
+}
+
+// Each rank's summary line: its backends and its results' hash.
+std::vector<std::smatch> summaries(const std::string& out) {
+  return matches(out, std::regex(R"(rank (\d): (\d+) checks, 0 failed; nodes=2 .* )"
+                                 R"(results=([0-9a-f]+) backends=(\S+))"));
+}
+
+TEST(HierMpi, AnMpirunGroupOverTwoNodesRunsMpiLanesWithEveryResultRight) {
+  if (auto why = why_not(); !why.empty()) GTEST_SKIP() << why;
+  auto r = under_mpirun({"correctness"}, {});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto lines = summaries(r.out);
+  ASSERT_EQ(lines.size(), 4u) << r.out;
+  for (const auto& m : lines) {
+    EXPECT_EQ(m[4].str(), "hier_mpi") << "every op, every size: " << m[0].str();
+    EXPECT_EQ(m[3].str(), lines[0][3].str()) << "results differ between ranks";
+    EXPECT_GE(std::stoi(m[2].str()), 338) << m[0].str();
+  }
+}
+
+TEST(HierMpi, ALaneSplitThatFailsOnOneRankFallsBackToGlooLanesOnEveryRank) {
+  if (auto why = why_not(); !why.empty()) GTEST_SKIP() << why;
+  auto r = under_mpirun({"correctness"}, {{"TPCOMM_FAULT", "hier_mpi.mpi.split:fail@2"}});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto lines = summaries(r.out);
+  ASSERT_EQ(lines.size(), 4u) << r.out;
+  for (const auto& m : lines) EXPECT_EQ(m[4].str(), "hier") << m[0].str();
+  const auto warned = matches(r.out + r.err,
+                              std::regex(R"(rank \d: hier_mpi disabled on every rank: step )"
+                                         R"(hier_mpi.mpi.split failed on rank 2)"));
+  EXPECT_EQ(warned.size(), 4u) << r.out << r.err;
+}
+
+TEST(HierMpi, AStoppedRankIsATimeoutOnEveryOtherRankAndTheJobEnds) {
+  if (auto why = why_not(); !why.empty()) GTEST_SKIP() << why;
+  const std::string tag = mark();
+  const auto began = std::chrono::steady_clock::now();
+  auto r = under_mpirun({"loop", "200", "4096", tag},
+                        {{"TPCOMM_TIMEOUT_MS", "3000"}, {"TEST_STOP_RANK", "3"}, {"TEST_AFTER", "20"}});
+  const auto took = std::chrono::steady_clock::now() - began;
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.exit_code, 124) << "the job had to be stopped by --timeout: " << r.out << r.err;
+  EXPECT_LT(took, std::chrono::seconds(40)) << r.out;
+  for (int rank : {0, 1}) {
+    EXPECT_TRUE(std::regex_search(
+        r.out, std::regex("rank " + std::to_string(rank) +
+                          R"(: ERROR \(timeout\).* via hier_mpi failed: lane .*MPI lane: .*)"
+                          R"(did not take part within 3000 ms; rank 3 did not time out)")))
+        << r.out;
+  }
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex(R"(rank 2: ERROR \(timeout\).*node group .*rank 1 did not arrive)")))
+      << r.out;
+  EXPECT_NE((r.out + r.err).find("MPI is not finalised"), std::string::npos) << r.out << r.err;
+  std::set<std::string> left;
+  for (int i = 0; i < 50; ++i) {
+    left.clear();
+    for (const auto& [pid, ns] : network_namespaces(tag)) left.insert(pid);
+    for (const auto& [pid, ns] : network_namespaces("tcp://198.18.0.1:")) left.insert(pid);
+    if (left.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(left.empty()) << left.size() << " processes of the job outlived it";
+}
+
+}  // namespace
+}  // namespace tpcomm
