@@ -42,7 +42,9 @@ def main(out):
                 continue
             busbw = r["bytes"] / us / 1e3 * 2 * (r["ranks"] - 1) / r["ranks"]
             cells.append("%.1f | %.3f | %s" % (us, busbw, limit(r, us)))
-            label = "%s W=%d %s" % (engine, r["ranks"], rate)
+            # tpcomm's series per path: hier_mpi and hier (Gloo lanes) apart.
+            name = r["backend_algorithm"].split("/")[0] if engine == "tpcomm" else engine
+            label = "%s W=%d %s" % (name, r["ranks"], rate)
             series.setdefault(label, []).append((r["bytes"], busbw))
         lines.append("| %d | %d | %s | %d | %s | %s |" % (
             r["ranks"], r["nodes"], rate, r["bytes"], r["backend_algorithm"], " | ".join(cells)))

@@ -30,9 +30,9 @@ std::string why_not() {
 
 test::ProcessResult under_mpirun(const std::vector<std::string>& worker_args,
                                  std::map<std::string, std::string> env) {
-  std::vector<std::string> argv = {TPCOMM_BIN, "run",      "-n",       "4",  "--nodes",
-                                   "2",        "--launch", "mpirun",   "--timeout", "100",
-                                   "--",       TPCOMM_WORKER};
+  std::vector<std::string> argv = {TPCOMM_BIN,  "run", "-n",       "4",
+                                   "--nodes",   "2",   "--launch", "mpirun",
+                                   "--timeout", "100", "--",       TPCOMM_WORKER};
   argv.insert(argv.end(), worker_args.begin(), worker_args.end());
   env.emplace("TPCOMM_DISABLE", "");
   env.emplace("ASAN_OPTIONS", "detect_leaks=0");
@@ -65,9 +65,9 @@ TEST(HierMpi, ALaneSplitThatFailsOnOneRankFallsBackToGlooLanesOnEveryRank) {
   const auto lines = summaries(r.out);
   ASSERT_EQ(lines.size(), 4u) << r.out;
   for (const auto& m : lines) EXPECT_EQ(m[4].str(), "hier") << m[0].str();
-  const auto warned = matches(r.out + r.err,
-                              std::regex(R"(rank \d: hier_mpi disabled on every rank: step )"
-                                         R"(hier_mpi.mpi.split failed on rank 2)"));
+  const auto warned =
+      matches(r.out + r.err, std::regex(R"(rank \d: hier_mpi disabled on every rank: step )"
+                                        R"(hier_mpi.mpi.split failed on rank 2)"));
   EXPECT_EQ(warned.size(), 4u) << r.out << r.err;
 }
 
@@ -75,8 +75,9 @@ TEST(HierMpi, AStoppedRankIsATimeoutOnEveryOtherRankAndTheJobEnds) {
   if (auto why = why_not(); !why.empty()) GTEST_SKIP() << why;
   const std::string tag = mark();
   const auto began = std::chrono::steady_clock::now();
-  auto r = under_mpirun({"loop", "200", "4096", tag},
-                        {{"TPCOMM_TIMEOUT_MS", "3000"}, {"TEST_STOP_RANK", "3"}, {"TEST_AFTER", "20"}});
+  auto r =
+      under_mpirun({"loop", "200", "4096", tag},
+                   {{"TPCOMM_TIMEOUT_MS", "3000"}, {"TEST_STOP_RANK", "3"}, {"TEST_AFTER", "20"}});
   const auto took = std::chrono::steady_clock::now() - began;
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.exit_code, 124) << "the job had to be stopped by --timeout: " << r.out << r.err;
