@@ -28,104 +28,10 @@
 #include "tpcomm/plan.hpp"
 #include "tpcomm/probe.hpp"
 #include "tpcomm/tuning.hpp"
+#include "tune_candidates.hpp"
 
 namespace tpcomm::cli {
 namespace {
-
-struct TuneArgs {
-  std::vector<int> groups = {2};  // -n: the group sizes to tune, one entry of the file each
-  int ranks = 2;                  // the group being tuned now
-  std::vector<Op> ops = {Op::kAllReduce, Op::kAllGather, Op::kReduceScatter};
-  DataType dtype = DataType::kFloat32;
-  std::uint64_t min_bytes = 4096;
-  std::uint64_t max_bytes = 16u << 20;
-  std::uint64_t factor = 4;
-  int rounds = 3;
-  std::vector<std::uint64_t> steps = {256u << 10};  // besides the lane: shm steps to time
-  std::string output;
-  std::string bind_to = "core";
-};
-
-// What the benchmark's backend/algorithm column says of a call the candidate serves.
-std::string path_of(const Candidate& c) {
-  return fmt::format("{}/{}", to_string(c.backend), to_string(c.algorithm));
-}
-
-// One word, for the table's columns: the path, and "/256K" for a candidate with a step.
-std::string name_of(const Candidate& c) {
-  if (!c.step_bytes) return path_of(c);
-  const std::uint64_t s = *c.step_bytes;
-  return s % (1u << 20) == 0 ? fmt::format("{}/{}M", path_of(c), s >> 20)
-         : s % 1024 == 0     ? fmt::format("{}/{}K", path_of(c), s >> 10)
-                             : fmt::format("{}/{}", path_of(c), s);
-}
-
-// The built-in plan of a group of `ranks` on this machine: what it admits, and what it runs.
-Plan builtin_plan(int ranks) {
-  return make_plan(local_facts_table(probe_local(), ranks, DeviceType::kCpu), PlanOptions{},
-                   Tuning{});
-}
-
-// Every backend and algorithm the plan admits for `op`, and shm's with each step of `steps`
-// (an all-gather's single_copy moves a message in one step: no steps).
-std::vector<Candidate> candidates(Op op, const Plan& plan,
-                                  const std::vector<std::uint64_t>& steps) {
-  std::vector<Candidate> out;
-  for (Backend b : plan.ops.at(op).eligible) {
-    for (Algorithm a : algorithms_of(b, op)) {
-      out.push_back(Candidate{b, a, std::nullopt, std::nullopt});
-      if (!takes_step(b) || (op == Op::kAllGather && a == Algorithm::kSingleCopy)) continue;
-      for (std::uint64_t s : steps) out.push_back(Candidate{b, a, std::nullopt, s});
-    }
-  }
-  return out;
-}
-
-// Runs `tpcomm bench` for one op with every call forced to `c`; its time per size (us).
-std::map<std::uint64_t, double> measure(const TuneArgs& a, Op op, const Candidate& c,
-                                        const std::string& self, const std::string& dir) {
-  Tuning forced;
-  TuningEntry entry;
-  entry.key.device = DeviceType::kCpu;
-  entry.key.world_size = a.ranks;
-  entry.ops[op] = {TuningRow{std::nullopt, {c}}};
-  forced.entries.push_back(entry);
-  const std::string tuning = dir + "/forced.json";
-  const std::string rows = dir + "/rows.json";
-  std::ofstream(tuning) << encode_tuning(forced);
-  std::vector<std::string> argv = {self,        "bench",
-                                   "-n",        std::to_string(a.ranks),
-                                   "--op",      std::string(to_string(op)),
-                                   "--dtype",   std::string(to_string(a.dtype)),
-                                   "-b",        std::to_string(a.min_bytes),
-                                   "-e",        std::to_string(a.max_bytes),
-                                   "-f",        std::to_string(a.factor),
-                                   "--bind-to", a.bind_to,
-                                   "--json",    rows};
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setenv("TPCOMM_TUNING", tuning.c_str(), 1);
-    if (std::FILE* quiet = std::freopen("/dev/null", "w", stdout)) (void)quiet;
-    std::vector<char*> args;
-    for (auto& s : argv) args.push_back(s.data());
-    args.push_back(nullptr);
-    execv(self.c_str(), args.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    throw Error(ErrorCode::kInternal,
-                fmt::format("tune: tpcomm bench for {} via {} failed", to_string(op), name_of(c)));
-  }
-  std::map<std::uint64_t, double> times;
-  for (const auto& row : nlohmann::json::parse(detail::read_text_file(rows, "bench rows"))) {
-    // A candidate the plan refused would run another path: it is not this candidate's time.
-    if (row.at("backend_algorithm").get<std::string>() != path_of(c)) continue;
-    times[row.at("bytes").get<std::uint64_t>()] = row.at("time_us").get<double>();
-  }
-  return times;
-}
 
 struct Measured {
   std::vector<Candidate> candidates;
@@ -214,21 +120,26 @@ std::vector<TuningRow> report_and_choose(const TuneArgs& a, Op op, const Measure
             : fmt::format("{:.2f}x", m.times[static_cast<std::size_t>(builtin_index)].at(size) /
                                          m.times[static_cast<std::size_t>(best)].at(size));
     std::cout << fmt::format("  {:<{}} {:>16}\n", name_of(chosen), chosen_width, gain);
-    if (!rows.empty() && rows.back().use.front() == chosen) {
+    // One row while the choice (and what follows it, across nodes) stays the same.
+    auto use = with_builtin_after(chosen, a, op, size);
+    if (!rows.empty() && rows.back().use == use) {
       rows.back().max_bytes = size;
     } else {
-      rows.push_back(TuningRow{size, {chosen}});
+      rows.push_back(TuningRow{size, std::move(use)});
     }
   }
   if (!rows.empty()) rows.back().max_bytes = std::nullopt;
   // "one_shot up to 4 MiB, two_shot above": the last row has no limit.
+  // Rows that differ only in what follows the choice (across nodes) are one switch point.
   std::cout << "switch points:";
+  std::size_t printed = 0;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const std::string name = name_of(rows[i].use.front());
+    if (i + 1 < rows.size() && name_of(rows[i + 1].use.front()) == name) continue;
     const std::string range = rows[i].max_bytes ? "up to " + format_bytes(*rows[i].max_bytes)
-                              : i == 0          ? std::string("at every size")
+                              : printed == 0    ? std::string("at every size")
                                                 : std::string("above");
-    std::cout << fmt::format("{} {} {}", i == 0 ? "" : ",", name, range);
+    std::cout << fmt::format("{} {} {}", printed++ == 0 ? "" : ",", name, range);
   }
   std::cout << "\n";
   return rows;
@@ -266,7 +177,7 @@ void write_atomically(const std::string& path, const std::string& text) {
 // The entry of one group size: every op's candidates timed in alternating rounds, and the rows
 // of the fastest.
 TuningEntry tune_group(const TuneArgs& a, const std::string& self, const char* dir) {
-  const Plan builtin = builtin_plan(a.ranks);
+  const Plan builtin = builtin_plan(a);
   TuningEntry entry;
   entry.key.device = DeviceType::kCpu;
   entry.key.world_size = a.ranks;
@@ -319,9 +230,13 @@ void run_tune(const TuneArgs& a) {
     group.ranks = w;
     out.entries.push_back(tune_group(group, self, dir));
   }
+  const std::string where =
+      a.nodes == 1 ? std::string()
+                   : fmt::format(" over {} simulated nodes{}", a.nodes,
+                                 a.launch == "mpirun" ? " (ranks started by mpirun)" : "");
   out.source = fmt::format(
-      "measured by tpcomm tune on {}: {} ranks, {}, {} to {} bytes, best of {} rounds", machine,
-      fmt::join(a.groups, ", "), to_string(a.dtype), a.min_bytes, a.max_bytes, a.rounds);
+      "measured by tpcomm tune on {}: {} ranks{}, {}, {} to {} bytes, best of {} rounds", machine,
+      fmt::join(a.groups, ", "), where, to_string(a.dtype), a.min_bytes, a.max_bytes, a.rounds);
   write_atomically(a.output, encode_tuning(out));
   std::cout << fmt::format("\nwrote {}: use it with TPCOMM_TUNING={} or tpcomm plan --tuning {}\n",
                            a.output, a.output, a.output);
@@ -369,6 +284,16 @@ void add_tune_command(CLI::App& app) {
   cmd->add_option("--bind-to", a->bind_to, "as tpcomm bench --bind-to")
       ->capture_default_str()
       ->check(CLI::IsMember({"core", "none"}));
+  cmd->add_option("--nodes", a->nodes,
+                  "time the group over K simulated nodes with their own network (as tpcomm bench "
+                  "--nodes; needs root): hier and, with --launch mpirun, hier_mpi")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--launch", a->launch,
+                  "who starts the ranks: tpcomm, or mpirun (they bootstrap through MPI, so "
+                  "hier_mpi is timed too)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"tpcomm", "mpirun"}));
   cmd->callback([a] { run_tune(*a); });
 }
 

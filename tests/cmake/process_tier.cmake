@@ -13,7 +13,8 @@ add_executable(tpcomm_process_tests faults/process_test.cpp faults/store_trust_p
   faults/node_network_process_test.cpp faults/node_network_support.cpp
   faults/link_fault_process_test.cpp faults/mpi_lane_process_test.cpp)
 tpcomm_target_defaults(tpcomm_process_tests)
-target_link_libraries(tpcomm_process_tests PRIVATE tpcomm_test_support tpcomm_control GTest::gtest_main)
+target_link_libraries(tpcomm_process_tests PRIVATE tpcomm_test_support tpcomm_control tpcomm_plan
+  GTest::gtest_main)
 target_compile_definitions(tpcomm_process_tests PRIVATE
   TPCOMM_BIN="$<TARGET_FILE:tpcomm>" TPCOMM_WORKER="$<TARGET_FILE:tpcomm_test_worker>"
   TPCOMM_HAVE_MPI=$<BOOL:${TPCOMM_HAVE_MPI}>)

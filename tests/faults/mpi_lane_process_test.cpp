@@ -15,6 +15,8 @@
 
 #include "node_network_support.hpp"
 #include "support/test_support.hpp"
+#include "tpcomm/plan.hpp"
+#include "tpcomm/tuning.hpp"
 
 namespace tpcomm {
 namespace {
@@ -102,6 +104,45 @@ TEST(HierMpi, AStoppedRankIsATimeoutOnEveryOtherRankAndTheJobEnds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_TRUE(left.empty()) << left.size() << " processes of the job outlived it";
+}
+
+// tpcomm tune over the simulated nodes under mpirun times hier_mpi beside hier and gloo, and the
+// file it writes keeps the built-in candidates after each choice: a one-node group of the same
+// size still plans shm with it, not the fallback engine.
+TEST(HierMpi, TuneOverNodesUnderMpirunTimesMpiLanesAndWritesAFileOneNodeGroupsCanUse) {
+  if (auto why = why_not(); !why.empty()) GTEST_SKIP() << why;
+  const std::string file = "/tmp/tpcomm_tune_nodes_" + mark() + ".json";
+  auto r = test::run_process({TPCOMM_BIN, "tune",  "-n",         "4",  "--nodes", "2",  "--launch",
+                              "mpirun",   "--ops", "all_reduce", "-b", "4K",      "-e", "64K",
+                              "-f",       "16",    "--rounds",   "1",  "-o",      file},
+                             {{"TPCOMM_DISABLE", ""}, {"ASAN_OPTIONS", "detect_leaks=0"}},
+                             std::chrono::seconds(200));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const char* candidate : {"hier_mpi/hierarchical", "hier/hierarchical", "gloo/gloo"}) {
+    EXPECT_NE(r.err.find(std::string("tune: 4 ranks, all_reduce via ") + candidate),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.out.find(candidate), std::string::npos) << r.out;
+  }
+  const std::string text = test::read_file(file);
+  unlink(file.c_str());
+  EXPECT_NE(text.find("4 ranks over 2 simulated nodes (ranks started by mpirun)"),
+            std::string::npos)
+      << text;
+  const auto tuned = decode_tuning(text, file);
+  ASSERT_EQ(tuned.entries.size(), 1u);
+  for (const auto& row : tuned.entries[0].ops.at(Op::kAllReduce)) {
+    ASSERT_GE(row.use.size(), 2u) << "the built-in candidates follow the choice";
+    bool shm_follows = false;
+    for (const auto& c : row.use) shm_follows |= c.backend == Backend::kShm;
+    EXPECT_TRUE(shm_follows);
+  }
+  FactsTable one_node;
+  RankFacts rank;
+  rank.host = "one";
+  one_node.ranks.assign(4, rank);
+  const Plan plan = make_plan(one_node, PlanOptions{}, tuned);
+  for (const auto& row : plan.ops.at(Op::kAllReduce).table) EXPECT_EQ(row.backend, Backend::kShm);
 }
 
 }  // namespace
