@@ -77,9 +77,10 @@ TEST(HierMpi, AStoppedRankIsATimeoutOnEveryOtherRankAndTheJobEnds) {
   if (auto why = why_not(); !why.empty()) GTEST_SKIP() << why;
   const std::string tag = mark();
   const auto began = std::chrono::steady_clock::now();
-  auto r =
-      under_mpirun({"loop", "200", "4096", tag},
-                   {{"TPCOMM_TIMEOUT_MS", "3000"}, {"TEST_STOP_RANK", "3"}, {"TEST_AFTER", "20"}});
+  auto r = under_mpirun({"loop", "200", "4096", tag}, {{"TPCOMM_TIMEOUT_MS", "3000"},
+                                                       {"TEST_STOP_RANK", "3"},
+                                                       {"TEST_AFTER", "20"},
+                                                       {"TPCOMM_TEST_MARK", tag}});
   const auto took = std::chrono::steady_clock::now() - began;
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.exit_code, 124) << "the job had to be stopped by --timeout: " << r.out << r.err;
@@ -95,15 +96,8 @@ TEST(HierMpi, AStoppedRankIsATimeoutOnEveryOtherRankAndTheJobEnds) {
       r.out, std::regex(R"(rank 2: ERROR \(timeout\).*node group .*rank 1 did not arrive)")))
       << r.out;
   EXPECT_NE((r.out + r.err).find("MPI is not finalised"), std::string::npos) << r.out << r.err;
-  std::set<std::string> left;
-  for (int i = 0; i < 50; ++i) {
-    left.clear();
-    for (const auto& [pid, ns] : network_namespaces(tag)) left.insert(pid);
-    for (const auto& [pid, ns] : network_namespaces("tcp://198.18.0.1:")) left.insert(pid);
-    if (left.empty()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  EXPECT_TRUE(left.empty()) << left.size() << " processes of the job outlived it";
+  EXPECT_TRUE(none_left_with_environment("TPCOMM_TEST_MARK=" + tag))
+      << "processes of the job outlived it";
 }
 
 // tpcomm tune over the simulated nodes under mpirun times hier_mpi beside hier and gloo, and the

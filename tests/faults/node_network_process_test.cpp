@@ -131,12 +131,14 @@ TEST(NodeNetwork, BenchComparesWithOpenMpiAcrossTheNodesLinks) {
   if (auto why = why_not_here({"ip", "tc"}); !why.empty()) GTEST_SKIP() << why;
   if (!(TPCOMM_HAVE_MPI && access("/usr/bin/mpirun", X_OK) == 0))
     GTEST_SKIP() << "this build has no MPI or mpirun is missing: not run";
-  const std::string json = "/tmp/tpcomm_mpi_nodes_" + mark() + ".json";
+  const std::string tag = mark();
+  const std::string json = "/tmp/tpcomm_mpi_nodes_" + tag + ".json";
   auto r = test::run_process(
       {TPCOMM_BIN, "bench", "-n",      "4",         "--nodes", "2",      "--link-rate",
        "1gbit",    "-b",    "4096",    "-e",        "65536",   "-f",     "16",
        "--iters",  "3",     "--check", "--compare", "mpi",     "--json", json},
-      {{"ASAN_OPTIONS", "detect_leaks=0"}, {"TPCOMM_DISABLE", ""}}, std::chrono::seconds(90));
+      {{"ASAN_OPTIONS", "detect_leaks=0"}, {"TPCOMM_DISABLE", ""}, {"TPCOMM_TEST_MARK", tag}},
+      std::chrono::seconds(90));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("on 4 ranks (2 nodes, links of 1000 Mbit/s)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << r.out;
@@ -148,10 +150,8 @@ TEST(NodeNetwork, BenchComparesWithOpenMpiAcrossTheNodesLinks) {
   EXPECT_EQ(matches(rows, std::regex(R"("mpi_time_us": \d)")).size(), 2u) << rows;
   EXPECT_EQ(matches(rows, std::regex(R"("link_rate_bits": 1000000000)")).size(), 2u) << rows;
   EXPECT_EQ(matches(rows, std::regex(R"re("hier inter-node \(mpi\)": \d)re")).size(), 2u) << rows;
-  for (int i = 0; i < 50 && !network_namespaces("tcp://198.18.0.1:").empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  EXPECT_TRUE(network_namespaces("tcp://198.18.0.1:").empty()) << "an mpirun daemon outlived it";
+  EXPECT_TRUE(none_left_with_environment("TPCOMM_TEST_MARK=" + tag))
+      << "an mpirun daemon outlived it";
   auto stranger = test::run_process({TPCOMM_BIN, "node-agent", "198.18.0.9", "true"},
                                     {{"TPCOMM_NODE_AGENT_MAP", "198.18.0.1=/proc/1/ns/uts"}});
   EXPECT_EQ(stranger.exit_code, 2);

@@ -45,6 +45,29 @@ std::map<std::string, std::string> network_namespaces(const std::string& only_wi
   return out;
 }
 
+std::vector<std::string> processes_with_environment(const std::string& entry) {
+  std::vector<std::string> out;
+  if (DIR* d = opendir("/proc")) {
+    while (dirent* e = readdir(d)) {
+      if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+      std::ifstream f(std::string("/proc/") + e->d_name + "/environ");
+      std::string env((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      if (("\0" + env).find("\0" + entry + "\0") != std::string::npos ||
+          env.rfind(entry + "\0", 0) == 0) {
+        out.push_back(e->d_name);
+      }
+    }
+    closedir(d);
+  }
+  return out;
+}
+
+bool none_left_with_environment(const std::string& entry) {
+  for (int i = 0; i < 100 && !processes_with_environment(entry).empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  return processes_with_environment(entry).empty();
+}
+
 int processes_in(const std::set<std::string>& namespaces) {
   int n = 0;
   for (const auto& [pid, ns] : network_namespaces()) n += namespaces.count(ns) > 0;

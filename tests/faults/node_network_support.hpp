@@ -20,6 +20,13 @@ std::string mark();
 // holds it.
 std::map<std::string, std::string> network_namespaces(const std::string& only_with = "");
 
+// Processes whose environment holds `entry` ("NAME=VALUE"): what one run started, however deep
+// (mpirun's daemons and their ranks inherit the launcher's environment), apart from what a test
+// running beside it started.
+std::vector<std::string> processes_with_environment(const std::string& entry);
+// Waits up to 5 s until none is left.
+bool none_left_with_environment(const std::string& entry);
+
 // Processes still in any of `namespaces`.
 int processes_in(const std::set<std::string>& namespaces);
 

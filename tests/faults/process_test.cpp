@@ -140,7 +140,7 @@ TEST_P(Correctness, EveryCollectiveDtypeOpAndSizeOnWRanks) {
   const std::string mark = marker();
   auto r = run_group({"-n", std::to_string(w)}, {"correctness"}, {}, mark);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  auto done = lines_with(r.out, "324 checks, 0 failed; nodes=1");
+  auto done = lines_with(r.out, "338 checks, 0 failed; nodes=1");
   EXPECT_EQ(done.size(), static_cast<std::size_t>(w)) << r.out;
   std::set<std::string> digests;
   for (const auto& l : done) digests.insert(l.substr(l.find("digest=")));
@@ -185,12 +185,12 @@ std::string single_copy_tuning(int ranks) {
 TEST(CorrectnessPaths, GlooWhenShmIsDisabledAndShmWithATinyWorkspace) {
   auto gloo = run_group({"-n", "3"}, {"correctness"}, {{"TPCOMM_DISABLE", "shm"}}, marker());
   EXPECT_EQ(gloo.exit_code, 0) << gloo.out << gloo.err;
-  EXPECT_EQ(lines_with(gloo.out, "324 checks, 0 failed").size(), 3u) << gloo.out;
+  EXPECT_EQ(lines_with(gloo.out, "338 checks, 0 failed").size(), 3u) << gloo.out;
   // 4 KiB per rank: every larger message goes in chunks, across every chunk boundary.
   auto chunked =
       run_group({"-n", "3"}, {"correctness"}, {{"TPCOMM_SHM_WORKSPACE", "4096"}}, marker());
   EXPECT_EQ(chunked.exit_code, 0) << chunked.out << chunked.err;
-  EXPECT_EQ(lines_with(chunked.out, "324 checks, 0 failed").size(), 3u) << chunked.out;
+  EXPECT_EQ(lines_with(chunked.out, "338 checks, 0 failed").size(), 3u) << chunked.out;
   auto plain = run_group({"-n", "3"}, {"correctness"}, {}, marker());
   EXPECT_EQ(results_of(chunked.out), results_of(plain.out)) << "chunking must not change a bit";
 }
@@ -204,7 +204,7 @@ TEST(CorrectnessPaths, StreamingLaneFillsGiveTheSameBits) {
                               {"TPCOMM_LOG_SUBSYS", "shm"}},
                              marker());
   EXPECT_EQ(streaming.exit_code, 0) << streaming.out << streaming.err;
-  EXPECT_EQ(lines_with(streaming.out, "324 checks, 0 failed").size(), 3u) << streaming.out;
+  EXPECT_EQ(lines_with(streaming.out, "338 checks, 0 failed").size(), 3u) << streaming.out;
   EXPECT_EQ(
       lines_with(streaming.out + streaming.err, "fills its lane with streaming stores").size(), 3u)
       << streaming.err;
@@ -232,7 +232,7 @@ TEST(CorrectnessPaths, StepsThePlanSetsCrossEveryBoundaryWithTheSameBits) {
   auto plain = run_group({"-n", "3"}, {"correctness"}, {}, marker());
   for (const auto* r : {&one_shot, &two_shot}) {
     EXPECT_EQ(r->exit_code, 0) << r->out << r->err;
-    EXPECT_EQ(lines_with(r->out, "324 checks, 0 failed").size(), 3u) << r->out;
+    EXPECT_EQ(lines_with(r->out, "338 checks, 0 failed").size(), 3u) << r->out;
     EXPECT_EQ(results_of(r->out), results_of(plain.out)) << "steps must not change a bit";
   }
 }
@@ -256,7 +256,7 @@ TEST(CorrectnessPaths, AllGatherReadsPeersDirectlyOrThroughTheLanesWithTheSameBi
   std::remove(tuning.c_str());
   for (const auto* r : {&direct, &refused, &lanes}) {
     EXPECT_EQ(r->exit_code, 0) << r->out << r->err;
-    EXPECT_EQ(lines_with(r->out, "324 checks, 0 failed").size(), 3u) << r->out;
+    EXPECT_EQ(lines_with(r->out, "338 checks, 0 failed").size(), 3u) << r->out;
   }
   const std::string read_in_place = "input (single copy) in place";
   EXPECT_EQ(lines_with(direct.out + direct.err, "single-copy reads on").size(), 3u) << direct.err;
@@ -283,7 +283,7 @@ TEST(CorrectnessPaths, AllReduceReadsPeersDirectlyInStepsWithTheSameBitsAsOneSho
   auto plain = run_group({"-n", "3"}, {"correctness"}, {}, marker());
   for (const auto* r : {&direct, &refused}) {
     EXPECT_EQ(r->exit_code, 0) << r->out << r->err;
-    EXPECT_EQ(lines_with(r->out, "324 checks, 0 failed").size(), 3u) << r->out;
+    EXPECT_EQ(lines_with(r->out, "338 checks, 0 failed").size(), 3u) << r->out;
     EXPECT_EQ(results_of(r->out), results_of(plain.out)) << "the path must not change a bit";
   }
   EXPECT_EQ(lines_with(direct.out + direct.err, "input (single copy) in place").size(), 3u)
@@ -310,8 +310,8 @@ TEST(SimulatedNodes, TwoNodesPlanTwoNodesAndComputeTheSameResults) {
   auto r = run_group({"-n", "4", "--nodes", "2"}, {"correctness"}, {{"TPCOMM_DUMP_FACTS", dump}},
                      marker());
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_EQ(lines_with(r.out, "324 checks, 0 failed; nodes=2 host=sim-node-0").size(), 2u) << r.out;
-  EXPECT_EQ(lines_with(r.out, "324 checks, 0 failed; nodes=2 host=sim-node-1").size(), 2u) << r.out;
+  EXPECT_EQ(lines_with(r.out, "338 checks, 0 failed; nodes=2 host=sim-node-0").size(), 2u) << r.out;
+  EXPECT_EQ(lines_with(r.out, "338 checks, 0 failed; nodes=2 host=sim-node-1").size(), 2u) << r.out;
   // Every rank holds the same results, bit for bit; all-reduce went through hier.
   std::set<std::string> results;
   for (const auto& l : lines_with(r.out, "results=")) results.insert(l.substr(l.find("results=")));
@@ -715,7 +715,7 @@ TEST(SocketAddress, GlooListensWhereTheVariableSaysAndABadAddressIsNamed) {
       run_group({"-n", "2"}, {"correctness"},
                 {{"TPCOMM_DISABLE", "shm"}, {"TPCOMM_SOCKET_ADDRESS", "127.0.0.2"}}, marker());
   EXPECT_EQ(good.exit_code, 0) << good.out << good.err;
-  EXPECT_EQ(lines_with(good.out, "324 checks, 0 failed").size(), 2u) << good.out;
+  EXPECT_EQ(lines_with(good.out, "338 checks, 0 failed").size(), 2u) << good.out;
   auto bad = run_group(
       {"-n", "2", "--keep-going"}, {"create"},
       {{"TPCOMM_DISABLE", "shm"}, {"TPCOMM_SOCKET_ADDRESS", "no.such.host.invalid"}}, marker());
@@ -1166,7 +1166,7 @@ TEST(MpiBootstrap, GroupUnderMpirunIsCorrect) {
     GTEST_SKIP() << "this build has no MPI bootstrap or mpirun is missing: not run";
   auto r = mpirun(3, {"correctness"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_EQ(lines_with(r.out, "324 checks, 0 failed; nodes=1").size(), 3u) << r.out;
+  EXPECT_EQ(lines_with(r.out, "338 checks, 0 failed; nodes=1").size(), 3u) << r.out;
 }
 
 TEST(MpiBootstrap, LateRankIsNamedWithinTheDeadline) {
