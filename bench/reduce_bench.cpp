@@ -15,6 +15,8 @@
 #include "tpcomm/types.hpp"
 #include "transport/common/convert.hpp"
 #include "transport/shm/shm_reduce.hpp"
+#include "transport/shm/shm_team_ops.hpp"
+#include "transport/team/thread_team.hpp"
 
 namespace {
 
@@ -67,6 +69,62 @@ const bool kRegistered = [] {
           ->Args({2, 256 << 10})
           ->Args({4, 256 << 10})
           ->Args({2, 4 << 20});
+    }
+  }
+  return true;
+}();
+
+// One reduction split over a team of `threads` (the caller among them), as the shm backend runs
+// calls from the tuning table's team_min_bytes: bytes per rank as above, W = 2 and 4, float32
+// and bfloat16, 1 and 2 threads (the team's scaling on this machine's cores; more threads than
+// cores only measure the scheduler). The team is made once, outside the timing, as a
+// communicator makes it at set-up.
+void BM_TeamReduce(benchmark::State& state, tpcomm::DataType type, KernelIsa isa) {
+  if (!tpcomm::transport::shm::cpu_runs(isa)) {
+    state.SkipWithError("this CPU cannot run this variant");
+    return;
+  }
+  const int ranks = static_cast<int>(state.range(0));
+  const auto bytes = static_cast<std::size_t>(state.range(1));
+  const int threads = static_cast<int>(state.range(2));
+  const std::size_t count = bytes / tpcomm::size_of(type);
+  std::vector<float> values(count);
+  std::vector<std::vector<std::uint8_t>> slots;
+  for (int r = 0; r < ranks; ++r) {
+    for (std::size_t i = 0; i < count; ++i)
+      values[i] = static_cast<float>((i * 7 + r) % 997) / 97.f - 5.f;
+    slots.emplace_back(bytes);
+    tpcomm::from_float(values.data(), type, count, slots.back().data());
+  }
+  std::vector<const void*> srcs;
+  for (auto& s : slots) srcs.push_back(s.data());
+  std::vector<std::uint8_t> out(bytes);
+  tpcomm::transport::ThreadTeam team(threads);
+  for (auto _ : state) {
+    tpcomm::transport::shm::team_reduce(&team, isa, srcs.data(), ranks, count, type,
+                                        tpcomm::ReduceOp::kSum, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * ranks *
+                          static_cast<std::int64_t>(bytes));
+  state.SetLabel(tpcomm::transport::shm::to_string(isa));
+}
+
+const bool kTeamRegistered = [] {
+  using tpcomm::DataType;
+  for (DataType type : {DataType::kFloat32, DataType::kBFloat16}) {
+    for (KernelIsa isa : tpcomm::transport::shm::kAllKernelIsas) {
+      if (isa == KernelIsa::kAvx512Bf16 && type != DataType::kBFloat16) continue;
+      const std::string name = std::string("BM_TeamReduce/") + std::string(tpcomm::to_string(type)) +
+                               "_" + tpcomm::transport::shm::to_string(isa);
+      auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_TeamReduce, type, isa)
+                    ->ArgNames({"ranks", "bytes", "threads"})
+                    ->UseRealTime();
+      for (int ranks : {2, 4}) {
+        for (int bytes : {256 << 10, 1 << 20, 4 << 20, 16 << 20}) {
+          for (int threads : {1, 2}) b->Args({ranks, bytes, threads});
+        }
+      }
     }
   }
   return true;

@@ -1,7 +1,7 @@
 # libtpcomm: the one library a program links (tpcomm::tpcomm), made of the layers' objects, and its
 # installation: public headers, library, the tpcomm CLI, a CMake package and a pkg-config file
 # (docs/packaging.md). Everything the library uses besides the C++ standard library (fmt, Gloo,
-# OpenSSL, MPI, the CUDA runtime) is private to it: the public headers include none of them.
+# OpenSSL, hwloc, MPI, the CUDA runtime) is private to it: the public headers include none of them.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -31,8 +31,9 @@ target_include_directories(tpcomm_library PUBLIC
   $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 # The public headers are C++17 (tests/packaging/public_headers_cxx17.cpp checks it).
 target_compile_features(tpcomm_library INTERFACE cxx_std_17)
-set(_tpcomm_private fmt::fmt Threads::Threads OpenSSL::Crypto gloo rt ${CMAKE_DL_LIBS})
-set(_tpcomm_pc_private "-lfmt -lgloo -lcrypto -lrt -ldl -pthread")
+set(_tpcomm_private fmt::fmt Threads::Threads OpenSSL::Crypto gloo PkgConfig::HWLOC rt
+    ${CMAKE_DL_LIBS})
+set(_tpcomm_pc_private "-lfmt -lgloo -lcrypto -lhwloc -lrt -ldl -pthread")
 # No libmpi: the MPI bootstrap opens the plug-in libtpcomm_mpi.so when it is used
 # (src/CMakeLists.txt).
 if(TPCOMM_CUDA_ENABLED)

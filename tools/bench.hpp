@@ -32,6 +32,7 @@ struct BenchArgs {
   std::string bind_to = "core";    // "core": one CPU per rank when there are enough; "none"
   std::string tuning;              // a tuning file for every rank (TPCOMM_TUNING)
   bool registered = false;         // also time inputs in registered buffers (allocate)
+  std::optional<int> threads;      // --threads: TPCOMM_THREADS for the ranks (team_launch.hpp)
   // With --nodes: the nodes' network, rate and loss (node_network.hpp); inside the group only
   // what the header and --json rows report.
   NodeNetworkOptions node_network;

@@ -15,6 +15,7 @@
 #include "mpirun_launch.hpp"
 #include "node_links.hpp"
 #include "node_network_cli.hpp"
+#include "team_launch.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/tuning.hpp"
@@ -25,8 +26,10 @@ namespace {
 // mpirun's --bind-to for the binding `tpcomm run` would give: a core each, or nothing. A thread
 // each (more ranks than cores) stays unbound here: mpirun maps ranks to a core's threads in turn,
 // not every core's first thread first, so the two launchers would place ranks differently.
-const char* mpirun_binding(const BenchArgs& a) {
-  if (a.bind_to != "core") return "none";
+// Ranks that may have teams take their shares unbound under mpirun: its --bind-to core gives one
+// core each, and an unbound rank's default team shares the machine with the ranks on it.
+const char* mpirun_binding(const BenchArgs& a, int threads) {
+  if (a.bind_to != "core" || wants_core_shares(threads)) return "none";
   return bind_ranks(usable_cores_here(), a.ranks).level == BindLevel::kCore ? "core" : "none";
 }
 
@@ -45,6 +48,7 @@ int run_bench(const BenchArgs& a) {
   // The ranks read it when they create their communicators (the launchers pass the environment).
   if (!a.tuning.empty()) setenv("TPCOMM_TUNING", a.tuning.c_str(), 1);
   if (in_group()) return run_bench_in_group(a);
+  const int threads = apply_threads_option(a.threads, a.ranks, a.bind_to == "core");
   auto argv = bench_argv(a, self_executable());
   const bool with_mpi = a.compare.find("mpi") != std::string::npos;
   if (with_mpi) {
@@ -56,10 +60,11 @@ int run_bench(const BenchArgs& a) {
   l.command = argv;
   l.prefix_output = false;
   l.bind_cores = a.bind_to == "core";
+  l.core_shares = wants_core_shares(threads);
   l.node_network = a.node_network;
   // MPI's own rows need ranks that mpirun started; so does hier_mpi.
   if (with_mpi || a.launch == "mpirun") {
-    return launch_under_mpirun(l, self_executable(), mpirun_binding(a));
+    return launch_under_mpirun(l, self_executable(), mpirun_binding(a, threads));
   }
   return launch(l);
 }
@@ -133,6 +138,7 @@ void add_bench_command(CLI::App& app, int& exit_status) {
          "a hardware thread of its own when cores are fewer)")
       ->check(CLI::IsMember({"core", "none"}))
       ->capture_default_str();
+  add_threads_option(cmd, a->threads);
   cmd->callback([a, &exit_status] { exit_status = run_bench(*a); });
 }
 

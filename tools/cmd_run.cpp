@@ -4,6 +4,7 @@
 
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -13,6 +14,7 @@
 #include "launcher.hpp"
 #include "mpirun_launch.hpp"
 #include "node_network_cli.hpp"
+#include "team_launch.hpp"
 #include "tpcomm/tcp_store.hpp"
 
 namespace tpcomm::cli {
@@ -52,11 +54,17 @@ void add_run_command(CLI::App& app, int& exit_status) {
                   "--nodes, mpirun runs in node 0 and reaches the others over their links)")
       ->check(CLI::IsMember({"tpcomm", "mpirun"}))
       ->capture_default_str();
+  auto threads = std::make_shared<std::optional<int>>();
+  add_threads_option(cmd, *threads);
   cmd->add_option("command", opts->command, "-- PROGRAM ARGS...")->required();
-  cmd->callback([opts, bind_to, launcher, &exit_status] {
+  cmd->callback([opts, bind_to, launcher, threads, &exit_status] {
     opts->bind_cores = *bind_to == "core";
-    exit_status = *launcher == "mpirun" ? launch_under_mpirun(*opts, self_executable(),
-                                                              opts->bind_cores ? "core" : "none")
+    opts->core_shares =
+        wants_core_shares(apply_threads_option(*threads, opts->ranks, opts->bind_cores));
+    const bool shares_under_mpirun = opts->bind_cores && opts->core_shares;
+    exit_status = *launcher == "mpirun" ? launch_under_mpirun(
+                                            *opts, self_executable(),
+                                            opts->bind_cores && !shares_under_mpirun ? "core" : "none")
                                         : launch(*opts);
   });
 }

@@ -8,6 +8,8 @@
 #include "cli_util.hpp"
 #include "commands.hpp"
 #include "machine_text.hpp"
+#include "numa_map.hpp"
+#include "tpcomm/env.hpp"
 #include "tpcomm/facts_json.hpp"
 #include "tpcomm/probe.hpp"
 #include "transport/shm/shm_reduce.hpp"
@@ -35,7 +37,7 @@ std::string runnable_kernel_variants() {
   return out;
 }
 
-void print_human(const LocalFacts& f) {
+void print_human(const LocalFacts& f, int ranks) {
   std::cout << fmt::format("host    {} (boot id {})\n", f.host.hostname,
                            f.host.boot_id.empty() ? "unknown" : f.host.boot_id);
   std::cout << fmt::format(
@@ -44,6 +46,11 @@ void print_human(const LocalFacts& f) {
       f.cpu_isa.empty() ? "none of interest" : fmt::format("{}", fmt::join(f.cpu_isa, " ")));
   // What --bind-to core hands out, and whether ranks on "different CPUs" would share a core.
   std::cout << fmt::format("cores   {}\n", cores_text(usable_cores_here()));
+  std::cout << fmt::format("numa    {}\n", numa_nodes_text());
+  // Where a group's ranks, their pages and their teams would be (tpcomm run --bind-to core).
+  const int threads = static_cast<int>(env_integer("TPCOMM_THREADS"));
+  std::cout << fmt::format("group   {} ranks with --bind-to core, TPCOMM_THREADS={}:\n{}", ranks,
+                           threads, group_node_map(ranks, threads));
   std::cout << fmt::format("kernels shm reductions: {} (this CPU runs {})\n",
                            transport::shm::kernel_isa(), runnable_kernel_variants());
   std::cout << fmt::format("cuda    {}\n", f.cuda_status);
@@ -68,7 +75,7 @@ void print_human(const LocalFacts& f) {
 void run_topo(const TopoArgs& args) {
   LocalFacts local = probe_local();
   if (!args.json) {
-    print_human(local);
+    print_human(local, args.ranks);
     return;
   }
   const DeviceType type =
@@ -84,7 +91,9 @@ void add_topo_command(CLI::App& app) {
       "topo", "Probe this machine (host, CPU, CUDA devices, NVLink, fabric) and print its facts");
   cmd->add_flag("--json", args->json,
                 "print a facts-v1 document that tpcomm plan reads (docs/facts.md)");
-  cmd->add_option("--ranks", args->ranks, "with --json: describe this many ranks on this machine")
+  cmd->add_option("--ranks", args->ranks,
+                  "ranks on this machine: the group's node map (each rank's CPUs, node and team); "
+                  "with --json, the ranks the facts describe")
       ->check(CLI::Range(1, kMaxRanks))
       ->capture_default_str();
   cmd->add_option_function<std::string>(

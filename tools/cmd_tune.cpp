@@ -24,6 +24,8 @@
 #include "commands.hpp"
 #include "common/text_file.hpp"
 #include "machine_text.hpp"
+#include "team_launch.hpp"
+#include "team_tune.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/plan.hpp"
 #include "tpcomm/probe.hpp"
@@ -201,6 +203,7 @@ TuningEntry tune_group(const TuneArgs& a, const std::string& self, const char* d
     }
     entry.ops[op] = report_and_choose(a, op, m, builtin);
   }
+  entry.team_min_bytes = tune_team_min_bytes(a, entry, self, dir);
   return entry;
 }
 
@@ -294,6 +297,7 @@ void add_tune_command(CLI::App& app) {
                   "hier_mpi is timed too)")
       ->capture_default_str()
       ->check(CLI::IsMember({"tpcomm", "mpirun"}));
+  add_threads_option(cmd, a->threads);
   cmd->callback([a] { run_tune(*a); });
 }
 

@@ -62,7 +62,7 @@ CoreThreads usable_cores_here() {
   return usable_cores(usable);
 }
 
-RankBinding bind_ranks(const CoreThreads& cores, int ranks) {
+RankBinding bind_ranks(const CoreThreads& cores, int ranks, bool shares) {
   RankBinding out;
   if (ranks <= 0) return out;
   auto set_of = [](const std::vector<int>& cpus) {
@@ -73,7 +73,14 @@ RankBinding bind_ranks(const CoreThreads& cores, int ranks) {
   };
   if (static_cast<std::size_t>(ranks) <= cores.size()) {
     out.level = BindLevel::kCore;
-    for (int r = 0; r < ranks; ++r) out.cpus.push_back(set_of(cores[static_cast<std::size_t>(r)]));
+    const std::size_t each = shares ? cores.size() / static_cast<std::size_t>(ranks) : 1;
+    for (std::size_t r = 0; r < static_cast<std::size_t>(ranks); ++r) {
+      std::vector<int> cpus;
+      for (std::size_t c = r * each; c < (r + 1) * each; ++c) {
+        cpus.insert(cpus.end(), cores[c].begin(), cores[c].end());
+      }
+      out.cpus.push_back(set_of(cpus));
+    }
     return out;
   }
   // Threads in rounds: every core's first usable thread, then every core's second, ...

@@ -29,7 +29,10 @@ struct RankBinding {
 // A core each (all its usable threads) when there are at least as many cores as ranks; else a
 // hardware thread each, every core's first thread before any core's second; else nothing, since
 // two ranks bound to one CPU would wait out each other's time slices at every barrier.
-RankBinding bind_ranks(const CoreThreads& cores, int ranks);
+// `shares`: each rank gets an equal share of the cores instead, consecutive in topology order
+// (so a share fills one package, or NUMA node, before the next), for ranks whose team of threads
+// (TPCOMM_THREADS) splits their calls; ranks outnumbering cores get the single-CPU binding.
+RankBinding bind_ranks(const CoreThreads& cores, int ranks, bool shares = false);
 
 // The CPUs of a set as ranges, as taskset and /sys write them: "0-3,8".
 std::string cpu_list_text(const cpu_set_t& cpus);

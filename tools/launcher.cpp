@@ -123,7 +123,8 @@ void Launcher::start_ranks(const GroupLaunch& group, SimulatedNodes* nodes,
   }
   const int n = mpirun ? 1 : options_.ranks;  // mpirun starts the ranks
   const std::vector<cpu_set_t> cpus =
-      options_.bind_cores ? bind_ranks(usable_cores_here(), n).cpus : std::vector<cpu_set_t>();
+      options_.bind_cores ? bind_ranks(usable_cores_here(), n, options_.core_shares).cpus
+                          : std::vector<cpu_set_t>();
   for (int r = 0; r < n; ++r) {
     const int node = static_cast<int>(static_cast<long>(r) * options_.nodes / n);
     int first = 0, count = 0;

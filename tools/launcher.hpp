@@ -22,6 +22,8 @@ struct LaunchOptions {
   // than ranks (bind_ranks, cpu_binding.hpp): no migrations, so shm latency stays steady. With
   // more ranks than hardware threads nothing is bound.
   bool bind_cores = false;
+  // With bind_cores: each rank an equal share of the cores (team_launch.hpp), not one.
+  bool core_shares = false;
   // --node-network, --link-rate, --link-loss (node_network.hpp): with --nodes K, each node's own
   // network namespace, and the store, MASTER_ADDR and TPCOMM_SOCKET_ADDRESS on its links.
   NodeNetworkOptions node_network;

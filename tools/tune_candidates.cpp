@@ -80,12 +80,14 @@ std::vector<Candidate> candidates(Op op, const Plan& plan,
 
 // Runs `tpcomm bench` for one op with every call forced to `c`; its time per size (us).
 std::map<std::uint64_t, double> measure(const TuneArgs& a, Op op, const Candidate& c,
-                                        const std::string& self, const std::string& dir) {
+                                        const std::string& self, const std::string& dir,
+                                        const TeamTrial* team) {
   Tuning forced;
   TuningEntry entry;
   entry.key.device = DeviceType::kCpu;
   entry.key.world_size = a.ranks;
   entry.ops[op] = {TuningRow{std::nullopt, {c}}};
+  if (team) entry.team_min_bytes = team->min_bytes;
   forced.entries.push_back(entry);
   const std::string tuning = dir + "/forced.json";
   const std::string rows = dir + "/rows.json";
@@ -101,6 +103,7 @@ std::map<std::uint64_t, double> measure(const TuneArgs& a, Op op, const Candidat
                                    "--json",    rows};
   if (a.nodes > 1) argv.insert(argv.end(), {"--nodes", std::to_string(a.nodes)});
   if (a.launch != "tpcomm") argv.insert(argv.end(), {"--launch", a.launch});
+  if (team) argv.insert(argv.end(), {"--threads", std::to_string(team->threads)});
   const pid_t pid = fork();
   if (pid == 0) {
     setenv("TPCOMM_TUNING", tuning.c_str(), 1);

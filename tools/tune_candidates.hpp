@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,13 @@ struct TuneArgs {
   std::string bind_to = "core";
   int nodes = 1;                  // --nodes: simulated nodes of tpcomm run (hier, hier_mpi)
   std::string launch = "tpcomm";  // --launch mpirun: ranks bootstrapped through MPI (hier_mpi)
+  std::optional<int> threads;     // --threads: the team size whose team_min_bytes is measured
+};
+
+// A team for every call of a measurement: `threads` per rank from `min_bytes` on.
+struct TeamTrial {
+  int threads = 1;
+  std::uint64_t min_bytes = 0;
 };
 
 // What the benchmark's backend/algorithm column says of a call the candidate serves.
@@ -40,7 +48,9 @@ std::vector<Candidate> with_builtin_after(const Candidate& chosen, const TuneArg
 // Every backend and algorithm the plan admits for `op`, and shm's with each step of `steps`.
 std::vector<Candidate> candidates(Op op, const Plan& plan, const std::vector<std::uint64_t>& steps);
 // Runs `tpcomm bench` for one op with every call forced to `c`; its time per size (us).
+// With `team`: each rank's team as it says (TPCOMM_THREADS and the entry's team_min_bytes).
 std::map<std::uint64_t, double> measure(const TuneArgs& a, Op op, const Candidate& c,
-                                        const std::string& self, const std::string& dir);
+                                        const std::string& self, const std::string& dir,
+                                        const TeamTrial* team = nullptr);
 
 }  // namespace tpcomm::cli

@@ -46,6 +46,10 @@ struct CommunicatorOptions {
   // Backends never to use, besides TPCOMM_DISABLE's (the plan names who refused them). The
   // fallbacks, nccl and gloo, cannot be disabled: every group can use them.
   std::vector<Backend> disabled;
+  // Threads that split each large shm call of this rank (kCpu; docs/communicator.md, "Threads"):
+  // default TPCOMM_THREADS, whose 0 shares the rank's CPUs evenly among the ranks that may run
+  // on them. 1: the calling thread alone.
+  std::optional<int> threads;
 };
 
 namespace detail {

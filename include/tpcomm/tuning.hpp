@@ -65,6 +65,9 @@ struct TuningKey {
 struct TuningEntry {
   TuningKey key;
   std::map<Op, std::vector<TuningRow>> ops;
+  // cpu only: shm calls of at least this many bytes (a rank's input) are split over the rank's
+  // team of threads (TPCOMM_THREADS); smaller ones run on the calling thread alone.
+  std::optional<std::uint64_t> team_min_bytes;
 #if __cplusplus >= 202002L  // defaulted comparison: C++20 (the library); C++17 users go without
   bool operator==(const TuningEntry&) const = default;
 #endif
@@ -87,6 +90,12 @@ struct TuningLookup {
   const std::vector<TuningRow>* rows = nullptr;
   std::string description;
 };
+// A team splits calls from this size when no tuning entry says (`tpcomm tune` measures it).
+constexpr std::uint64_t kDefaultTeamMinBytes = 256 << 10;
+// The team_min_bytes of the cpu entry of `overrides` for groups of `world_size` (either mode),
+// else kDefaultTeamMinBytes.
+std::uint64_t find_team_min_bytes(const Tuning& overrides, int world_size);
+
 TuningLookup find_tuning(const Tuning& overrides, DeviceType device, int min_sm, int world_size,
                          Mode mode, Op op);
 

@@ -116,6 +116,15 @@ const std::vector<EnvVar>& env_registry() {
        {},
        0,
        10'000'000},
+      {"TPCOMM_THREADS",
+       EnvKind::kInteger,
+       "0",
+       "threads of a rank that split each shm call of at least the tuning table's "
+       "team_min_bytes (262144 when no entry says); 0: the rank's CPUs shared evenly among the "
+       "ranks that may run on them (1 when a rank has one CPU); the workers sleep between calls",
+       {},
+       0,
+       256},
       {"TPCOMM_GRAPH_SLOTS",
        EnvKind::kInteger,
        "16384",

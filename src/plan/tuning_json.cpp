@@ -132,6 +132,13 @@ TuningEntry read_entry(const Json& value, const std::string& path) {
     e.key.mode = detail::read_enum<Mode>(*v, r.path_of("mode"));
   }
   if (const Json* v = r.optional("comment")) detail::read_string(*v, r.path_of("comment"));
+  if (const Json* v = r.optional("team_min_bytes")) {
+    if (e.key.device != DeviceType::kCpu) {
+      fail_at(r.path_of("team_min_bytes"), "only cpu entries take team_min_bytes");
+    }
+    e.team_min_bytes = static_cast<std::uint64_t>(
+        detail::read_integer(*v, r.path_of("team_min_bytes"), 0, std::int64_t{1} << 40));
+  }
   ObjectReader ops(r.required("ops"), r.path_of("ops"));
   for (Op op : kAllOps) {
     if (const Json* v = ops.optional(to_string(op))) {
@@ -186,6 +193,7 @@ std::string encode_tuning(const Tuning& tuning, int indent) {
     if (e.key.sm) je["sm"] = *e.key.sm;
     je["world_size"] = e.key.world_size;
     if (e.key.mode) je["mode"] = to_string(*e.key.mode);
+    if (e.team_min_bytes) je["team_min_bytes"] = *e.team_min_bytes;
     OrderedJson ops;
     for (const auto& [op, rows] : e.ops) {
       OrderedJson jrows = OrderedJson::array();

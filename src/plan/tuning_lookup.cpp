@@ -42,6 +42,15 @@ std::string describe(const Tuning& tuning, const TuningEntry& e, Mode mode) {
 
 }  // namespace
 
+std::uint64_t find_team_min_bytes(const Tuning& overrides, int world_size) {
+  for (const auto& e : overrides.entries) {
+    if (e.key.device == DeviceType::kCpu && e.key.world_size == world_size && e.team_min_bytes) {
+      return *e.team_min_bytes;
+    }
+  }
+  return kDefaultTeamMinBytes;
+}
+
 TuningLookup find_tuning(const Tuning& overrides, DeviceType device, int min_sm, int world_size,
                          Mode mode, Op op) {
   if (const TuningEntry* e = pick(overrides, device, min_sm, world_size, mode, op)) {

@@ -29,6 +29,7 @@
 #include "tpcomm/probe.hpp"
 #include "tpcomm/tuning_file.hpp"
 #include "tpcomm/version.hpp"
+#include "transport/team/thread_team.hpp"
 
 namespace tpcomm {
 
@@ -235,6 +236,11 @@ std::optional<std::string> read_plan_inputs(CommunicatorState& c,
     for (Backend b : parse_disabled_backends(env_string("TPCOMM_DISABLE"), "TPCOMM_DISABLE")) {
       c.plan_options.disabled[b] = "TPCOMM_DISABLE";
     }
+    if (options.threads && (*options.threads < 0 || *options.threads > transport::kMaxTeamThreads)) {
+      throw invalid_input(fmt::format("CommunicatorOptions::threads = {}: expected 0 (the default "
+                                      "share of the rank's CPUs) to {}",
+                                      *options.threads, transport::kMaxTeamThreads));
+    }
     for (Backend b : options.disabled) {
       if (b == fallback_backend(DeviceType::kCuda) || b == fallback_backend(DeviceType::kCpu)) {
         throw invalid_input(
@@ -269,6 +275,8 @@ BackendContext backend_context(CommunicatorState& c,
   context.shm_streaming_fill_bytes =
       static_cast<std::size_t>(env_integer("TPCOMM_SHM_STREAMING_FILL"));
   context.shm_spin = std::chrono::microseconds(env_integer("TPCOMM_SHM_SPIN_US"));
+  context.threads = c.options.threads.value_or(static_cast<int>(env_integer("TPCOMM_THREADS")));
+  context.team_min_bytes = static_cast<std::size_t>(find_team_min_bytes(c.tuning, context.size));
   const std::string& mine = records.at(static_cast<std::size_t>(context.rank)).boot_id;
   context.ranks_on_this_machine = static_cast<int>(std::count_if(
       records.begin(), records.end(), [&](const auto& r) { return r.boot_id == mine; }));

@@ -38,6 +38,10 @@ struct BackendContext {
   // How long a shm wait spins before yielding and sleeping, while every rank has a core
   // (TPCOMM_SHM_SPIN_US)
   std::chrono::microseconds shm_spin{1000};
+  // Threads of this rank's team for shm calls of at least team_min_bytes (TPCOMM_THREADS,
+  // CommunicatorOptions::threads); 0: derived from the rank's CPUs (team/team_size.hpp).
+  int threads = 0;
+  std::size_t team_min_bytes = 256u << 10;  // the tuning table's team_min_bytes
   // Ranks of the whole group whose processes share this machine's cores (the same kernel: the
   // simulated nodes of `tpcomm run --nodes` included); 0: `size`. Whether a rank may spin
   // depends on them all, not only on its node's: the peer a spinner keeps off a core may be on

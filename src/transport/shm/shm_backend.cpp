@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <random>
 #include <vector>
 
@@ -21,8 +22,11 @@
 #include "shm_segment.hpp"
 #include "shm_wait.hpp"
 #include "single_copy.hpp"
+#include "shm_team_ops.hpp"
 #include "streaming_copy.hpp"
 #include "tpcomm/error.hpp"
+#include "transport/numa/numa_placement.hpp"
+#include "transport/team/team_size.hpp"
 
 namespace tpcomm::transport {
 namespace shm {
@@ -59,16 +63,41 @@ void ShmBackend::run_setup_step(int step, const Deadline& deadline) {
   }
   // This rank's slot, which it writes and the others read, on this rank's NUMA node
   // (shm_segment.hpp); nobody touches it before this step's vote.
-  segment_.reserve(
-      slots_offset(world) + static_cast<std::size_t>(ctx_.rank) * ctx_.shm_workspace_bytes,
-      ctx_.shm_workspace_bytes, hint);
+  const std::size_t mine_at =
+      slots_offset(world) + static_cast<std::size_t>(ctx_.rank) * ctx_.shm_workspace_bytes;
+  place_slot(mine_at);
+  segment_.reserve(mine_at, ctx_.shm_workspace_bytes, hint);
   control(ctx_.rank)->pid.store(getpid(), std::memory_order_release);
   control(ctx_.rank)->mapped.store(1, std::memory_order_release);
+}
+
+void ShmBackend::place_slot(std::size_t offset) {
+  // mbind takes whole pages: a page this slot shares with a neighbour's keeps first touch.
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t first = (offset + page - 1) / page * page;
+  const std::size_t end = (offset + ctx_.shm_workspace_bytes) / page * page;
+  if (end <= first) return;
+  slot_pages_ = {static_cast<std::uint8_t*>(segment_.base()) + first, end - first};
+  const std::string did = bind_pages(slot_pages_.first, slot_pages_.second, nodes_of_this_rank());
+  TPCOMM_LOG(kDebug, "shm", "rank {}: slot {}", ctx_.rank, did);
+}
+
+void ShmBackend::log_slot_nodes() const {
+  if (!log_enabled(LogLevel::kDebug, "shm") || slot_pages_.first == nullptr) return;
+  const std::vector<int> nodes = nodes_of_pages(slot_pages_.first, slot_pages_.second);
+  std::map<int, int> pages;
+  for (int n : nodes) ++pages[n];
+  std::vector<std::string> parts;
+  for (auto [node, count] : pages) parts.push_back(fmt::format("{} on node {}", count, node));
+  TPCOMM_LOG(kDebug, "shm", "rank {}: slot pages: {} (machine: {} NUMA nodes)", ctx_.rank,
+             parts.empty() ? std::string("unknown") : fmt::format("{}", fmt::join(parts, ", ")),
+             numa_node_count());
 }
 
 void ShmBackend::setup_complete() {
   segment_.populate();  // every slot is reserved: the last step's vote saw every rank's
   segment_.unlink();
+  log_slot_nodes();
   single_copy_ =
       agree_on_single_copy(*ctx_.bootstrap, ctx_.shm_single_copy, Deadline::after(ctx_.timeout));
   // Every rank stored its pid before that agreement, which waited for all of them.
@@ -76,6 +105,27 @@ void ShmBackend::setup_complete() {
     peer_pid_[static_cast<std::size_t>(r)] =
         peer_process(control(r)->pid.load(std::memory_order_acquire));
   }
+  make_team();
+}
+
+void ShmBackend::make_team() {
+  // Every rank gathers every rank's CPUs, whatever its own TPCOMM_THREADS: the exchange must be
+  // the same on all of them.
+  const cpu_set_t mine = current_cpus();
+  const auto* raw = reinterpret_cast<const std::uint8_t*>(&mine);
+  const auto all = ctx_.bootstrap->all_gather(Bytes(raw, raw + sizeof(mine)), "shm team CPUs",
+                                              Deadline::after(ctx_.timeout));
+  std::vector<cpu_set_t> group(all.size());
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    CPU_ZERO(&group[r]);
+    std::memcpy(&group[r], all[r].data(), std::min(all[r].size(), sizeof(cpu_set_t)));
+  }
+  const int machine = ctx_.ranks_on_this_machine > 0 ? ctx_.ranks_on_this_machine : ctx_.size;
+  const TeamSize size = team_size(ctx_.threads, group, ctx_.rank, machine,
+                                  static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+  TPCOMM_LOG(kDebug, "shm", "rank {}: team of {} for calls of {} bytes and more", ctx_.rank,
+             size.why, ctx_.team_min_bytes);
+  if (size.threads > 1) team_ = std::make_unique<ThreadTeam>(size.threads);
 }
 
 void ShmBackend::abort() {
@@ -95,6 +145,7 @@ void ShmBackend::run(const Call& c) {
   current_call_.store(c.sequence, std::memory_order_release);
   throw_if_a_peer_aborted(c, false);
   register_input(c);
+  call_team_ = team_for(c);
   switch (c.op) {
     case Op::kAllReduce:
       if (c.algorithm == Algorithm::kTwoShot) {
@@ -188,7 +239,7 @@ const void* const* ShmBackend::sources(std::uint64_t seq, std::size_t byte_offse
 void ShmBackend::fill_lane(const Call& c, void* to, const void* from, std::size_t bytes) {
   const std::size_t limit = ctx_.shm_streaming_fill_bytes;
   if (c.op != Op::kAllReduce || limit == 0 || c.count * size_of(c.type) < limit) {
-    std::memcpy(to, from, bytes);
+    team_copy(call_team_, to, from, bytes);
     return;
   }
   if (!logged_streaming_) {
@@ -196,7 +247,7 @@ void ShmBackend::fill_lane(const Call& c, void* to, const void* from, std::size_
     TPCOMM_LOG(kDebug, "shm", "rank {}: call #{} fills its lane with streaming stores", ctx_.rank,
                c.sequence);
   }
-  streaming_copy(to, from, bytes);
+  team_copy(call_team_, to, from, bytes, true);
 }
 
 }  // namespace shm

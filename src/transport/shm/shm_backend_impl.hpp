@@ -6,7 +6,9 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "registered_heap.hpp"
@@ -16,6 +18,8 @@
 #include "shm_wait.hpp"
 #include "transport/common/backend.hpp"
 #include "transport/common/backend_context.hpp"
+#include "transport/numa/numa_placement.hpp"
+#include "transport/team/thread_team.hpp"
 
 namespace tpcomm::transport::shm {
 
@@ -150,6 +154,21 @@ class ShmBackend final : public CollectiveBackend {
     };
   }
 
+  // The team that splits this call's copies and reductions (a call of at least
+  // team_min_bytes_ when the team has more than one thread), else null: the caller alone.
+  ThreadTeam* team_for(const Call& c) const {
+    return team_ && input_bytes(c) >= ctx_.team_min_bytes ? team_.get() : nullptr;
+  }
+
+  // Set-up: binds this rank's slot (at `offset`) to the rank's NUMA node before its pages exist
+  // (numa/numa_placement.hpp); once populated, the debug log says where its pages are.
+  void place_slot(std::size_t offset);
+  void log_slot_nodes() const;
+
+  // Set-up: how many threads this rank's team has (an all-gather of every rank's CPUs when the
+  // context leaves it to the default), and the team.
+  void make_team();
+
   // Every rank copies its chunk in, then reduces all slots in rank order into its output.
   void one_shot(const Call& c);
 
@@ -171,12 +190,15 @@ class ShmBackend final : public CollectiveBackend {
 
   BackendContext ctx_;
   std::size_t lane_bytes_;
+  std::unique_ptr<ThreadTeam> team_;  // null: one thread
+  ThreadTeam* call_team_ = nullptr;   // team_for(the current call)
   std::vector<const void*> sources_;          // scratch for lanes_at, so a call allocates nothing
   std::vector<const std::uint8_t*> peer_in_;  // each rank's registered input this step, or null
   RegisteredAt mine_at_;                      // this rank's, posted in its lane header
   std::vector<std::uint64_t> peer_address_;   // each rank's input for a single-copy read, or 0
   std::vector<int> peer_pid_;  // each rank's process for read_peer_memory (set-up), 0: this one
-  std::vector<std::uint8_t> peer_chunks_;  // single-copy all-reduce: a step of each peer
+  NodeBuffer peer_chunks_;  // single-copy all-reduce: a step of each peer, on this rank's node
+  std::pair<std::uint8_t*, std::size_t> slot_pages_{nullptr, 0};  // this rank's slot's pages
   std::uint64_t mine_single_copy_ = 0;     // this rank's, with kSingleCopyFlag, or 0
   bool single_copy_ = false;               // every rank can read every peer (set-up vote)
   bool any_in_place_ = false;              // some rank's input this step is read in place

@@ -7,6 +7,7 @@
 
 #include "shm_backend_impl.hpp"
 #include "shm_reduce.hpp"
+#include "shm_team_ops.hpp"
 #include "single_copy.hpp"
 #include "streaming_copy.hpp"
 
@@ -17,7 +18,8 @@ void ShmBackend::one_shot(const Call& c) {
   const auto* in = static_cast<const std::uint8_t*>(c.input);
   chunked(c, step_bytes(c) / es, Algorithm::kOneShot, describer(c, Algorithm::kOneShot), copy_in(c),
           [&](std::size_t base, std::size_t n, std::uint64_t seq) {
-            reduce_slots(sources(seq, 0, in + base * es, base * es), ctx_.size, n, c.type, c.reduce,
+            team_reduce(call_team_, sources(seq, 0, in + base * es, base * es), ctx_.size, n, c.type,
+                        c.reduce,
                          static_cast<std::uint8_t*>(c.output) + base * es);
           });
 }
@@ -30,7 +32,7 @@ void ShmBackend::all_reduce_single_copy(const Call& c) {
     mine_single_copy_ = reinterpret_cast<std::uint64_t>(in) | kSingleCopyFlag;
   }
   // A step of every rank, grown once and reused: a call allocates nothing after the first.
-  if (single_copy_) peer_chunks_.resize(std::max(peer_chunks_.size(), ctx_.size * step * es));
+  if (single_copy_) peer_chunks_.reserve(ctx_.size * step * es);
   chunked(c, step, Algorithm::kSingleCopy, describer(c, Algorithm::kSingleCopy), copy_in(c),
           [&](std::size_t base, std::size_t n, std::uint64_t seq) {
             const void* const* srcs = sources(seq, 0, in + base * es, base * es);
@@ -38,10 +40,10 @@ void ShmBackend::all_reduce_single_copy(const Call& c) {
               const auto ur = static_cast<std::size_t>(r);
               if (r == ctx_.rank || peer_address_[ur] == 0) continue;
               std::uint8_t* to = peer_chunks_.data() + ur * step * es;
-              read_peer_memory(r, peer_pid_[ur], peer_address_[ur] + base * es, to, n * es);
+              team_read_peer(call_team_, r, peer_pid_[ur], peer_address_[ur] + base * es, to, n * es);
               sources_[ur] = to;
             }
-            reduce_slots(srcs, ctx_.size, n, c.type, c.reduce,
+            team_reduce(call_team_, srcs, ctx_.size, n, c.type, c.reduce,
                          static_cast<std::uint8_t*>(c.output) + base * es);
           });
 }
@@ -65,14 +67,14 @@ void ShmBackend::two_shot(const Call& c) {
   chunked(c, step_bytes(c) / es, Algorithm::kTwoShot, what, fill,
           [&](std::size_t base, std::size_t n, std::uint64_t seq) {
             const auto [lo, len] = slice(n, static_cast<std::size_t>(ctx_.rank));
-            reduce_slots(sources(seq, lo * es, in + (base + lo) * es, (base + lo) * es), ctx_.size,
-                         len, c.type, c.reduce, lane(ctx_.rank, seq) + lo * es);
+            team_reduce(call_team_, sources(seq, lo * es, in + (base + lo) * es, (base + lo) * es),
+                        ctx_.size, len, c.type, c.reduce, lane(ctx_.rank, seq) + lo * es);
             publish(Flag::kReduced, seq);
             wait(Flag::kReduced, seq, what);
             for (std::size_t r = 0; r < w; ++r) {
               const auto [rlo, rlen] = slice(n, r);
-              std::memcpy(static_cast<std::uint8_t*>(c.output) + (base + rlo) * es,
-                          lane(static_cast<int>(r), seq) + rlo * es, rlen * es);
+              team_copy(call_team_, static_cast<std::uint8_t*>(c.output) + (base + rlo) * es,
+                        lane(static_cast<int>(r), seq) + rlo * es, rlen * es);
             }
           });
 }
@@ -91,13 +93,17 @@ void ShmBackend::all_gather(const Call& c) {
               const auto ur = static_cast<std::size_t>(r);
               std::uint8_t* to = out + (ur * c.count + base) * es;
               if (peer_address_[ur] != 0 && r != ctx_.rank) {
-                read_peer_memory(r, peer_pid_[ur], peer_address_[ur] + base * es, to, n * es);
+                team_read_peer(call_team_, r, peer_pid_[ur], peer_address_[ur] + base * es, to,
+                               n * es);
                 continue;
               }
               const std::uint8_t* from = r == ctx_.rank && peer_address_[ur] != 0 ? in + base * es
                                          : peer_input(r) ? peer_input(r) + base * es
                                                          : lane(r, seq);
-              if (from != to) copy_block(to, from, n * es, r == ctx_.rank);  // equal: in place
+              if (from != to) {  // equal: in place
+                team_copy(call_team_, to, from, n * es,
+                          r == ctx_.rank && n * es >= kStreamingCopyMinBytes);
+              }
             }
           });
 }
@@ -112,12 +118,14 @@ void ShmBackend::reduce_scatter(const Call& c) {
       [&](std::size_t base, std::size_t n, std::uint64_t seq) {
         for (std::size_t b = 0; b < w; ++b) {  // not its own block: it reads that from `in`
           if (b == static_cast<std::size_t>(ctx_.rank)) continue;
-          std::memcpy(lane(ctx_.rank, seq) + b * n * es, in + (b * c.count + base) * es, n * es);
+          team_copy(call_team_, lane(ctx_.rank, seq) + b * n * es, in + (b * c.count + base) * es,
+                    n * es);
         }
       },
       [&](std::size_t base, std::size_t n, std::uint64_t seq) {
         const std::size_t block = static_cast<std::size_t>(ctx_.rank) * c.count + base;
-        reduce_slots(
+        team_reduce(
+            call_team_,
             sources(seq, static_cast<std::size_t>(ctx_.rank) * n * es, in + block * es, block * es),
             ctx_.size, n, c.type, c.reduce, static_cast<std::uint8_t*>(c.output) + base * es);
       });
