@@ -153,6 +153,32 @@ TEST(TuningCodec, EveryMalformedFileGivesItsError) {
   }
 }
 
+TEST(TuningCodec, TeamMinBytesIsACpuEntrysAndRoundTrips) {
+  const std::string cpu =
+      R"({"tpcomm_tuning": 1, "entries": [{"device": "cpu", "world_size": 4,
+      "team_min_bytes": 131072, "ops": {"all_reduce": [{"max_bytes": null,
+      "use": [{"backend": "shm"}]}]}}]})";
+  const Tuning t = decode_tuning(cpu, "f");
+  ASSERT_EQ(t.entries.size(), 1u);
+  EXPECT_EQ(t.entries[0].team_min_bytes, std::optional<std::uint64_t>(131072));
+  EXPECT_EQ(decode_tuning(encode_tuning(t), "again").entries, t.entries);
+  EXPECT_EQ(find_team_min_bytes(t, 4), 131072u);
+  EXPECT_EQ(find_team_min_bytes(t, 2), kDefaultTeamMinBytes);  // no entry for 2 ranks
+  EXPECT_EQ(find_team_min_bytes(Tuning{}, 4), kDefaultTeamMinBytes);
+  const std::string gpu =
+      R"({"tpcomm_tuning": 1, "entries": [{"device": "cuda", "sm": 90, "world_size": 4,
+      "team_min_bytes": 1, "ops": {"all_reduce": [{"max_bytes": null,
+      "use": [{"backend": "nccl"}]}]}}]})";
+  try {
+    decode_tuning(gpu, "f");
+    FAIL() << "a cuda entry took team_min_bytes";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("entries[0].team_min_bytes: only cpu entries take"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(TuningLookup, SmFallsBackToTheNearestLowerTable) {
   auto desc = [](int sm, int w) {
     return find_tuning({}, DeviceType::kCuda, sm, w, Mode::kEager, Op::kAllReduce).description;
