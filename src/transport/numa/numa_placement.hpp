@@ -19,6 +19,8 @@ std::vector<int> nodes_of_this_rank();
 
 // Binds [address, address + bytes) (page-aligned) to `nodes` so that its pages are allocated
 // there: a shared (tmpfs) mapping keeps the policy for the file's pages, whoever allocates them.
+// Not strict: where the kernel has MPOL_PREFERRED_MANY (5.15+) hwloc asks for that, so a full
+// node gives pages elsewhere instead of failing the allocation.
 // Returns what it did, for the debug log ("bound to node 1", "not bound: ...").
 std::string bind_pages(void* address, std::size_t bytes, const std::vector<int>& nodes);
 
