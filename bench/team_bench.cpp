@@ -1,10 +1,18 @@
 // A rank's thread team alone (transport/team): what waking the sleeping workers for one call and
 // waiting for them costs (BM_TeamWake: an empty call, the team's fixed price per call, which the
 // tuning table's team_min_bytes must repay), and a copy split over the team against the caller
-// alone (BM_TeamCopy: memcpy, then streaming stores), 1 and 2 threads.
+// alone (BM_TeamCopy: memcpy, then streaming stores), 1 and 2 threads. And the floor under any
+// small shm call: one cache line passed back and forth between two threads pinned to the first
+// two usable CPUs (BM_CoreRoundTrip: one round trip per iteration), which shows where the
+// hardware, or the hypervisor's placement of the vCPUs, puts W = 2 small-call latency.
 #include <benchmark/benchmark.h>
 
+#include <sched.h>
+
+#include <atomic>
 #include <cstdint>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "transport/shm/shm_team_ops.hpp"
@@ -40,6 +48,51 @@ BENCHMARK(BM_TeamCopy)
     ->ArgNames({"bytes", "threads", "streaming"})
     ->ArgsProduct({{256 << 10, 1 << 20, 4 << 20, 16 << 20}, {1, 2}, {0, 1}})
     ->UseRealTime();
+
+void pin_to(int cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  sched_setaffinity(0, sizeof(one), &one);
+}
+
+void BM_CoreRoundTrip(benchmark::State& state) {
+  const cpu_set_t usable = tpcomm::transport::current_cpus();
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c) {
+    if (CPU_ISSET(c, &usable)) cpus.push_back(c);
+  }
+  if (cpus.size() < 2) {
+    state.SkipWithError("needs two usable CPUs");
+    return;
+  }
+  alignas(64) static std::atomic<std::uint64_t> ball{0};
+  static std::atomic<bool> stop{false};
+  ball.store(0);
+  stop.store(false);
+  std::thread echo([&] {
+    pin_to(cpus[1]);
+    for (std::uint64_t seen = 1; !stop.load(std::memory_order_relaxed); ) {
+      if (ball.load(std::memory_order_acquire) == seen) {
+        ball.store(seen + 1, std::memory_order_release);
+        seen += 2;
+      }
+    }
+  });
+  pin_to(cpus[0]);
+  std::uint64_t next = 1;
+  for (auto _ : state) {
+    ball.store(next, std::memory_order_release);
+    while (ball.load(std::memory_order_acquire) != next + 1) {
+    }
+    next += 2;
+  }
+  stop.store(true);
+  echo.join();
+  sched_setaffinity(0, sizeof(usable), &usable);
+  state.SetLabel("cpus " + std::to_string(cpus[0]) + "," + std::to_string(cpus[1]));
+}
+BENCHMARK(BM_CoreRoundTrip)->UseRealTime();
 
 }  // namespace
 

@@ -238,6 +238,52 @@ TEST(Cli, RunBindsEachRankToACoreOfItsOwn) {
   EXPECT_EQ(tpcomm({"run", "-n", "2", "--bind-to", "socket", "--", "true"}).exit_code, 2);
 }
 
+// --threads of run and bench: TPCOMM_THREADS for the ranks, each rank bound to an equal share of
+// the cores when its team may have more than one thread, a refusal when the share is too small;
+// topo's node map shows the same binding and team.
+TEST(Cli, ThreadsOptionSetsTheTeamAndSharesTheCores) {
+  auto rank0 = [](const std::vector<std::string>& flags, const std::string& machine) {
+    std::vector<std::string> args = {"run", "-n", "1", "--bind-to", "core"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"--", "sh", "-c",
+                             "grep Cpus_allowed_list /proc/self/status; echo \"T=$TPCOMM_THREADS\""});
+    return tpcomm(args, {{"HWLOC_SYNTHETIC", machine}, {"TPCOMM_THREADS", ""}});
+  };
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  ASSERT_TRUE(CPU_ISSET(0, &allowed) && CPU_ISSET(1, &allowed)) << "this test needs CPUs 0 and 1";
+  // One rank, two cores: a team of 2 takes both, a team of 1 one core.
+  auto two = rank0({"--threads", "2"}, "core:2 pu:1");
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_TRUE(contains(two.out, "Cpus_allowed_list:\t0-1\n")) << two.out;
+  EXPECT_TRUE(contains(two.out, "T=2\n")) << two.out;
+  auto one = rank0({"--threads", "1"}, "core:2 pu:1");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_TRUE(contains(one.out, "Cpus_allowed_list:\t0\n")) << one.out;
+  EXPECT_TRUE(contains(one.out, "T=1\n")) << one.out;
+  // Two ranks on two cores leave a core each: two threads each is refused, saying what fits.
+  auto over = tpcomm({"run", "-n", "2", "--bind-to", "core", "--threads", "2", "--", "true"},
+                     {{"HWLOC_SYNTHETIC", "core:2 pu:1"}});
+  EXPECT_EQ(over.exit_code, 2);
+  EXPECT_TRUE(contains(over.err, "--threads 2: 2 ranks on 2 cores leave each rank 1 core; ask for "
+                                 "at most 1, or pass --bind-to none"))
+      << over.err;
+  auto bench = tpcomm({"bench", "-n", "2", "--threads", "3", "--bind-to", "core", "-b", "4K", "-e",
+                       "4K"},
+                      {{"HWLOC_SYNTHETIC", "core:2 pu:1"}});
+  EXPECT_EQ(bench.exit_code, 2) << bench.out << bench.err;
+  // topo: the node map of two ranks, a core each, one thread each.
+  auto topo = tpcomm({"topo", "--ranks", "2"}, {{"HWLOC_SYNTHETIC", "core:2 pu:1"}});
+  ASSERT_EQ(topo.exit_code, 0) << topo.err;
+  EXPECT_TRUE(contains(topo.out, "group   2 ranks with --bind-to core, TPCOMM_THREADS=0:\n"
+                                 "  rank 0: cpus 0, pages on node 0, team of 1 thread"))
+      << topo.out;
+  EXPECT_TRUE(contains(topo.out, "  rank 1: cpus 1, pages on node 0, team of 1 thread")) << topo.out;
+  auto topo1 = tpcomm({"topo", "--ranks", "1"}, {{"HWLOC_SYNTHETIC", "core:2 pu:1"}});
+  EXPECT_TRUE(contains(topo1.out, "  rank 0: cpus 0-1, pages on node 0, team of 2 threads"))
+      << topo1.out;
+}
+
 TEST(Cli, TopoWithoutGpuPrintsCpuFactsAndSaysWhy) {
   auto r = tpcomm({"topo"}, {{"TPCOMM_LOG", "info"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -503,6 +549,18 @@ TEST(Cli, TuneTimesEveryCandidateChoosesTheFastestAndWritesAFilePlanUses) {
   EXPECT_NE(r.err.find("tune: 2 ranks, all_gather via shm/single_copy (round 2 of 2)"),
             std::string::npos)
       << r.err;
+  // The team's threshold: measured where each of the 2 ranks has 2 cores or more, else said why.
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  if (CPU_COUNT(&allowed) < 4) {
+    EXPECT_TRUE(contains(r.out, "team: not measured (2 ranks on "))
+        << r.out;
+    EXPECT_TRUE(contains(r.out, "have one thread each): team_min_bytes stays the default, 262144 "
+                                "bytes"))
+        << r.out;
+  } else {
+    EXPECT_TRUE(contains(r.out, "team_min_bytes: ")) << r.out;
+  }
   for (const char* op : {"all_reduce", "all_gather"}) {
     const TuneTable t = parse_tune_table(r.out, op);
     EXPECT_TRUE(std::find(t.candidates.begin(), t.candidates.end(), "shm/one_shot") !=
