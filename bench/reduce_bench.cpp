@@ -115,8 +115,9 @@ const bool kTeamRegistered = [] {
   for (DataType type : {DataType::kFloat32, DataType::kBFloat16}) {
     for (KernelIsa isa : tpcomm::transport::shm::kAllKernelIsas) {
       if (isa == KernelIsa::kAvx512Bf16 && type != DataType::kBFloat16) continue;
-      const std::string name = std::string("BM_TeamReduce/") + std::string(tpcomm::to_string(type)) +
-                               "_" + tpcomm::transport::shm::to_string(isa);
+      const std::string name = std::string("BM_TeamReduce/") +
+                               std::string(tpcomm::to_string(type)) + "_" +
+                               tpcomm::transport::shm::to_string(isa);
       auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_TeamReduce, type, isa)
                     ->ArgNames({"ranks", "bytes", "threads"})
                     ->UseRealTime();

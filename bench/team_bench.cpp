@@ -10,6 +10,7 @@
 #include <sched.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -22,14 +23,30 @@ namespace {
 
 using tpcomm::transport::ThreadTeam;
 
+// `gap_us`: the caller works alone that long between calls (untimed), as a rank computes between
+// collectives; the workers' CPUs then go idle, and waking them costs what waking an idle CPU
+// costs (a VM's halted vCPU: a hypervisor round trip). With no gap they are barely asleep.
 void BM_TeamWake(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
+  const auto gap = std::chrono::microseconds(state.range(1));
   ThreadTeam team(threads);
   for (auto _ : state) {
+    if (gap.count() > 0) {
+      state.PauseTiming();
+      const auto until = std::chrono::steady_clock::now() + gap;
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      state.ResumeTiming();
+    }
     team.run(threads, [](int part) { benchmark::DoNotOptimize(part); });
   }
 }
-BENCHMARK(BM_TeamWake)->ArgNames({"threads"})->Arg(1)->Arg(2)->Arg(3)->UseRealTime();
+
+BENCHMARK(BM_TeamWake)
+    ->ArgNames({"threads", "gap_us"})
+    ->ArgsProduct({{1, 2}, {0, 50, 1000}})
+    ->Iterations(2000)  // the gaps are untimed: a time-based count would run for minutes
+    ->UseRealTime();
 
 void BM_TeamCopy(benchmark::State& state) {
   const auto bytes = static_cast<std::size_t>(state.range(0));
@@ -72,7 +89,7 @@ void BM_CoreRoundTrip(benchmark::State& state) {
   stop.store(false);
   std::thread echo([&] {
     pin_to(cpus[1]);
-    for (std::uint64_t seen = 1; !stop.load(std::memory_order_relaxed); ) {
+    for (std::uint64_t seen = 1; !stop.load(std::memory_order_relaxed);) {
       if (ball.load(std::memory_order_acquire) == seen) {
         ball.store(seen + 1, std::memory_order_release);
         seen += 2;

@@ -62,10 +62,11 @@ void add_run_command(CLI::App& app, int& exit_status) {
     opts->core_shares =
         wants_core_shares(apply_threads_option(*threads, opts->ranks, opts->bind_cores));
     const bool shares_under_mpirun = opts->bind_cores && opts->core_shares;
-    exit_status = *launcher == "mpirun" ? launch_under_mpirun(
-                                            *opts, self_executable(),
-                                            opts->bind_cores && !shares_under_mpirun ? "core" : "none")
-                                        : launch(*opts);
+    exit_status =
+        *launcher == "mpirun"
+            ? launch_under_mpirun(*opts, self_executable(),
+                                  opts->bind_cores && !shares_under_mpirun ? "core" : "none")
+            : launch(*opts);
   });
 }
 

@@ -66,12 +66,12 @@ std::string numa_nodes_text() {
 
 std::string group_node_map(int ranks, int threads) {
   const auto all = nodes();
-  const RankBinding binding =
-      bind_ranks(usable_cores_here(), ranks, wants_core_shares(threads));
+  const RankBinding binding = bind_ranks(usable_cores_here(), ranks, wants_core_shares(threads));
   if (binding.level == BindLevel::kNone) {
-    return fmt::format("  {} ranks outnumber this machine's CPUs: not bound, pages placed by first "
-                       "touch, one thread each\n",
-                       ranks);
+    return fmt::format(
+        "  {} ranks outnumber this machine's CPUs: not bound, pages placed by first "
+        "touch, one thread each\n",
+        ranks);
   }
   const int online = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   std::string out;

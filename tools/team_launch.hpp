@@ -19,6 +19,8 @@ CLI::Option* add_threads_option(CLI::App* cmd, std::optional<int>& threads);
 int apply_threads_option(const std::optional<int>& threads, int ranks, bool bind_cores);
 
 // Whether ranks asked for `threads` get an equal share of the cores rather than one each.
-inline bool wants_core_shares(int threads) { return threads != 1; }
+inline bool wants_core_shares(int threads) {
+  return threads != 1;
+}
 
 }  // namespace tpcomm::cli

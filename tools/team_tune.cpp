@@ -54,14 +54,16 @@ std::optional<std::uint64_t> tune_team_min_bytes(const TuneArgs& a, const Tuning
   std::map<std::uint64_t, double> alone, team;
   const TeamTrial one{1, 0}, many{threads, 0};
   for (int round = 1; round <= a.rounds; ++round) {
-    std::cerr << fmt::format("tune: {} ranks, all_reduce via {} with 1 and {} threads (round {} "
-                             "of {}) ...\n",
-                             a.ranks, name_of(c), threads, round, a.rounds);
+    std::cerr << fmt::format(
+        "tune: {} ranks, all_reduce via {} with 1 and {} threads (round {} "
+        "of {}) ...\n",
+        a.ranks, name_of(c), threads, round, a.rounds);
     keep_best(alone, measure(a, Op::kAllReduce, c, self, dir, &one));
     keep_best(team, measure(a, Op::kAllReduce, c, self, dir, &many));
   }
-  std::cout << fmt::format("\nteam: all_reduce via {}, us per call with 1 and {} threads per rank\n",
-                           name_of(c), threads);
+  std::cout << fmt::format(
+      "\nteam: all_reduce via {}, us per call with 1 and {} threads per rank\n", name_of(c),
+      threads);
   std::optional<std::uint64_t> from;
   for (const auto& [size, us] : alone) {
     const auto t = team.find(size);
@@ -76,10 +78,10 @@ std::optional<std::uint64_t> tune_team_min_bytes(const TuneArgs& a, const Tuning
     }
   }
   const std::uint64_t chosen = from.value_or(std::uint64_t{1} << 40);
-  std::cout << fmt::format("team_min_bytes: {}\n",
-                           from ? fmt::format("{} (the team wins from there on)", chosen)
-                                : fmt::format("{} (the team won at no size up to the largest)",
-                                              chosen));
+  std::cout << fmt::format(
+      "team_min_bytes: {}\n",
+      from ? fmt::format("{} (the team wins from there on)", chosen)
+           : fmt::format("{} (the team won at no size up to the largest)", chosen));
   return chosen;
 }
 

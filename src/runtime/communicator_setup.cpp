@@ -236,10 +236,12 @@ std::optional<std::string> read_plan_inputs(CommunicatorState& c,
     for (Backend b : parse_disabled_backends(env_string("TPCOMM_DISABLE"), "TPCOMM_DISABLE")) {
       c.plan_options.disabled[b] = "TPCOMM_DISABLE";
     }
-    if (options.threads && (*options.threads < 0 || *options.threads > transport::kMaxTeamThreads)) {
-      throw invalid_input(fmt::format("CommunicatorOptions::threads = {}: expected 0 (the default "
-                                      "share of the rank's CPUs) to {}",
-                                      *options.threads, transport::kMaxTeamThreads));
+    if (options.threads &&
+        (*options.threads < 0 || *options.threads > transport::kMaxTeamThreads)) {
+      throw invalid_input(
+          fmt::format("CommunicatorOptions::threads = {}: expected 0 (the default "
+                      "share of the rank's CPUs) to {}",
+                      *options.threads, transport::kMaxTeamThreads));
     }
     for (Backend b : options.disabled) {
       if (b == fallback_backend(DeviceType::kCuda) || b == fallback_backend(DeviceType::kCpu)) {

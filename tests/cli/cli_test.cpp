@@ -245,8 +245,9 @@ TEST(Cli, ThreadsOptionSetsTheTeamAndSharesTheCores) {
   auto rank0 = [](const std::vector<std::string>& flags, const std::string& machine) {
     std::vector<std::string> args = {"run", "-n", "1", "--bind-to", "core"};
     args.insert(args.end(), flags.begin(), flags.end());
-    args.insert(args.end(), {"--", "sh", "-c",
-                             "grep Cpus_allowed_list /proc/self/status; echo \"T=$TPCOMM_THREADS\""});
+    args.insert(
+        args.end(),
+        {"--", "sh", "-c", "grep Cpus_allowed_list /proc/self/status; echo \"T=$TPCOMM_THREADS\""});
     return tpcomm(args, {{"HWLOC_SYNTHETIC", machine}, {"TPCOMM_THREADS", ""}});
   };
   cpu_set_t allowed;
@@ -265,20 +266,23 @@ TEST(Cli, ThreadsOptionSetsTheTeamAndSharesTheCores) {
   auto over = tpcomm({"run", "-n", "2", "--bind-to", "core", "--threads", "2", "--", "true"},
                      {{"HWLOC_SYNTHETIC", "core:2 pu:1"}});
   EXPECT_EQ(over.exit_code, 2);
-  EXPECT_TRUE(contains(over.err, "--threads 2: 2 ranks on 2 cores leave each rank 1 core; ask for "
-                                 "at most 1, or pass --bind-to none"))
+  EXPECT_TRUE(contains(over.err,
+                       "--threads 2: 2 ranks on 2 cores leave each rank 1 core; ask for "
+                       "at most 1, or pass --bind-to none"))
       << over.err;
-  auto bench = tpcomm({"bench", "-n", "2", "--threads", "3", "--bind-to", "core", "-b", "4K", "-e",
-                       "4K"},
-                      {{"HWLOC_SYNTHETIC", "core:2 pu:1"}});
+  auto bench =
+      tpcomm({"bench", "-n", "2", "--threads", "3", "--bind-to", "core", "-b", "4K", "-e", "4K"},
+             {{"HWLOC_SYNTHETIC", "core:2 pu:1"}});
   EXPECT_EQ(bench.exit_code, 2) << bench.out << bench.err;
   // topo: the node map of two ranks, a core each, one thread each.
   auto topo = tpcomm({"topo", "--ranks", "2"}, {{"HWLOC_SYNTHETIC", "core:2 pu:1"}});
   ASSERT_EQ(topo.exit_code, 0) << topo.err;
-  EXPECT_TRUE(contains(topo.out, "group   2 ranks with --bind-to core, TPCOMM_THREADS=0:\n"
-                                 "  rank 0: cpus 0, pages on node 0, team of 1 thread"))
+  EXPECT_TRUE(contains(topo.out,
+                       "group   2 ranks with --bind-to core, TPCOMM_THREADS=0:\n"
+                       "  rank 0: cpus 0, pages on node 0, team of 1 thread"))
       << topo.out;
-  EXPECT_TRUE(contains(topo.out, "  rank 1: cpus 1, pages on node 0, team of 1 thread")) << topo.out;
+  EXPECT_TRUE(contains(topo.out, "  rank 1: cpus 1, pages on node 0, team of 1 thread"))
+      << topo.out;
   auto topo1 = tpcomm({"topo", "--ranks", "1"}, {{"HWLOC_SYNTHETIC", "core:2 pu:1"}});
   EXPECT_TRUE(contains(topo1.out, "  rank 0: cpus 0-1, pages on node 0, team of 2 threads"))
       << topo1.out;
@@ -553,10 +557,10 @@ TEST(Cli, TuneTimesEveryCandidateChoosesTheFastestAndWritesAFilePlanUses) {
   cpu_set_t allowed;
   ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
   if (CPU_COUNT(&allowed) < 4) {
-    EXPECT_TRUE(contains(r.out, "team: not measured (2 ranks on "))
-        << r.out;
-    EXPECT_TRUE(contains(r.out, "have one thread each): team_min_bytes stays the default, 262144 "
-                                "bytes"))
+    EXPECT_TRUE(contains(r.out, "team: not measured (2 ranks on ")) << r.out;
+    EXPECT_TRUE(contains(r.out,
+                         "have one thread each): team_min_bytes stays the default, 262144 "
+                         "bytes"))
         << r.out;
   } else {
     EXPECT_TRUE(contains(r.out, "team_min_bytes: ")) << r.out;

@@ -64,10 +64,10 @@ TEST(SlotPlacement, EachRanksSlotIsBoundToTheNodeOfItsCpu) {
   for (int r = 0; r < 2; ++r) {
     const int node = sysfs_node_of(cpus[static_cast<std::size_t>(r)]);
     std::printf("rank %d on cpu %d: sysfs node %d\n", r, cpus[static_cast<std::size_t>(r)], node);
-    const std::string bound = "rank " + std::to_string(r) + ": slot bound to node " +
-                              std::to_string(node);
-    const std::string pages = "rank " + std::to_string(r) + ": slot pages: 256 on node " +
-                              std::to_string(node) + " ";
+    const std::string bound =
+        "rank " + std::to_string(r) + ": slot bound to node " + std::to_string(node);
+    const std::string pages =
+        "rank " + std::to_string(r) + ": slot pages: 256 on node " + std::to_string(node) + " ";
     bool saw_bound = false, saw_pages = false;
     for (const auto& l : lines) {
       saw_bound = saw_bound || l == bound;

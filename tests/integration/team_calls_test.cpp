@@ -39,7 +39,8 @@ class TeamTuning {
         std::to_string(world) + R"(, "team_min_bytes": 0, "ops": {
       "all_reduce": [{"max_bytes": null, "use": [{"backend": "shm", "algorithm": ")" +
         algorithm + R"("}]}],
-      "all_gather": [{"max_bytes": null, "use": [{"backend": "shm", "algorithm": ")" + gather +
+      "all_gather": [{"max_bytes": null, "use": [{"backend": "shm", "algorithm": ")" +
+        gather +
         R"("}]}],
       "reduce_scatter": [{"max_bytes": null, "use": [{"backend": "shm"}]}]}}]})";
     EXPECT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));

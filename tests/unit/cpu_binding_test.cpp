@@ -71,9 +71,9 @@ TEST(CpuBinding, RanksWithTeamsGetEqualSharesOfConsecutiveCores) {
   // Two packages of four cores of two threads: two ranks get a package each, three ranks two
   // cores each (the eighth core idles rather than one rank getting more).
   const CoreThreads cores = usable_cores(first_cpus(16), "pack:2 core:4 pu:2");
-  EXPECT_EQ(lists_of(bind_ranks(cores, 2, true)),
-            (std::vector<std::vector<int>>{{0, 1, 2, 3, 4, 5, 6, 7},
-                                           {8, 9, 10, 11, 12, 13, 14, 15}}));
+  EXPECT_EQ(
+      lists_of(bind_ranks(cores, 2, true)),
+      (std::vector<std::vector<int>>{{0, 1, 2, 3, 4, 5, 6, 7}, {8, 9, 10, 11, 12, 13, 14, 15}}));
   EXPECT_EQ(lists_of(bind_ranks(cores, 3, true)),
             (std::vector<std::vector<int>>{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 10, 11}}));
   // As many ranks as cores: a core each, as without shares; more ranks: a thread each.

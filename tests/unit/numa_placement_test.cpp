@@ -27,9 +27,9 @@
 namespace tpcomm {
 namespace {
 
-constexpr int kMpolBind = 2;       // <numaif.h>'s MPOL_BIND
+constexpr int kMpolBind = 2;           // <numaif.h>'s MPOL_BIND
 constexpr int kMpolPreferredMany = 5;  // MPOL_PREFERRED_MANY: hwloc's non-strict binding
-constexpr int kMpolFAddr = 1 << 1;  // MPOL_F_ADDR
+constexpr int kMpolFAddr = 1 << 1;     // MPOL_F_ADDR
 
 // The NUMA node of `cpu` as sysfs says (a "nodeN" entry in its folder); 0 without one.
 int sysfs_node_of(int cpu) {
@@ -102,7 +102,8 @@ TEST(NumaPlacement, ARanksPagesAreOnItsNodeWhoeverTouchesThemFirst) {
       int mode = -1;
       unsigned long mask[16] = {};
       ASSERT_EQ(syscall(SYS_get_mempolicy, &mode, mask, 1024, p, kMpolFAddr), 0);
-      EXPECT_TRUE(mode == kMpolBind || mode == kMpolPreferredMany) << "cpu " << cpu << " mode " << mode;
+      EXPECT_TRUE(mode == kMpolBind || mode == kMpolPreferredMany)
+          << "cpu " << cpu << " mode " << mode;
       EXPECT_EQ(mask[node / 64], 1ul << (node % 64)) << "cpu " << cpu;
     }
     std::printf("cpu %d: %s; %zu pages on node %d (sysfs: node %d)\n", cpu, did.c_str(), pages,

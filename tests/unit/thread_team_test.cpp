@@ -183,9 +183,9 @@ std::vector<std::uint8_t> encode(const std::vector<float>& v, DataType t) {
     std::memcpy(&b, &v[i], 4);
     const std::uint16_t h = t == DataType::kBFloat16
                                 ? static_cast<std::uint16_t>(b >> 16)
-                                : static_cast<std::uint16_t>(((b >> 16) & 0x8000u) |
-                                                             (static_cast<std::uint32_t>(
-                                                                  std::abs(v[i]) * 1000) % 0x7c00));
+                                : static_cast<std::uint16_t>(
+                                      ((b >> 16) & 0x8000u) |
+                                      (static_cast<std::uint32_t>(std::abs(v[i]) * 1000) % 0x7c00));
     std::memcpy(out.data() + i * 2, &h, 2);
   }
   return out;

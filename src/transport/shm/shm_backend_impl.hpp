@@ -190,20 +190,20 @@ class ShmBackend final : public CollectiveBackend {
 
   BackendContext ctx_;
   std::size_t lane_bytes_;
-  std::unique_ptr<ThreadTeam> team_;  // null: one thread
-  ThreadTeam* call_team_ = nullptr;   // team_for(the current call)
+  std::unique_ptr<ThreadTeam> team_;          // null: one thread
+  ThreadTeam* call_team_ = nullptr;           // team_for(the current call)
   std::vector<const void*> sources_;          // scratch for lanes_at, so a call allocates nothing
   std::vector<const std::uint8_t*> peer_in_;  // each rank's registered input this step, or null
   RegisteredAt mine_at_;                      // this rank's, posted in its lane header
   std::vector<std::uint64_t> peer_address_;   // each rank's input for a single-copy read, or 0
   std::vector<int> peer_pid_;  // each rank's process for read_peer_memory (set-up), 0: this one
-  NodeBuffer peer_chunks_;  // single-copy all-reduce: a step of each peer, on this rank's node
+  NodeBuffer peer_chunks_;     // single-copy all-reduce: a step of each peer, on this rank's node
   std::pair<std::uint8_t*, std::size_t> slot_pages_{nullptr, 0};  // this rank's slot's pages
-  std::uint64_t mine_single_copy_ = 0;     // this rank's, with kSingleCopyFlag, or 0
-  bool single_copy_ = false;               // every rank can read every peer (set-up vote)
-  bool any_in_place_ = false;              // some rank's input this step is read in place
-  bool logged_[2] = {false, false};        // [single copy]: first in-place read logged
-  bool logged_streaming_ = false;          // first streaming lane fill logged
+  std::uint64_t mine_single_copy_ = 0;  // this rank's, with kSingleCopyFlag, or 0
+  bool single_copy_ = false;            // every rank can read every peer (set-up vote)
+  bool any_in_place_ = false;           // some rank's input this step is read in place
+  bool logged_[2] = {false, false};     // [single copy]: first in-place read logged
+  bool logged_streaming_ = false;       // first streaming lane fill logged
   Segment segment_;
   std::uint64_t seq_ = 0;
   std::atomic<std::uint64_t> current_call_{1};  // read by abort() on another thread

@@ -18,9 +18,8 @@ void ShmBackend::one_shot(const Call& c) {
   const auto* in = static_cast<const std::uint8_t*>(c.input);
   chunked(c, step_bytes(c) / es, Algorithm::kOneShot, describer(c, Algorithm::kOneShot), copy_in(c),
           [&](std::size_t base, std::size_t n, std::uint64_t seq) {
-            team_reduce(call_team_, sources(seq, 0, in + base * es, base * es), ctx_.size, n, c.type,
-                        c.reduce,
-                         static_cast<std::uint8_t*>(c.output) + base * es);
+            team_reduce(call_team_, sources(seq, 0, in + base * es, base * es), ctx_.size, n,
+                        c.type, c.reduce, static_cast<std::uint8_t*>(c.output) + base * es);
           });
 }
 
@@ -40,11 +39,12 @@ void ShmBackend::all_reduce_single_copy(const Call& c) {
               const auto ur = static_cast<std::size_t>(r);
               if (r == ctx_.rank || peer_address_[ur] == 0) continue;
               std::uint8_t* to = peer_chunks_.data() + ur * step * es;
-              team_read_peer(call_team_, r, peer_pid_[ur], peer_address_[ur] + base * es, to, n * es);
+              team_read_peer(call_team_, r, peer_pid_[ur], peer_address_[ur] + base * es, to,
+                             n * es);
               sources_[ur] = to;
             }
             team_reduce(call_team_, srcs, ctx_.size, n, c.type, c.reduce,
-                         static_cast<std::uint8_t*>(c.output) + base * es);
+                        static_cast<std::uint8_t*>(c.output) + base * es);
           });
 }
 

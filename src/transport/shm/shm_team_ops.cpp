@@ -36,7 +36,8 @@ void team_reduce(ThreadTeam* team, KernelIsa isa, const void* const* srcs, int r
     const auto [first, n] = share_of(count, parts, part, kShareAlign);
     if (n == 0) return;
     const void* mine[kMaxTeamRanks];
-    for (int r = 0; r < ranks; ++r) mine[r] = static_cast<const std::uint8_t*>(srcs[r]) + first * es;
+    for (int r = 0; r < ranks; ++r)
+      mine[r] = static_cast<const std::uint8_t*>(srcs[r]) + first * es;
     reduce_slots_with(isa, mine, ranks, n, type, op, static_cast<std::uint8_t*>(out) + first * es);
   });
 }
@@ -47,7 +48,8 @@ void team_read_peer(ThreadTeam* team, int peer, int pid, std::uint64_t address, 
   if (parts == 1) return read_peer_memory(peer, pid, address, to, bytes);
   team->run(parts, [&](int part) {
     const auto [first, n] = share_of(bytes, parts, part, 64);
-    if (n > 0) read_peer_memory(peer, pid, address + first, static_cast<std::uint8_t*>(to) + first, n);
+    if (n > 0)
+      read_peer_memory(peer, pid, address + first, static_cast<std::uint8_t*>(to) + first, n);
   });
 }
 
@@ -63,7 +65,9 @@ void team_copy(ThreadTeam* team, void* to, const void* from, std::size_t bytes, 
   if (parts == 1) return copy(to, from, bytes);
   team->run(parts, [&](int part) {
     const auto [first, n] = share_of(bytes, parts, part, 64);
-    if (n > 0) copy(static_cast<std::uint8_t*>(to) + first, static_cast<const std::uint8_t*>(from) + first, n);
+    if (n > 0)
+      copy(static_cast<std::uint8_t*>(to) + first, static_cast<const std::uint8_t*>(from) + first,
+           n);
   });
 }
 

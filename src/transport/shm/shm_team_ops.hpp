@@ -16,8 +16,8 @@
 
 namespace tpcomm::transport::shm {
 
-constexpr std::size_t kShareAlign = 64;             // elements
-constexpr std::size_t kMinShareBytes = 16 << 10;    // below this a share is not worth a thread
+constexpr std::size_t kShareAlign = 64;           // elements
+constexpr std::size_t kMinShareBytes = 16 << 10;  // below this a share is not worth a thread
 
 // How many of `team_size` threads share `bytes` of work: each gets at least kMinShareBytes.
 int share_count(std::size_t bytes, int team_size);

@@ -24,8 +24,8 @@ void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t seen) {
 }
 
 void futex_wake(std::atomic<std::uint32_t>& word, int how_many) {
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE_PRIVATE, how_many,
-          nullptr, nullptr, 0);
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE_PRIVATE, how_many, nullptr,
+          nullptr, 0);
 }
 
 inline void cpu_relax() {
@@ -36,7 +36,8 @@ inline void cpu_relax() {
 
 }  // namespace
 
-ThreadTeam::ThreadTeam(int threads) : failures_(static_cast<std::size_t>(threads > 1 ? threads : 1)) {
+ThreadTeam::ThreadTeam(int threads)
+    : failures_(static_cast<std::size_t>(threads > 1 ? threads : 1)) {
   // A thread starts on the CPUs its creator may use: the rank's.
   for (int part = 1; part < threads; ++part) {
     workers_.emplace_back([this, part] { worker_loop(part); });
