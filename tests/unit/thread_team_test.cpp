@@ -110,8 +110,9 @@ TEST(ThreadTeam, WorkersSleepBetweenCalls) {
   const double before = process_cpu_ms();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const double used = process_cpu_ms() - before;
-  // Three spinning workers would use about 900 ms of CPU (or 600 on two cores).
-  EXPECT_LT(used, 15.0) << "the idle team used " << used << " ms of CPU in 300 ms";
+  // Three spinning workers would use about 900 ms of CPU (600 on two cores); a sleeping team
+  // uses next to nothing, and the margin is for a busy machine's noise.
+  EXPECT_LT(used, 100.0) << "the idle team used " << used << " ms of CPU in 300 ms";
 }
 
 TEST(TeamShares, CoverEveryElementOnceAlignedAndInOrder) {
