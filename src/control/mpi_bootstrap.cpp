@@ -16,6 +16,7 @@
 #include "mpi_plugin.hpp"
 #include "mpi_world.hpp"
 #include "store_auth.hpp"
+#include "store_keys.hpp"
 #include "tpcomm/bootstrap.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/error.hpp"
@@ -162,6 +163,9 @@ class MpiBootstrap final : public Bootstrap {
     store_ = connect_tcp_store(where.substr(space + 1, colon - space - 1),
                                static_cast<std::uint16_t>(std::stoi(where.substr(colon + 1))),
                                deadline, where.substr(0, space));
+    // Who serves it, as a launched group's store says (launched_bootstrap.hpp): a rank whose
+    // call failed can then tell its host's end from its own network's.
+    if (rank_ == 0) store_->set(control::kStoreServedByKey, Bytes{'0'});
   }
 
   // An MPI call that failed (Open MPI aborts the job on errors by default: this is for the ones

@@ -80,6 +80,12 @@ std::string CommunicatorState::timeout_report(Store& store, std::uint64_t call) 
   std::vector<std::string> keys;
   for (int r = 0; r < bootstrap->size(); ++r) keys.push_back(prefix + std::to_string(r));
   const auto missing = store.wait_for(keys, Deadline::after(std::chrono::milliseconds(300)));
+  // The rank serving the store stays a moment longer: its caller may end the process next, and
+  // with it the store, while peers that timed out a few milliseconds later still wait for these
+  // keys (they then reported only "the store is unreachable too").
+  if (store_served_by && *store_served_by == bootstrap->rank()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
   if (missing.empty()) return "";
   std::vector<int> silent;
   for (const auto& key : missing) silent.push_back(std::stoi(key.substr(prefix.size())));
