@@ -1,5 +1,6 @@
 // Communicator calls: argument checks, the optional cross-rank signature check
 // (TPCOMM_CHECK=1), dispatch by the plan's size table, and abort on any failure.
+#include <algorithm>
 #include <map>
 #include <thread>
 
@@ -80,12 +81,18 @@ std::string CommunicatorState::timeout_report(Store& store, std::uint64_t call) 
   std::vector<std::string> keys;
   for (int r = 0; r < bootstrap->size(); ++r) keys.push_back(prefix + std::to_string(r));
   const auto missing = store.wait_for(keys, Deadline::after(std::chrono::milliseconds(300)));
-  // The rank serving the store stays a moment longer: its caller may end the process next, and
-  // with it the store, while peers that timed out a few milliseconds later still wait for these
-  // keys (they then reported only "the store is unreachable too").
-  if (store_served_by && *store_served_by == bootstrap->rank()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // Then the ranks that reported leave together: the first to return may end its process (with
+  // it the store, where that rank serves it) and a launcher such as mpirun ends the whole job on
+  // that exit, so a rank still waiting above would lose its report, or be stopped before it
+  // prints its error.
+  const std::string read_prefix = prefix + "read/";
+  store.set(read_prefix + std::to_string(bootstrap->rank()), Bytes{1});
+  std::vector<std::string> readers;
+  for (int r = 0; r < bootstrap->size(); ++r) {
+    if (std::find(missing.begin(), missing.end(), prefix + std::to_string(r)) == missing.end())
+      readers.push_back(read_prefix + std::to_string(r));
   }
+  store.wait_for(readers, Deadline::after(std::chrono::milliseconds(300)));
   if (missing.empty()) return "";
   std::vector<int> silent;
   for (const auto& key : missing) silent.push_back(std::stoi(key.substr(prefix.size())));
