@@ -110,6 +110,34 @@ void BM_TeamReduce(benchmark::State& state, tpcomm::DataType type, KernelIsa isa
   state.SetLabel(tpcomm::transport::shm::to_string(isa));
 }
 
+// The ceiling for BM_TeamReduce's scaling on this machine: `threads` independent reductions at
+// once (Google Benchmark's ->Threads), each of its own W slots of bytes / threads, the share a
+// team thread gets, with no team to wake or wait for. Where two of them together reach only
+// 1.5x one, no team of two can reach more: the cores' caches and memory are the limit.
+void BM_TeamCeiling(benchmark::State& state, tpcomm::DataType type, KernelIsa isa) {
+  if (!tpcomm::transport::shm::cpu_runs(isa)) {
+    state.SkipWithError("this CPU cannot run this variant");
+    return;
+  }
+  const int ranks = static_cast<int>(state.range(0));
+  const auto bytes =
+      static_cast<std::size_t>(state.range(1)) / static_cast<std::size_t>(state.threads());
+  const std::size_t count = bytes / tpcomm::size_of(type);
+  std::vector<std::vector<std::uint8_t>> slots(static_cast<std::size_t>(ranks),
+                                               std::vector<std::uint8_t>(bytes, 0x3c));
+  std::vector<const void*> srcs;
+  for (auto& s : slots) srcs.push_back(s.data());
+  std::vector<std::uint8_t> out(bytes);
+  for (auto _ : state) {
+    tpcomm::transport::shm::team_reduce(nullptr, isa, srcs.data(), ranks, count, type,
+                                        tpcomm::ReduceOp::kSum, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * ranks *
+                          static_cast<std::int64_t>(bytes));
+  state.SetLabel(tpcomm::transport::shm::to_string(isa));
+}
+
 const bool kTeamRegistered = [] {
   using tpcomm::DataType;
   for (DataType type : {DataType::kFloat32, DataType::kBFloat16}) {
@@ -126,6 +154,15 @@ const bool kTeamRegistered = [] {
           for (int threads : {1, 2}) b->Args({ranks, bytes, threads});
         }
       }
+      const std::string ceiling = std::string("BM_TeamCeiling/") +
+                                  std::string(tpcomm::to_string(type)) + "_" +
+                                  tpcomm::transport::shm::to_string(isa);
+      benchmark::RegisterBenchmark(ceiling.c_str(), BM_TeamCeiling, type, isa)
+          ->ArgNames({"ranks", "bytes"})
+          ->ArgsProduct({{2, 4}, {1 << 20, 4 << 20, 16 << 20}})
+          ->Threads(1)
+          ->Threads(2)
+          ->UseRealTime();
     }
   }
   return true;

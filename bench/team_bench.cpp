@@ -4,10 +4,14 @@
 // alone (BM_TeamCopy: memcpy, then streaming stores), 1 and 2 threads. And the floor under any
 // small shm call: one cache line passed back and forth between two threads pinned to the first
 // two usable CPUs (BM_CoreRoundTrip: one round trip per iteration), which shows where the
-// hardware, or the hypervisor's placement of the vCPUs, puts W = 2 small-call latency.
+// hardware, or the hypervisor's placement of the vCPUs, puts W = 2 small-call latency; and a
+// one-shot exchange of lanes between those two threads (BM_LaneExchange), the floor under a W = 2
+// call of that size, whose repetitions in one process show whether that latency moves with time.
 #include <benchmark/benchmark.h>
 
 #include <sched.h>
+
+#include <cstring>
 
 #include <atomic>
 #include <chrono>
@@ -73,12 +77,19 @@ void pin_to(int cpu) {
   sched_setaffinity(0, sizeof(one), &one);
 }
 
-void BM_CoreRoundTrip(benchmark::State& state) {
+// The first two usable CPUs, or fewer where there are not two.
+std::vector<int> first_two_cpus() {
   const cpu_set_t usable = tpcomm::transport::current_cpus();
   std::vector<int> cpus;
   for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c) {
     if (CPU_ISSET(c, &usable)) cpus.push_back(c);
   }
+  return cpus;
+}
+
+void BM_CoreRoundTrip(benchmark::State& state) {
+  const cpu_set_t usable = tpcomm::transport::current_cpus();
+  const auto cpus = first_two_cpus();
   if (cpus.size() < 2) {
     state.SkipWithError("needs two usable CPUs");
     return;
@@ -110,6 +121,68 @@ void BM_CoreRoundTrip(benchmark::State& state) {
   state.SetLabel("cpus " + std::to_string(cpus[0]) + "," + std::to_string(cpus[1]));
 }
 BENCHMARK(BM_CoreRoundTrip)->UseRealTime();
+
+// A W = 2 one-shot all-reduce of float32s between two pinned threads, without tpcomm: each copies
+// its input into its lane (two per thread, by round parity, so a lane is rewritten only after the
+// peer has said it finished reading it), raises its flag, waits for the peer's, then sums the
+// peer's lane and its own input into its output. Run with --benchmark_repetitions: the same
+// pages serve every repetition, so a time that changes between them changes with the machine
+// (the host's placement of the vCPUs, its other guests), not with where a run's pages landed.
+void BM_LaneExchange(benchmark::State& state) {
+  const auto count = static_cast<std::size_t>(state.range(0)) / sizeof(float);
+  const cpu_set_t usable = tpcomm::transport::current_cpus();
+  const auto cpus = first_two_cpus();
+  if (cpus.size() < 2) {
+    state.SkipWithError("needs two usable CPUs");
+    return;
+  }
+  struct alignas(64) Side {
+    std::atomic<std::uint64_t> flag{0};
+    std::vector<float> in, out, lanes[2];
+  };
+  Side sides[2];
+  for (int me = 0; me < 2; ++me) {
+    sides[me].in.assign(count, static_cast<float>(me + 1));
+    sides[me].out.assign(count, 0.0f);
+    for (auto& lane : sides[me].lanes) lane.assign(count, 0.0f);
+  }
+  std::atomic<bool> stop{false};
+  // One call on side `me`; false when stopped while waiting for the peer.
+  auto call = [&](int me, std::uint64_t round) {
+    Side& mine = sides[me];
+    const Side& peer = sides[1 - me];
+    std::memcpy(mine.lanes[round % 2].data(), mine.in.data(), count * sizeof(float));
+    mine.flag.store(round, std::memory_order_release);
+    while (peer.flag.load(std::memory_order_acquire) < round) {
+      if (stop.load(std::memory_order_relaxed)) return false;
+    }
+    const float* theirs = peer.lanes[round % 2].data();
+    for (std::size_t i = 0; i < count; ++i) mine.out[i] = mine.in[i] + theirs[i];
+    return true;
+  };
+  std::thread echo([&] {
+    pin_to(cpus[1]);
+    for (std::uint64_t round = 1; call(1, round); ++round) {
+    }
+  });
+  pin_to(cpus[0]);
+  std::uint64_t round = 1;
+  for (auto _ : state) call(0, round++);
+  stop.store(true);
+  echo.join();
+  bool right = true;
+  for (int me = 0; me < 2; ++me) {
+    for (float v : sides[me].out) right &= v == 3.0f;
+  }
+  if (!right) state.SkipWithError("a sum came out wrong");
+  sched_setaffinity(0, sizeof(usable), &usable);
+}
+BENCHMARK(BM_LaneExchange)
+    ->ArgName("bytes")
+    ->Arg(4 << 10)
+    ->Arg(16 << 10)
+    ->Arg(64 << 10)
+    ->UseRealTime();
 
 }  // namespace
 

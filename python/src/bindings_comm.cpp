@@ -40,8 +40,10 @@ void* out_ptr(std::uintptr_t p) {
   return reinterpret_cast<void*>(p);
 }
 
-CommunicatorOptions options_of(double timeout_s, const std::string& device, int cuda_device) {
+CommunicatorOptions options_of(double timeout_s, const std::string& device, int cuda_device,
+                               std::optional<int> threads) {
   CommunicatorOptions o;
+  o.threads = threads;  // out of range: the library's InvalidInputError, on every rank
   if (timeout_s > 0) {
     o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
   }
@@ -235,26 +237,27 @@ void bind_communicator(py::module_& m) {
   py::class_<Comm> c(m, "Comm");
   c.def_static(
       "from_env",
-      [](double timeout_s, const std::string& device, int cuda_device) {
+      [](double timeout_s, const std::string& device, int cuda_device, std::optional<int> threads) {
         py::gil_scoped_release release;
         auto bootstrap = bootstrap_from_environment(deadline_of(timeout_s));
-        return Comm(
-            Communicator::create(std::move(bootstrap), options_of(timeout_s, device, cuda_device)));
+        return Comm(Communicator::create(std::move(bootstrap),
+                                         options_of(timeout_s, device, cuda_device, threads)));
       },
-      py::arg("timeout"), py::arg("device"), py::arg("cuda_device"));
+      py::arg("timeout"), py::arg("device"), py::arg("cuda_device"),
+      py::arg("threads") = std::nullopt);
   c.def_static(
       "from_address",
       [](const std::string& address, int rank, int size, double timeout_s,
-         const std::string& device, int cuda_device, Host* host) {
+         const std::string& device, int cuda_device, Host* host, std::optional<int> threads) {
         std::unique_ptr<StoreHost> owned = host ? host->take() : nullptr;
         py::gil_scoped_release release;
         auto bootstrap =
             bootstrap_from_address(address, rank, size, deadline_of(timeout_s), std::move(owned));
-        return Comm(
-            Communicator::create(std::move(bootstrap), options_of(timeout_s, device, cuda_device)));
+        return Comm(Communicator::create(std::move(bootstrap),
+                                         options_of(timeout_s, device, cuda_device, threads)));
       },
       py::arg("address"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("device"),
-      py::arg("cuda_device"), py::arg("host") = nullptr);
+      py::arg("cuda_device"), py::arg("host") = nullptr, py::arg("threads") = std::nullopt);
   c.def_property_readonly("rank", [](Comm& self) {
     Comm::Use comm(self, Comm::Use::kQuick);
     return comm->rank();

@@ -19,6 +19,16 @@ def _seconds(timeout):
     return timeout
 
 
+def _threads(threads):
+    """None (TPCOMM_THREADS, else the default) or an int; the library checks its range on every
+    rank (InvalidInputError)."""
+    if threads is None:
+        return None
+    if isinstance(threads, bool):
+        raise TypeError("threads must be an int, got bool")
+    return operator.index(threads)
+
+
 def _check_op(op):
     if op not in _OPS:
         raise ValueError(f"op '{op}' is not one of {', '.join(_OPS)}")
@@ -76,23 +86,26 @@ class Communicator:
     # --- creation ------------------------------------------------------------------------------
 
     @classmethod
-    def from_env(cls, timeout=None, device="cpu", cuda_device=-1):
+    def from_env(cls, timeout=None, device="cpu", cuda_device=-1, threads=None):
         """The group of this launch: tpcomm run, torchrun (default or --standalone rendezvous),
         mpirun or srun (see docs/python.md). `timeout` in seconds for every wait (default:
-        TPCOMM_TIMEOUT_MS); device "cuda" for CUDA tensors."""
-        return cls(_tpcomm.Comm.from_env(_seconds(timeout), device, cuda_device), device)
+        TPCOMM_TIMEOUT_MS); device "cuda" for CUDA tensors; `threads`: the rank's team for large
+        CPU calls (default: TPCOMM_THREADS, else the rank's share of its CPUs)."""
+        return cls(_tpcomm.Comm.from_env(_seconds(timeout), device, cuda_device,
+                                         _threads(threads)), device)
 
     @classmethod
-    def from_torch(cls, group=None, timeout=None, device=None, cuda_device=-1):
+    def from_torch(cls, group=None, timeout=None, device=None, cuda_device=-1, threads=None):
         """The ranks of a torch.distributed group (default: the world), after
         init_process_group. They meet through torch.distributed's store on a port of tpcomm's
-        own that the kernel picks. device: default "cuda" when the group's backend is nccl."""
+        own that the kernel picks. device: default "cuda" when the group's backend is nccl;
+        threads as in from_env."""
         address, rank, size, host, backend = torch_group_address(group, _seconds(timeout))
         if device is None:
             device = "cuda" if backend == "nccl" else "cpu"
         try:
             native = _tpcomm.Comm.from_address(address.text, rank, size, _seconds(timeout),
-                                               device, cuda_device, host)
+                                               device, cuda_device, host, _threads(threads))
         finally:
             address.done(rank)
         return cls(native, device)

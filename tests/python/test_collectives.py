@@ -348,3 +348,27 @@ def test_stage_times_put_a_late_ranks_wait_in_the_stage_that_waited(tmp_path):
             assert inter >= 0.25 and intra < 0.15, spent
         ok()
     """, n=n, env=env, args=args).expect_ok(n)
+
+
+def test_the_threads_keyword_sets_each_ranks_team_and_its_calls_stay_exact(tmp_path):
+    run = run_ranks(tmp_path, """
+        refused(lambda: tpcomm.Communicator.from_env(threads=2.5), "integer", TypeError)
+        refused(lambda: tpcomm.Communicator.from_env(threads=True), "got bool", TypeError)
+        comm = tpcomm.Communicator.from_env(timeout=30, threads=3)
+        n = 1 << 18  # 1 MiB: above the default team_min_bytes, so the team of 3 splits it
+        t = torch.arange(n, dtype=torch.float32) * (RANK + 1)
+        comm.all_reduce(t)
+        assert torch.equal(t, torch.arange(n, dtype=torch.float32) * 3), t
+        ok()
+    """, env={"TPCOMM_LOG": "debug"})
+    run.expect_ok(2)
+    said = "team of 3 threads (TPCOMM_THREADS or CommunicatorOptions::threads"
+    assert run.output.count(said) == 2, run.output
+
+
+def test_a_threads_keyword_out_of_range_is_an_invalid_input_error_on_every_rank(tmp_path):
+    run_ranks(tmp_path, """
+        refused(lambda: tpcomm.Communicator.from_env(timeout=30, threads=257),
+                "CommunicatorOptions::threads = 257", tpcomm.InvalidInputError)
+        ok()
+    """).expect_ok(2)
