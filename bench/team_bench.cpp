@@ -122,7 +122,8 @@ void BM_CoreRoundTrip(benchmark::State& state) {
 }
 BENCHMARK(BM_CoreRoundTrip)->UseRealTime();
 
-// A W = 2 one-shot all-reduce of float32s between two pinned threads, without tpcomm: each copies
+// A W = 2 one-shot all-reduce of float32s between two pinned threads, without tpcomm's protocol
+// (only its best reduction kernel), as DeepSpeed's and vLLM's CPU all-reduces do it: each copies
 // its input into its lane (two per thread, by round parity, so a lane is rewritten only after the
 // peer has said it finished reading it), raises its flag, waits for the peer's, then sums the
 // peer's lane and its own input into its output. Run with --benchmark_repetitions: the same
@@ -156,8 +157,9 @@ void BM_LaneExchange(benchmark::State& state) {
     while (peer.flag.load(std::memory_order_acquire) < round) {
       if (stop.load(std::memory_order_relaxed)) return false;
     }
-    const float* theirs = peer.lanes[round % 2].data();
-    for (std::size_t i = 0; i < count; ++i) mine.out[i] = mine.in[i] + theirs[i];
+    const void* both[2] = {mine.in.data(), peer.lanes[round % 2].data()};
+    tpcomm::transport::shm::team_reduce(nullptr, both, 2, count, tpcomm::DataType::kFloat32,
+                                        tpcomm::ReduceOp::kSum, mine.out.data());
     return true;
   };
   std::thread echo([&] {

@@ -115,22 +115,57 @@ TEST(ThreadTeam, WorkersSleepBetweenCalls) {
   EXPECT_LT(used, 100.0) << "the idle team used " << used << " ms of CPU in 300 ms";
 }
 
-TEST(TeamShares, CoverEveryElementOnceAlignedAndInOrder) {
+TEST(TeamChunks, CoverEveryElementOnceAlignedAndAboutEightPerThread) {
   for (std::size_t n : {0u, 1u, 63u, 64u, 65u, 1000u, 4096u, 100001u}) {
     for (int parts = 1; parts <= 7; ++parts) {
-      std::size_t next = 0;
-      for (int p = 0; p < parts; ++p) {
-        const auto [first, count] = transport::shm::share_of(n, parts, p, 64);
-        EXPECT_EQ(first, next) << "n " << n << " parts " << parts << " part " << p;
-        EXPECT_TRUE(count == 0 || first % 64 == 0);
-        next = first + count;
+      for (std::size_t min_units : {0u, 1u, 100u, 5000u}) {
+        const auto c = transport::shm::chunks_for(n, parts, 64, min_units);
+        const std::string where = "n " + std::to_string(n) + " parts " + std::to_string(parts) +
+                                  " min " + std::to_string(min_units);
+        if (n == 0) {
+          EXPECT_EQ(c.count, 0u) << where;
+          continue;
+        }
+        EXPECT_EQ(c.size % 64, 0u) << where;
+        EXPECT_GE(c.size, min_units) << where;
+        EXPECT_GE(c.size * c.count, n) << where;
+        EXPECT_LT(c.size * (c.count - 1), n) << where << ": an empty last chunk";
+        EXPECT_LE(c.count, static_cast<std::size_t>(parts) * transport::shm::kChunksPerThread)
+            << where;
       }
-      EXPECT_EQ(next, n);
     }
   }
+  // 1 MiB of float32 for two threads: 16 chunks of 16 Ki elements.
+  const auto c = transport::shm::chunks_for(1 << 18, 2, 64, 1);
+  EXPECT_EQ(c.count, 16u);
+  EXPECT_EQ(c.size, 16384u);
   EXPECT_EQ(transport::shm::share_count(10, 8), 1);
   EXPECT_EQ(transport::shm::share_count(64 << 10, 8), 4);
   EXPECT_EQ(transport::shm::share_count(1 << 20, 8), 8);
+}
+
+// Each element is done once, whichever thread takes its chunk, and a thread that is slow (here:
+// the worker sleeps 5 ms in each chunk it takes, as a core shared with another program would
+// lag) takes fewer chunks than an equal share, so the call does not wait for it.
+TEST(TeamChunks, EveryElementOnceAndASlowThreadTakesFewerChunks) {
+  ThreadTeam team(2);
+  const std::size_t n = 16 * 64;
+  std::vector<std::atomic<int>> done(n);
+  std::atomic<int> by_caller{0}, chunks{0};
+  transport::shm::run_chunks(team, 2, n, 64, 64, [&](int part, std::size_t first, std::size_t k) {
+    EXPECT_EQ(k, 64u);
+    for (std::size_t i = first; i < first + k; ++i) done[i].fetch_add(1);
+    chunks.fetch_add(1);
+    if (part == 0) {
+      by_caller.fetch_add(1);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(done[i].load(), 1) << "element " << i;
+  EXPECT_EQ(chunks.load(), 16);
+  EXPECT_GE(by_caller.load(), 12) << "the caller took " << by_caller.load()
+                                  << " of 16 chunks while the worker slept in each of its own";
 }
 
 cpu_set_t cpus_of(std::initializer_list<int> list) {
