@@ -6,7 +6,8 @@
 // two usable CPUs (BM_CoreRoundTrip: one round trip per iteration), which shows where the
 // hardware, or the hypervisor's placement of the vCPUs, puts W = 2 small-call latency; and a
 // one-shot exchange of lanes between those two threads (BM_LaneExchange), the floor under a W = 2
-// call of that size, whose repetitions in one process show whether that latency moves with time.
+// call of that size, whose repetitions in one process show whether that latency moves with time;
+// and each of those CPUs' speed alone on L1-resident additions (BM_CoreSpeed).
 #include <benchmark/benchmark.h>
 
 #include <sched.h>
@@ -121,6 +122,30 @@ void BM_CoreRoundTrip(benchmark::State& state) {
   state.SetLabel("cpus " + std::to_string(cpus[0]) + "," + std::to_string(cpus[1]));
 }
 BENCHMARK(BM_CoreRoundTrip)->UseRealTime();
+
+// One core's speed alone: 4096 float additions of L1-resident data per iteration on the n-th
+// usable CPU, no memory traffic and no other thread. With --benchmark_repetitions it shows
+// whether the machine's cores keep one speed: on the development VM the two vCPUs ran it 1.4-3x
+// apart, and one vCPU's time changed by 1.7x between repetitions, with no steal time counted.
+void BM_CoreSpeed(benchmark::State& state) {
+  const cpu_set_t usable = tpcomm::transport::current_cpus();
+  const auto cpus = first_two_cpus();
+  const auto nth = static_cast<std::size_t>(state.range(0));
+  if (nth >= cpus.size()) {
+    state.SkipWithError("this machine has fewer usable CPUs");
+    return;
+  }
+  pin_to(cpus[nth]);
+  std::vector<float> x(4096, 1.0f), y(4096, 2.0f);
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+    benchmark::DoNotOptimize(x.data());
+    benchmark::ClobberMemory();
+  }
+  sched_setaffinity(0, sizeof(usable), &usable);
+  state.SetLabel("cpu " + std::to_string(cpus[nth]));
+}
+BENCHMARK(BM_CoreSpeed)->ArgName("nth_cpu")->Arg(0)->Arg(1);
 
 // A W = 2 one-shot all-reduce of float32s between two pinned threads, without tpcomm's protocol
 // (only its best reduction kernel), as DeepSpeed's and vLLM's CPU all-reduces do it: each copies

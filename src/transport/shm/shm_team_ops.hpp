@@ -4,9 +4,9 @@
 // the call ends when the work does, not when the slowest core's equal share does (the two vCPUs
 // of the development VM ran the same L1-resident loop 1.4-3x apart, docs/bench.md). The kernels
 // compute every element the same way wherever it lies (shm_reduce.hpp), so a result is bitwise
-// the same for every thread count and every order of taking; chunks start at multiples of kShareAlign elements all the same, so that no chunk
-// splits a vector's or a bf16 pair's elements from the rest, and no cache line of the output is
-// written by two threads.
+// the same for every thread count and every order of taking; chunks start at multiples of
+// kShareAlign elements all the same, so that no chunk splits a vector's or a bf16 pair's elements
+// from the rest, and no cache line of the output is written by two threads.
 #pragma once
 
 #include <cstddef>
