@@ -8,6 +8,7 @@
 // bound, which shows where a dtype's larger rows are bound by arithmetic rather than memory.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -138,6 +139,49 @@ void BM_TeamCeiling(benchmark::State& state, tpcomm::DataType type, KernelIsa is
   state.SetLabel(tpcomm::transport::shm::to_string(isa));
 }
 
+// The same reduction split the way the CPU paths of vLLM, SGLang and DeepSpeed split theirs: an
+// OpenMP parallel loop over fixed blocks of the output (schedule(static), blocks of 16 Ki
+// elements), `threads` threads, with tpcomm's kernel inside, so the two differ only in how the
+// work is shared and the threads woken (OpenMP's own pool, which spins a while after a region
+// by default: OMP_WAIT_POLICY, GOMP_SPINCOUNT).
+void BM_OmpReduce(benchmark::State& state, tpcomm::DataType type, KernelIsa isa) {
+#if TPCOMM_HAVE_OPENMP
+  if (!tpcomm::transport::shm::cpu_runs(isa)) {
+    state.SkipWithError("this CPU cannot run this variant");
+    return;
+  }
+  const int ranks = static_cast<int>(state.range(0));
+  const auto bytes = static_cast<std::size_t>(state.range(1));
+  const int threads = static_cast<int>(state.range(2));
+  const std::size_t es = tpcomm::size_of(type);
+  const std::size_t count = bytes / es;
+  std::vector<std::vector<std::uint8_t>> slots(static_cast<std::size_t>(ranks),
+                                               std::vector<std::uint8_t>(bytes, 0x3c));
+  std::vector<std::uint8_t> out(bytes);
+  constexpr std::size_t kBlock = 16 << 10;  // elements
+  const auto blocks = static_cast<long>((count + kBlock - 1) / kBlock);
+  for (auto _ : state) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (long b = 0; b < blocks; ++b) {
+      const std::size_t first = static_cast<std::size_t>(b) * kBlock;
+      const void* mine[8];
+      for (int r = 0; r < ranks; ++r) mine[r] = slots[static_cast<std::size_t>(r)].data() + first * es;
+      tpcomm::transport::shm::reduce_slots_with(isa, mine, ranks, std::min(kBlock, count - first),
+                                                type, tpcomm::ReduceOp::kSum,
+                                                out.data() + first * es);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * ranks *
+                          static_cast<std::int64_t>(bytes));
+  state.SetLabel(tpcomm::transport::shm::to_string(isa));
+#else
+  (void)type;
+  (void)isa;
+  state.SkipWithError("reduce_bench was built without OpenMP (CMake found none)");
+#endif
+}
+
 const bool kTeamRegistered = [] {
   using tpcomm::DataType;
   for (DataType type : {DataType::kFloat32, DataType::kBFloat16}) {
@@ -154,6 +198,12 @@ const bool kTeamRegistered = [] {
           for (int threads : {1, 2}) b->Args({ranks, bytes, threads});
         }
       }
+      const std::string omp = std::string("BM_OmpReduce/") + std::string(tpcomm::to_string(type)) +
+                              "_" + tpcomm::transport::shm::to_string(isa);
+      benchmark::RegisterBenchmark(omp.c_str(), BM_OmpReduce, type, isa)
+          ->ArgNames({"ranks", "bytes", "threads"})
+          ->ArgsProduct({{2, 4}, {256 << 10, 1 << 20, 4 << 20, 16 << 20}, {1, 2}})
+          ->UseRealTime();
       const std::string ceiling = std::string("BM_TeamCeiling/") +
                                   std::string(tpcomm::to_string(type)) + "_" +
                                   tpcomm::transport::shm::to_string(isa);
