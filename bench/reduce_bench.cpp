@@ -165,7 +165,8 @@ void BM_OmpReduce(benchmark::State& state, tpcomm::DataType type, KernelIsa isa)
     for (long b = 0; b < blocks; ++b) {
       const std::size_t first = static_cast<std::size_t>(b) * kBlock;
       const void* mine[8];
-      for (int r = 0; r < ranks; ++r) mine[r] = slots[static_cast<std::size_t>(r)].data() + first * es;
+      for (int r = 0; r < ranks; ++r)
+        mine[r] = slots[static_cast<std::size_t>(r)].data() + first * es;
       tpcomm::transport::shm::reduce_slots_with(isa, mine, ranks, std::min(kBlock, count - first),
                                                 type, tpcomm::ReduceOp::kSum,
                                                 out.data() + first * es);

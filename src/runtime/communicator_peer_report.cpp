@@ -62,9 +62,16 @@ std::string CommunicatorState::peer_report(bool timed_out, std::uint64_t call) {
     } else if (timed_out) {
       report += timeout_report(*store, call);
     }
-    if (auto cause = store->get(abort_key())) {
-      report +=
-          fmt::format("; a peer aborted first: {}", std::string(cause->begin(), cause->end()));
+    // After a timeout report the ranks left it together, and the store's host may be ending its
+    // process already: what this read finds is extra, and its failure takes nothing away from
+    // the report (it used to replace it with "the store is unreachable").
+    try {
+      if (auto cause = store->get(abort_key())) {
+        report +=
+            fmt::format("; a peer aborted first: {}", std::string(cause->begin(), cause->end()));
+      }
+    } catch (const std::exception&) {
+      if (report.empty()) throw;
     }
     return report;
   } catch (const std::exception& failure) {
