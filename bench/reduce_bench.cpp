@@ -23,35 +23,58 @@ namespace {
 
 using tpcomm::transport::shm::KernelIsa;
 
-void BM_ReduceSlots(benchmark::State& state, tpcomm::DataType type, KernelIsa isa) {
-  if (!tpcomm::transport::shm::cpu_runs(isa)) {
-    state.SkipWithError("this CPU cannot run this variant");
-    return;
+// "BM_<what>/<dtype>_<variant>": every benchmark here is called by its variant's name.
+std::string bench_name(const char* what, tpcomm::DataType type, KernelIsa isa) {
+  return std::string(what) + "/" + std::string(tpcomm::to_string(type)) + "_" +
+         tpcomm::transport::shm::to_string(isa);
+}
+
+// False, with the reason on the row, where this CPU cannot run the variant.
+bool runs_here(benchmark::State& state, KernelIsa isa) {
+  if (tpcomm::transport::shm::cpu_runs(isa)) return true;
+  state.SkipWithError("this CPU cannot run this variant");
+  return false;
+}
+
+// W ranks' slots of `bytes` each and an output. Values of activations' magnitudes, different per
+// rank: the kernels' cost does not depend on them except through denormals, which this leaves out
+// as real activations do.
+struct Slots {
+  Slots(int ranks, std::size_t bytes, tpcomm::DataType type) : out(bytes) {
+    const std::size_t count = bytes / tpcomm::size_of(type);
+    std::vector<float> values(count);
+    for (int r = 0; r < ranks; ++r) {
+      for (std::size_t i = 0; i < count; ++i)
+        values[i] = static_cast<float>((i * 7 + r) % 997) / 97.f - 5.f;
+      slots.emplace_back(bytes);
+      tpcomm::from_float(values.data(), type, count, slots.back().data());
+    }
+    for (auto& s : slots) srcs.push_back(s.data());
   }
-  const int ranks = static_cast<int>(state.range(0));
-  const auto bytes = static_cast<std::size_t>(state.range(1));
-  const std::size_t count = bytes / tpcomm::size_of(type);
-  // Values of activations' magnitudes, different per rank: the kernels' cost does not depend on
-  // them except through denormals, which this leaves out as real activations do.
-  std::vector<float> values(count);
   std::vector<std::vector<std::uint8_t>> slots;
-  for (int r = 0; r < ranks; ++r) {
-    for (std::size_t i = 0; i < count; ++i)
-      values[i] = static_cast<float>((i * 7 + r) % 997) / 97.f - 5.f;
-    slots.emplace_back(bytes);
-    tpcomm::from_float(values.data(), type, count, slots.back().data());
-  }
   std::vector<const void*> srcs;
-  for (auto& s : slots) srcs.push_back(s.data());
-  std::vector<std::uint8_t> out(bytes);
-  for (auto _ : state) {
-    tpcomm::transport::shm::reduce_slots_with(isa, srcs.data(), ranks, count, type,
-                                              tpcomm::ReduceOp::kSum, out.data());
-    benchmark::DoNotOptimize(out.data());
-  }
+  std::vector<std::uint8_t> out;
+};
+
+// GB/s of input read (every rank's slot), and the variant on the row.
+void count_input(benchmark::State& state, int ranks, std::size_t bytes, KernelIsa isa) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * ranks *
                           static_cast<std::int64_t>(bytes));
   state.SetLabel(tpcomm::transport::shm::to_string(isa));
+}
+
+void BM_ReduceSlots(benchmark::State& state, tpcomm::DataType type, KernelIsa isa) {
+  if (!runs_here(state, isa)) return;
+  const int ranks = static_cast<int>(state.range(0));
+  const auto bytes = static_cast<std::size_t>(state.range(1));
+  const std::size_t count = bytes / tpcomm::size_of(type);
+  Slots in(ranks, bytes, type);
+  for (auto _ : state) {
+    tpcomm::transport::shm::reduce_slots_with(isa, in.srcs.data(), ranks, count, type,
+                                              tpcomm::ReduceOp::kSum, in.out.data());
+    benchmark::DoNotOptimize(in.out.data());
+  }
+  count_input(state, ranks, bytes, isa);
 }
 
 // Every dtype with every variant that has its own code for it (fp16 has no AVX512-BF16 kernel).
@@ -60,9 +83,7 @@ const bool kRegistered = [] {
   for (DataType type : {DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16}) {
     for (KernelIsa isa : tpcomm::transport::shm::kAllKernelIsas) {
       if (isa == KernelIsa::kAvx512Bf16 && type != DataType::kBFloat16) continue;
-      const std::string name = std::string("BM_ReduceSlots/") +
-                               std::string(tpcomm::to_string(type)) + "_" +
-                               tpcomm::transport::shm::to_string(isa);
+      const std::string name = bench_name("BM_ReduceSlots", type, isa);
       benchmark::RegisterBenchmark(name.c_str(), BM_ReduceSlots, type, isa)
           ->ArgNames({"ranks", "bytes"})
           ->Args({2, 8 << 10})
@@ -81,34 +102,19 @@ const bool kRegistered = [] {
 // cores only measure the scheduler). The team is made once, outside the timing, as a
 // communicator makes it at set-up.
 void BM_TeamReduce(benchmark::State& state, tpcomm::DataType type, KernelIsa isa) {
-  if (!tpcomm::transport::shm::cpu_runs(isa)) {
-    state.SkipWithError("this CPU cannot run this variant");
-    return;
-  }
+  if (!runs_here(state, isa)) return;
   const int ranks = static_cast<int>(state.range(0));
   const auto bytes = static_cast<std::size_t>(state.range(1));
   const int threads = static_cast<int>(state.range(2));
   const std::size_t count = bytes / tpcomm::size_of(type);
-  std::vector<float> values(count);
-  std::vector<std::vector<std::uint8_t>> slots;
-  for (int r = 0; r < ranks; ++r) {
-    for (std::size_t i = 0; i < count; ++i)
-      values[i] = static_cast<float>((i * 7 + r) % 997) / 97.f - 5.f;
-    slots.emplace_back(bytes);
-    tpcomm::from_float(values.data(), type, count, slots.back().data());
-  }
-  std::vector<const void*> srcs;
-  for (auto& s : slots) srcs.push_back(s.data());
-  std::vector<std::uint8_t> out(bytes);
+  Slots in(ranks, bytes, type);
   tpcomm::transport::ThreadTeam team(threads);
   for (auto _ : state) {
-    tpcomm::transport::shm::team_reduce(&team, isa, srcs.data(), ranks, count, type,
-                                        tpcomm::ReduceOp::kSum, out.data());
-    benchmark::DoNotOptimize(out.data());
+    tpcomm::transport::shm::team_reduce(&team, isa, in.srcs.data(), ranks, count, type,
+                                        tpcomm::ReduceOp::kSum, in.out.data());
+    benchmark::DoNotOptimize(in.out.data());
   }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * ranks *
-                          static_cast<std::int64_t>(bytes));
-  state.SetLabel(tpcomm::transport::shm::to_string(isa));
+  count_input(state, ranks, bytes, isa);
 }
 
 // The ceiling for BM_TeamReduce's scaling on this machine: `threads` independent reductions at
@@ -116,27 +122,18 @@ void BM_TeamReduce(benchmark::State& state, tpcomm::DataType type, KernelIsa isa
 // team thread gets, with no team to wake or wait for. Where two of them together reach only
 // 1.5x one, no team of two can reach more: the cores' caches and memory are the limit.
 void BM_TeamCeiling(benchmark::State& state, tpcomm::DataType type, KernelIsa isa) {
-  if (!tpcomm::transport::shm::cpu_runs(isa)) {
-    state.SkipWithError("this CPU cannot run this variant");
-    return;
-  }
+  if (!runs_here(state, isa)) return;
   const int ranks = static_cast<int>(state.range(0));
   const auto bytes =
       static_cast<std::size_t>(state.range(1)) / static_cast<std::size_t>(state.threads());
   const std::size_t count = bytes / tpcomm::size_of(type);
-  std::vector<std::vector<std::uint8_t>> slots(static_cast<std::size_t>(ranks),
-                                               std::vector<std::uint8_t>(bytes, 0x3c));
-  std::vector<const void*> srcs;
-  for (auto& s : slots) srcs.push_back(s.data());
-  std::vector<std::uint8_t> out(bytes);
+  Slots in(ranks, bytes, type);
   for (auto _ : state) {
-    tpcomm::transport::shm::team_reduce(nullptr, isa, srcs.data(), ranks, count, type,
-                                        tpcomm::ReduceOp::kSum, out.data());
-    benchmark::DoNotOptimize(out.data());
+    tpcomm::transport::shm::team_reduce(nullptr, isa, in.srcs.data(), ranks, count, type,
+                                        tpcomm::ReduceOp::kSum, in.out.data());
+    benchmark::DoNotOptimize(in.out.data());
   }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * ranks *
-                          static_cast<std::int64_t>(bytes));
-  state.SetLabel(tpcomm::transport::shm::to_string(isa));
+  count_input(state, ranks, bytes, isa);
 }
 
 // The same reduction split the way the CPU paths of vLLM, SGLang and DeepSpeed split theirs: an
@@ -146,18 +143,13 @@ void BM_TeamCeiling(benchmark::State& state, tpcomm::DataType type, KernelIsa is
 // by default: OMP_WAIT_POLICY, GOMP_SPINCOUNT).
 void BM_OmpReduce(benchmark::State& state, tpcomm::DataType type, KernelIsa isa) {
 #if TPCOMM_HAVE_OPENMP
-  if (!tpcomm::transport::shm::cpu_runs(isa)) {
-    state.SkipWithError("this CPU cannot run this variant");
-    return;
-  }
+  if (!runs_here(state, isa)) return;
   const int ranks = static_cast<int>(state.range(0));
   const auto bytes = static_cast<std::size_t>(state.range(1));
   const int threads = static_cast<int>(state.range(2));
   const std::size_t es = tpcomm::size_of(type);
   const std::size_t count = bytes / es;
-  std::vector<std::vector<std::uint8_t>> slots(static_cast<std::size_t>(ranks),
-                                               std::vector<std::uint8_t>(bytes, 0x3c));
-  std::vector<std::uint8_t> out(bytes);
+  Slots in(ranks, bytes, type);
   constexpr std::size_t kBlock = 16 << 10;  // elements
   const auto blocks = static_cast<long>((count + kBlock - 1) / kBlock);
   for (auto _ : state) {
@@ -166,16 +158,15 @@ void BM_OmpReduce(benchmark::State& state, tpcomm::DataType type, KernelIsa isa)
       const std::size_t first = static_cast<std::size_t>(b) * kBlock;
       const void* mine[8];
       for (int r = 0; r < ranks; ++r)
-        mine[r] = slots[static_cast<std::size_t>(r)].data() + first * es;
+        mine[r] =
+            static_cast<const std::uint8_t*>(in.srcs[static_cast<std::size_t>(r)]) + first * es;
       tpcomm::transport::shm::reduce_slots_with(isa, mine, ranks, std::min(kBlock, count - first),
                                                 type, tpcomm::ReduceOp::kSum,
-                                                out.data() + first * es);
+                                                in.out.data() + first * es);
     }
-    benchmark::DoNotOptimize(out.data());
+    benchmark::DoNotOptimize(in.out.data());
   }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * ranks *
-                          static_cast<std::int64_t>(bytes));
-  state.SetLabel(tpcomm::transport::shm::to_string(isa));
+  count_input(state, ranks, bytes, isa);
 #else
   (void)type;
   (void)isa;
@@ -188,9 +179,7 @@ const bool kTeamRegistered = [] {
   for (DataType type : {DataType::kFloat32, DataType::kBFloat16}) {
     for (KernelIsa isa : tpcomm::transport::shm::kAllKernelIsas) {
       if (isa == KernelIsa::kAvx512Bf16 && type != DataType::kBFloat16) continue;
-      const std::string name = std::string("BM_TeamReduce/") +
-                               std::string(tpcomm::to_string(type)) + "_" +
-                               tpcomm::transport::shm::to_string(isa);
+      const std::string name = bench_name("BM_TeamReduce", type, isa);
       auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_TeamReduce, type, isa)
                     ->ArgNames({"ranks", "bytes", "threads"})
                     ->UseRealTime();
@@ -199,15 +188,12 @@ const bool kTeamRegistered = [] {
           for (int threads : {1, 2}) b->Args({ranks, bytes, threads});
         }
       }
-      const std::string omp = std::string("BM_OmpReduce/") + std::string(tpcomm::to_string(type)) +
-                              "_" + tpcomm::transport::shm::to_string(isa);
+      const std::string omp = bench_name("BM_OmpReduce", type, isa);
       benchmark::RegisterBenchmark(omp.c_str(), BM_OmpReduce, type, isa)
           ->ArgNames({"ranks", "bytes", "threads"})
           ->ArgsProduct({{2, 4}, {256 << 10, 1 << 20, 4 << 20, 16 << 20}, {1, 2}})
           ->UseRealTime();
-      const std::string ceiling = std::string("BM_TeamCeiling/") +
-                                  std::string(tpcomm::to_string(type)) + "_" +
-                                  tpcomm::transport::shm::to_string(isa);
+      const std::string ceiling = bench_name("BM_TeamCeiling", type, isa);
       benchmark::RegisterBenchmark(ceiling.c_str(), BM_TeamCeiling, type, isa)
           ->ArgNames({"ranks", "bytes"})
           ->ArgsProduct({{2, 4}, {1 << 20, 4 << 20, 16 << 20}})
