@@ -14,13 +14,15 @@ build:
 test: build
 	ctest --preset $(PRESET)
 
-# tpcomm inside vLLM and SGLang (tests/engines, docs/engines.md): each engine's own environment
-# from the package index (scripts/setup-engines.sh: .venv-vllm and .venv-sglang, about 20 GiB
-# and 15 minutes the first time, nothing once made), then its tests under its interpreter.
+# tpcomm inside vLLM and SGLang (tests/engines, docs/engines.md) and under Hugging Face
+# transformers' tensor parallelism (docs/transformers.md): each one's own environment from the
+# package index (scripts/setup-engines.sh: .venv-vllm, .venv-sglang and .venv-transformers, about
+# 26 GB and 16 minutes the first time, nothing once made), then its tests under its interpreter.
 test-engines: build
 	scripts/setup-engines.sh
 	timeout 1200 .venv-vllm/bin/python -m pytest -q -rs -p no:cacheprovider tests/engines/test_vllm.py
 	timeout 1200 .venv-sglang/bin/python -m pytest -q -rs -p no:cacheprovider tests/engines/test_sglang.py
+	timeout 900 .venv-transformers/bin/python -m pytest -q -rs -p no:cacheprovider tests/engines/test_transformers.py
 
 # This machine's facts, the plans of the shipped example topologies, then a live group: the
 # example all-reduce on 2 ranks, and on 4 ranks over 2 simulated nodes (hier; needs root); then the

@@ -2,12 +2,15 @@
 // with its own TCP store connection, as processes under tpcomm run would have), through the
 // whole protocol — probe, facts exchange, node probe, plan, digest vote, voted gloo set-up.
 // And a barrier: the bootstrap's over the store against Communicator::barrier, one small
-// collective over shm or Gloo (issue 35, item 4), side by side in one run.
+// collective over shm or Gloo (issue 35, item 4), side by side in one run. And what counting a
+// call for Communicator::stats() costs (issue 44, item 10): BM_CountCall, against the 4 KiB
+// all-reduce it is part of (tpcomm bench -b 4096, bench/python_overhead.sh).
 #include <benchmark/benchmark.h>
 #include <stdlib.h>
 
 #include <thread>
 
+#include "runtime/call_counters.hpp"
 #include "tpcomm/tcp_store.hpp"
 #include "tpcomm/tpcomm.hpp"
 
@@ -96,5 +99,18 @@ void BM_Barrier(benchmark::State& state) {
 BENCHMARK(BM_Barrier)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
+
+// One completed call's counting, as CommunicatorState::run_call does it: two relaxed atomic
+// increments on the communicator's own counters.
+void BM_CountCall(benchmark::State& state) {
+  tpcomm::runtime::CallCounters counters;
+  for (auto _ : state) {
+    counters.add(tpcomm::Collective::kAllReduce, tpcomm::Backend::kShm, tpcomm::Algorithm::kOneShot,
+                 1, 4096);
+    benchmark::ClobberMemory();
+  }
+  benchmark::DoNotOptimize(counters.read());
+}
+BENCHMARK(BM_CountCall)->Repetitions(5)->ReportAggregatesOnly(true);
 
 BENCHMARK_MAIN();

@@ -63,8 +63,24 @@ def main():
         print(f"{'path':40} {'min (us)':>10} {'median (us)':>12}")
         for name, best, median in results:
             print(f"{name:40} {best:10.2f} {median:12.2f}")
+    stats = comm.stats()["all_reduce"]
+    # close() with every rank closing, on a group whose store rank 0 serves (from_torch's; under
+    # tpcomm run the launcher serves from_env's), the rank that waits longest.
+    hosted = tpcomm.Communicator.from_torch()
+    hosted.all_reduce(t)
+    dist.barrier()
+    start = time.perf_counter()
+    hosted.close()
+    closed = time.perf_counter() - start
     dist.destroy_process_group()
     comm.close()
+    if rank == 0:
+        # What stats() counted of the rows above on tpcomm's Communicator (the torch backend's
+        # group has a communicator of its own).
+        print(f"# stats: {stats['calls']} all_reduce calls, {stats['bytes']} bytes, routes "
+              f"{sorted(stats['routes'])}")
+        print(f"# close() of the rank serving the group's store, every rank closing: "
+              f"{closed * 1e3:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ set(TPCOMM_HEADERS_plan plan.hpp tuning.hpp)
 set(TPCOMM_HEADERS_probe probe.hpp)
 set(TPCOMM_HEADERS_control deadline.hpp store.hpp tcp_store.hpp bootstrap.hpp)
 set(TPCOMM_HEADERS_transport convert.hpp stage_time.hpp)
-set(TPCOMM_HEADERS_runtime communicator.hpp tpcomm.hpp tuning_file.hpp)
+set(TPCOMM_HEADERS_runtime call_stats.hpp communicator.hpp tpcomm.hpp tuning_file.hpp)
 
 # A header in include/tpcomm that no layer owns would be visible to none: refuse to configure.
 file(GLOB _public RELATIVE ${PROJECT_SOURCE_DIR}/include/tpcomm ${PROJECT_SOURCE_DIR}/include/tpcomm/*.hpp)

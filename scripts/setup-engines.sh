@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# The engines' own environments for tests/engines (make test-engines): .venv-vllm and
-# .venv-sglang, each made from Debian's /usr/bin/python3 with the engine from the package index,
-# pinned by python/requirements-<engine>.txt (each engine pins its own torch, so they share
-# neither .venv nor each other's environment). Into each it installs tpcomm-engines-plugin
-# (python/engines-plugin: the entry points the engine's plugin loader reads) and a .pth file that
+# The engines' own environments for tests/engines (make test-engines): .venv-vllm,
+# .venv-sglang and .venv-transformers (Hugging Face transformers' tensor parallelism over tpcomm's
+# torch.distributed backend), each made from Debian's /usr/bin/python3 with the engine from the
+# package index, pinned by python/requirements-<engine>.txt (each engine pins its own torch, so
+# they share neither .venv nor each other's environment). Into each it installs
+# tpcomm-engines-plugin (python/engines-plugin: the entry points vLLM's and SGLang's plugin
+# loaders read; transformers reads none of them, so there they are inert) and a .pth file that
 # puts the build's Python package (build/python, or TPCOMM_BUILD_DIR/python) on the path: run
 # the build first. Safe to run again: an environment whose pins, plugin and build path are
-# unchanged is left as it is. Usage: scripts/setup-engines.sh [vllm] [sglang] (default both).
+# unchanged is left as it is.
+# Usage: scripts/setup-engines.sh [vllm] [sglang] [transformers] (default all three).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
@@ -20,7 +23,7 @@ if [ ! -d "$build/python/tpcomm" ]; then
 fi
 
 engines=("$@")
-[ ${#engines[@]} -gt 0 ] || engines=(vllm sglang)
+[ ${#engines[@]} -gt 0 ] || engines=(vllm sglang transformers)
 
 for engine in "${engines[@]}"; do
   requirements="python/requirements-$engine.txt"

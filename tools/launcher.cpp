@@ -25,6 +25,7 @@
 #include "common/segment_names.hpp"
 #include "control/store_auth.hpp"
 #include "cpu_binding.hpp"
+#include "group_launch.hpp"
 #include "link_fault_schedule.hpp"
 #include "mpirun_over_nodes.hpp"
 #include "node_links.hpp"
@@ -261,27 +262,6 @@ void Launcher::remove_segments_of_ranks() const {
   closedir(dir);
 }
 
-// The group's store, its secret and its name are new for every launch: a process that is not one
-// of our ranks can neither join the group nor read what the ranks exchange.
-// With the node network the store listens on node 0's address, inside node 0's namespace, where
-// every node reaches it over its link (as MASTER_ADDR names rank 0's host on a real cluster).
-std::unique_ptr<TcpStoreServer> serve_new_group(GroupLaunch& group, const SimulatedNodes* nodes) {
-  group.group_id = "run-" + control::generate_store_secret().substr(0, 16);
-  group.secret = control::generate_store_secret();
-  TcpStoreOptions options;
-  options.secret = group.secret;
-  std::unique_ptr<TcpStoreServer> store;
-  if (nodes && nodes->network()) {
-    group.master_addr = netlinks::node_address(0);
-    nodes->network()->in_node(
-        0, [&] { store = std::make_unique<TcpStoreServer>(group.master_addr, 0, options); });
-  } else {
-    store = std::make_unique<TcpStoreServer>("127.0.0.1", 0, options);
-  }
-  group.port = store->port();
-  return store;
-}
-
 // SIGCHLD, SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) arrive through a
 // signalfd in the poll loop: the group is stopped with a summary, nothing left behind.
 int signals_to_fd(sigset_t& old_mask) {
@@ -296,6 +276,10 @@ int signals_to_fd(sigset_t& old_mask) {
 }
 
 int Launcher::run() {
+  // A reader of our output that goes away (`tpcomm run ... | head -1`) must not end the launcher:
+  // the ranks (and mpirun's daemons on every node) would be left without anyone to stop them.
+  // Writes then fail, the output is dropped, and the group is supervised to its end.
+  signal(SIGPIPE, SIG_IGN);
   sigset_t old_mask;
   int sfd = signals_to_fd(old_mask);
   // What the ranks start and leave (setsid, a daemon's double fork) becomes ours to stop once

@@ -3,6 +3,9 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "node_links.hpp"
+#include "orphan_reaper.hpp"
 
 namespace tpcomm::cli {
 
@@ -61,6 +65,56 @@ std::vector<std::string> paths_of(const std::string& map, const std::string& add
   return {};
 }
 
+// Runs `command` (mpirun's daemon, orted) under /bin/sh and stays its parent, so that nothing of
+// the job outlives it on this node: the agent is the subreaper of everything the daemon starts,
+// ends with mpirun (PR_SET_PDEATHSIG), and on either end, the daemon's or mpirun's, stops what is
+// left (ranks waiting in MPI_Finalize for a peer that is gone used to spin on forever).
+int supervise(const std::string& command) {
+  become_subreaper();
+  sigset_t mask, old_mask;
+  sigemptyset(&mask);
+  for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&mask, s);
+  sigprocmask(SIG_BLOCK, &mask, &old_mask);
+  const pid_t parent = getppid();
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  const pid_t child = fork();
+  if (child == 0) {
+    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // the daemon ends with its agent
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  if (child < 0) {
+    std::cerr << fmt::format("tpcomm node-agent: fork: {}\n", std::strerror(errno));
+    return 127;
+  }
+  int status = 0;
+  int code = -1;
+  while (code < 0) {
+    if (getppid() != parent) {  // mpirun ended before the PR_SET_PDEATHSIG above took hold
+      code = 128 + SIGTERM;
+      break;
+    }
+    const timespec slice{0, 100'000'000};
+    if (const int s = sigtimedwait(&mask, nullptr, &slice); s > 0) {
+      kill(child, SIGTERM);
+      code = 128 + s;
+      break;
+    }
+    if (waitpid(child, &status, WNOHANG) == child) {
+      code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {  // orphans re-parented here that ended
+    }
+  }
+  const auto left = stop_descendants({}, std::chrono::seconds(2));
+  if (!left.stopped.empty()) {
+    std::cerr << fmt::format("tpcomm node-agent: stopped what mpirun's daemon left: {}\n",
+                             fmt::join(left.stopped, ", "));
+  }
+  return code;
+}
+
 }  // namespace
 
 int run_node_agent(int argc, char** argv) {
@@ -94,9 +148,7 @@ int run_node_agent(int argc, char** argv) {
   setenv("TPCOMM_SOCKET_ADDRESS", address.c_str(), 1);
   std::string command;
   for (int i = 3; i < argc; ++i) command += (i > 3 ? " " : "") + std::string(argv[i]);
-  execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-  std::cerr << fmt::format("tpcomm node-agent: cannot run /bin/sh: {}\n", std::strerror(errno));
-  return 127;
+  return supervise(command);
 }
 
 }  // namespace tpcomm::cli

@@ -24,6 +24,7 @@ const char* const kLaunchVariables[] = {"RANK=",
                                         "LOCAL_WORLD_SIZE=",
                                         "MASTER_ADDR=",
                                         "MASTER_PORT=",
+                                        "TPCOMM_STORE_PORT=",
                                         "TPCOMM_GROUP_ID=",
                                         "TPCOMM_STORE_SECRET=",
                                         "TPCOMM_STORE_SECRET_FILE="};
@@ -63,7 +64,8 @@ std::vector<std::string> rank_environment(int rank, int size, int local_rank, in
   env.push_back(fmt::format("LOCAL_WORLD_SIZE={}", local_size));
   env.push_back("MASTER_ADDR=" + group.master_addr);
   if (!socket_address.empty()) env.push_back("TPCOMM_SOCKET_ADDRESS=" + socket_address);
-  env.push_back(fmt::format("MASTER_PORT={}", group.port));
+  env.push_back(fmt::format("MASTER_PORT={}", group.torch_port));
+  env.push_back(fmt::format("TPCOMM_STORE_PORT={}", group.port));
   env.push_back("TPCOMM_GROUP_ID=" + group.group_id);
   env.push_back("TPCOMM_STORE_SECRET=" + group.secret);
   return env;
@@ -106,6 +108,7 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
   signal(SIGTERM, SIG_DFL);
   signal(SIGHUP, SIG_DFL);
   signal(SIGCHLD, SIG_DFL);
+  signal(SIGPIPE, SIG_DFL);  // the launcher ignores it (launcher.cpp); a rank's program may not
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
   execvpe(argv[0], argv, envp);
   fail(argv[0]);

@@ -15,13 +15,15 @@ namespace tpcomm::cli {
 // secret that the store and every rank prove.
 struct GroupLaunch {
   std::string master_addr = "127.0.0.1";  // node 0's address with the node network
-  std::uint16_t port = 0;
+  std::uint16_t port = 0;                 // tpcomm's store: TPCOMM_STORE_PORT
+  std::uint16_t torch_port = 0;           // MASTER_PORT, for torch.distributed's own store
   std::string group_id;
   std::string secret;
 };
 
 // Our environment plus the launch variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
-// MASTER_ADDR, MASTER_PORT, TPCOMM_GROUP_ID, TPCOMM_STORE_SECRET, and TPCOMM_SOCKET_ADDRESS when
+// MASTER_ADDR, MASTER_PORT (torch's), TPCOMM_STORE_PORT, TPCOMM_GROUP_ID, TPCOMM_STORE_SECRET,
+// and TPCOMM_SOCKET_ADDRESS when
 // `socket_address` is given: the rank's node's address), ours replaced.
 std::vector<std::string> rank_environment(int rank, int size, int local_rank, int local_size,
                                           const GroupLaunch& group,

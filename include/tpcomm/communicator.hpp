@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "tpcomm/bootstrap.hpp"
+#include "tpcomm/call_stats.hpp"
 #include "tpcomm/facts.hpp"
 #include "tpcomm/plan.hpp"
 #include "tpcomm/stage_time.hpp"
@@ -156,6 +157,13 @@ class Communicator {
   // bench` prints in its stages table. Empty where the plan stages no call. Read it between
   // calls (it is not a collective call).
   std::vector<StageTime> stage_times() const;
+
+  // What this rank's calls have carried since creation or the last reset_stats(): calls and bytes
+  // per collective and route, one row per route used (docs/communicator.md, "Statistics"). A
+  // call is counted once it has completed here, under the backend that carried it. Always on
+  // (two relaxed increments a call); read from any thread, at any time (not a collective call).
+  std::vector<RouteStats> stats() const;
+  void reset_stats();
 
  private:
   explicit Communicator(std::unique_ptr<detail::CommunicatorState> state);

@@ -198,6 +198,23 @@ void bind_plan(py::class_<Comm>& c) {
     }
     return out;
   });
+  // (collective, "backend/algorithm" or "store", calls, bytes) per route used
+  // (Communicator::stats); Python's Communicator.stats() makes the dict.
+  c.def("stats", [](Comm& self) {
+    Comm::Use comm(self, Comm::Use::kQuick);
+    py::list out;
+    for (const auto& r : comm->stats()) {
+      const std::string route =
+          r.backend ? fmt::format("{}/{}", to_string(*r.backend), to_string(*r.algorithm))
+                    : std::string("store");
+      out.append(py::make_tuple(std::string(to_string(r.collective)), route, r.calls, r.bytes));
+    }
+    return out;
+  });
+  c.def("reset_stats", [](Comm& self) {
+    Comm::Use comm(self, Comm::Use::kQuick);
+    comm->reset_stats();
+  });
   c.def("plan_json", [](Comm& self) {
     Comm::Use comm(self, Comm::Use::kQuick);
     return plan_to_json(comm->plan());

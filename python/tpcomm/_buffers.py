@@ -43,6 +43,7 @@ class View:
 
 TORCH_DTYPES = {}  # torch dtype -> name, filled on first use (torch is imported by then)
 TENSOR = None  # torch.Tensor once a tensor has been seen: Communicator.all_reduce's fast path
+_STRIDED = [None]  # torch.strided, likewise
 
 
 def _torch_view(t, what):
@@ -51,6 +52,7 @@ def _torch_view(t, what):
         torch = sys.modules["torch"]
         TORCH_DTYPES.update({getattr(torch, name): name for name in DTYPE_NAMES})
         TENSOR = torch.Tensor
+        _STRIDED[0] = torch.strided
     dtype = TORCH_DTYPES.get(t.dtype)
     logical = dtype is None and t.dtype == sys.modules["torch"].bool
     if logical:
@@ -58,6 +60,10 @@ def _torch_view(t, what):
     elif dtype is None:
         raise ValueError(f"{what}: dtype {t.dtype} is not one of "
                          + ", ".join(f"torch.{name}" for name in DTYPE_NAMES + ("bool",)))
+    if t.layout is not _STRIDED[0]:
+        # Sparse and other layouts have no one buffer of numel elements to send.
+        raise ValueError(f"{what}: a tensor of layout {t.layout}; tpcomm takes dense tensors "
+                         f"(layout torch.strided): pass t.to_dense()")
     if not t.is_contiguous():
         raise ValueError(f"{what}: the tensor is not contiguous (pass t.contiguous())")
     # is_cuda / is_cpu are plain flags; t.device builds an object (a quarter of a microsecond).

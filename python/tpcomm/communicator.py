@@ -8,6 +8,23 @@ from . import _tpcomm
 from ._rendezvous import torch_group_address
 
 _OPS = ("sum", "max", "min", "avg")
+# The collectives stats() counts, each always present.
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier")
+
+
+def stats_dict(rows):
+    """stats()'s dict from (collective, route, calls, bytes) rows: per collective its calls, its
+    bytes and its routes ("backend/algorithm", or "store" for a call through the bootstrap; the
+    engines' objects add "engine" for the calls they pass to the engine's own path)."""
+    out = {name: {"calls": 0, "bytes": 0, "routes": {}} for name in COLLECTIVES}
+    for collective, route, calls, nbytes in rows:
+        entry = out.setdefault(collective, {"calls": 0, "bytes": 0, "routes": {}})
+        entry["calls"] += calls
+        entry["bytes"] += nbytes
+        here = entry["routes"].setdefault(route, {"calls": 0, "bytes": 0})
+        here["calls"] += calls
+        here["bytes"] += nbytes
+    return out
 
 
 def _seconds(timeout):
@@ -79,6 +96,7 @@ class Communicator:
 
     def __init__(self, native, device):
         self._native = native
+        self._closed_stats = None  # what stats() read at close()
         self.device = device
         self._cuda = device == "cuda"
         self._gpu = native.cuda_device  # -1 on a CPU communicator
@@ -278,6 +296,21 @@ class Communicator:
         the plan stages no call. Not collective."""
         return self._native.stage_times()
 
+    def stats(self):
+        """What this rank's calls carried since creation or reset_stats(), by collective:
+        {"all_reduce": {"calls": n, "bytes": b, "routes": {"shm/one_shot": {"calls": n,
+        "bytes": b}, ...}}, "all_gather": ..., "reduce_scatter": ..., "broadcast": ...,
+        "barrier": ...}. A call counts once it completed here, under the backend that carried it
+        (a fallback's where the plan's could not). Not collective; after close(), the last
+        figures."""
+        if self._closed_stats is not None and self._native.closed:
+            return stats_dict(self._closed_stats)
+        return stats_dict(self._native.stats())
+
+    def reset_stats(self):
+        """Starts stats() from zero on this rank (not collective)."""
+        self._native.reset_stats()
+
     def route(self, op, nbytes, dtype="float32", mode="eager"):
         """(backend, algorithm) a call of `op` on an input of `nbytes` bytes uses; mode "graph":
         a call captured in a CUDA graph (a CUDA communicator's second size table)."""
@@ -307,6 +340,11 @@ class Communicator:
         """Destroys the communicator (its shared memory, sockets, threads). A call in flight in
         another thread is aborted first (it raises a tpcomm.Error) and waited for, with the GIL
         released; later calls raise ValueError "this communicator was closed". Twice is fine."""
+        if not self._native.closed:
+            try:
+                self._closed_stats = self._native.stats()
+            except Exception:  # noqa: BLE001 (closed by another thread meanwhile)
+                pass
         self._native.close()
 
     def __enter__(self):

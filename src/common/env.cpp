@@ -80,6 +80,13 @@ const std::vector<EnvVar>& env_registry() {
        "0",
        "1: verify every call's op, dtype, count and sequence across ranks before running it",
        {}},
+      {"TPCOMM_SGLANG_TAKEOVER",
+       EnvKind::kFlag,
+       "0",
+       "1: tpcomm's SGLang plugin replaces SGLang's own CUDA custom all-reduce (the SGLang "
+       "features gated on its class then turn off, logged once; docs/engines.md); 0: SGLang keeps "
+       "its own on CUDA",
+       {}},
       {"TPCOMM_DISABLE", EnvKind::kList, "",
        "backends never to use (comma list); nccl and gloo, the fallbacks, cannot be disabled",
        disableable_backend_names()},
@@ -170,8 +177,9 @@ const std::vector<EnvVar>& env_registry() {
       {"TPCOMM_STORE_PORT",
        EnvKind::kInteger,
        "",
-       "port of tpcomm's store on MASTER_ADDR; default MASTER_PORT, or MASTER_PORT + 2 under "
-       "torchrun, whose own store holds MASTER_PORT",
+       "port of tpcomm's store on MASTER_ADDR (tpcomm run sets it, and leaves MASTER_PORT to "
+       "torch.distributed's store); default MASTER_PORT, or MASTER_PORT + 2 under torchrun, "
+       "whose own store holds MASTER_PORT",
        {},
        1,
        65535},

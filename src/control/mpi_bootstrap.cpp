@@ -51,6 +51,15 @@ class MpiBootstrap final : public Bootstrap {
   ~MpiBootstrap() override {
     store_.reset();
     server_.reset();
+    // MPI_Finalize waits for every rank of the job, without a deadline: the ranks meet first in
+    // a round of this bootstrap (polled, under TPCOMM_TIMEOUT_MS), and finalise only if all came.
+    if (initialized_here_ && !world_failure() && !broken_) {
+      try {
+        all_gather(Bytes{}, "MPI shutdown", Deadline::from_env());
+      } catch (const std::exception&) {
+        broken_ = true;  // all_gather has marked it already where it timed out
+      }
+    }
     if (auto why = world_failure(); why || broken_) {
       // A rank of the job may never reach MPI_Finalize (stopped, or waiting for us): this
       // process ends without it, and mpirun ends the job.

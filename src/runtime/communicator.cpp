@@ -44,6 +44,20 @@ TableRow row_of(const Plan& table, const transport::Call& call, int rank, int si
   return row;
 }
 
+// Counts a completed call (Communicator::stats()): a barrier as one, a broadcast's chunks as the
+// one broadcast they make, any other as its collective.
+void count_call(CommunicatorState& c, const transport::Call& call, const TableRow& row) {
+  if (call.barrier) {
+    c.counters.add(Collective::kBarrier, row.backend, row.algorithm, 1, size_of(call.type));
+  } else if (c.broadcast_chunks >= 0) {
+    c.counters.add(Collective::kBroadcast, row.backend, row.algorithm,
+                   c.broadcast_chunks++ == 0 ? 1 : 0, call.count * size_of(call.type));
+  } else {
+    c.counters.add(static_cast<Collective>(call.op), row.backend, row.algorithm, 1,
+                   call_bytes(call, c.bootstrap->size()));
+  }
+}
+
 }  // namespace
 
 std::string CommunicatorState::presence_key(int r) const {
@@ -54,8 +68,28 @@ std::string CommunicatorState::abort_key() const {
   return fmt::format("tpcomm/c{:016x}/abort", comm_id);
 }
 
+std::string CommunicatorState::closed_key(int r) const {
+  return fmt::format("tpcomm/c{:016x}/closed/{}", comm_id, r);
+}
+
+// A communicator destroyed normally (not aborted) tells its peers before it goes: the store's
+// closed key names it in their errors (peer_report), and shm stops their waits on it at once
+// instead of at their deadlines (docs/communicator.md, "Closing").
+void CommunicatorState::announce_close() {
+  if (aborted.load(std::memory_order_acquire)) return;
+  try {
+    const control::ScopedStoreDeadline bound(Deadline::after(std::chrono::milliseconds(250)));
+    bootstrap->store()->set(closed_key(bootstrap->rank()), Bytes{1});
+  } catch (const std::exception&) {
+    // Best effort: the store's host closed first; the peers still learn it from shm.
+  }
+  std::lock_guard<std::mutex> lock(backends_mutex);
+  for (auto& [kind, backend] : backends) backend->announce_close();
+}
+
 CommunicatorState::~CommunicatorState() {
   try {
+    announce_close();
     // A watchdog thread's abort_with may be iterating the backends: they are taken out under the
     // mutex and destroyed outside it (destroying one joins its watchdog thread, which may be
     // waiting for the mutex), so that thread finds none (review N21).
@@ -181,6 +215,14 @@ std::vector<StageTime> Communicator::stage_times() const {
   return out;
 }
 
+std::vector<RouteStats> Communicator::stats() const {
+  return impl_->counters.read();
+}
+
+void Communicator::reset_stats() {
+  impl_->counters.reset();
+}
+
 void CommunicatorState::abort_with(const Error& cause) {
   {
     std::lock_guard<std::mutex> lock(abort_mutex);
@@ -261,8 +303,7 @@ void CommunicatorState::run_call(transport::Call call, bool device_call) {
   call.blocks = row.blocks.value_or(0);
   call.step_bytes = row.step_bytes.value_or(0);
   try {
-    // No store request of the call waits past its deadline (the report after a failure, below,
-    // has a bound of its own: this scope has ended by then).
+    // No store request of the call waits past its deadline (the report below has its own bound).
     const control::ScopedStoreDeadline bound(deadline());
     if (check_calls) {
       const std::string mine = transport::call_signature(call);
@@ -284,6 +325,7 @@ void CommunicatorState::run_call(transport::Call call, bool device_call) {
     }
     faults.apply_fail_or_stall("call", static_cast<std::int64_t>(call.sequence));
     backends.at(row.backend)->run(call);
+    count_call(*this, call, row);
   } catch (const Error& e) {
     const std::string peers = e.code() == ErrorCode::kMismatch
                                   ? std::string()

@@ -97,6 +97,18 @@ void broadcast_in_chunks(void* buffer, std::size_t count, DataType type, int ran
   }
 }
 
+// While it lives, the all_gather calls of a broadcast count as that broadcast (stats()).
+class CountedAsBroadcast {
+ public:
+  explicit CountedAsBroadcast(CommunicatorState& c) : c_(c) { c_.broadcast_chunks = 0; }
+  ~CountedAsBroadcast() { c_.broadcast_chunks = -1; }
+  CountedAsBroadcast(const CountedAsBroadcast&) = delete;
+  CountedAsBroadcast& operator=(const CountedAsBroadcast&) = delete;
+
+ private:
+  CommunicatorState& c_;
+};
+
 }  // namespace
 
 std::size_t CommunicatorState::prepare_broadcast(void* buffer, std::size_t count, DataType type,
@@ -113,6 +125,7 @@ std::size_t CommunicatorState::prepare_broadcast(void* buffer, std::size_t count
 void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int root) {
   runtime::guarded_call(*impl_, "broadcast", [&] {
     const std::size_t need = impl_->prepare_broadcast(buffer, count, type, root);
+    const CountedAsBroadcast counted(*impl_);
     if (impl_->host_scratch.size() < need) impl_->host_scratch.resize(need);
     broadcast_in_chunks(
         buffer, count, type, rank(), root, impl_->host_scratch.data(),
@@ -135,6 +148,7 @@ void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int
     auto* scratch = static_cast<std::byte*>(impl_->device_scratch.get(
         need, detail::stream_is_capturing(stream),
         fmt::format("rank {}: broadcast({} x {})", rank(), to_string(type), count)));
+    const CountedAsBroadcast counted(*impl_);
     broadcast_in_chunks(
         buffer, count, type, rank(), root, scratch,
         [&](const void* in, void* out, std::size_t n) { all_gather(in, out, n, type, stream); },
@@ -178,6 +192,7 @@ void Communicator::barrier() {
     const std::uint64_t call = ++impl_->sequence;
     try {
       impl_->bootstrap->barrier(fmt::format("barrier #{}", call), impl_->deadline());
+      impl_->counters.add(Collective::kBarrier, std::nullopt, std::nullopt, 1, 0);
     } catch (const Error& e) {
       Error full(e.code(), fmt::format("rank {}: barrier #{} failed: {}{}", rank(), call, e.what(),
                                        impl_->peer_report(e.code() == ErrorCode::kTimeout, call)));

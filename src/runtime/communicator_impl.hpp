@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "call_counters.hpp"
 #include "call_queue.hpp"
 #include "fault_injection.hpp"
 #include "graph_safe_scratch.hpp"
@@ -80,6 +81,10 @@ struct detail::CommunicatorState {
   std::uint64_t fork_generation = 0;  // process_fork_generation() at creation
   // The calls of this communicator, one at a time in arrival order (call_queue.hpp).
   runtime::CallQueue calls;
+  // What the calls carried (Communicator::stats()). While a broadcast runs, its all_gather
+  // chunks count as that one broadcast: broadcast_chunks is how many it has run, else -1.
+  runtime::CallCounters counters;
+  int broadcast_chunks = -1;
 
   mutable std::mutex abort_mutex;
   std::optional<Error> abort_cause;
@@ -125,6 +130,9 @@ struct detail::CommunicatorState {
   // rank's process dies) and the first abort's cause.
   std::string presence_key(int rank) const;
   std::string abort_key() const;
+  // Set by a rank that closed the communicator normally (announce_close).
+  std::string closed_key(int rank) const;
+  void announce_close();
   // After a failed call: which peers are gone or aborted, for the error message. After a timeout
   // of call `sequence` (timed_out), also which peers did not time out in it as well: an engine
   // that cannot say who is missing (Gloo, NCCL) still gets the stalled rank named.

@@ -47,6 +47,14 @@ std::string CommunicatorState::peer_report(bool timed_out, std::uint64_t call) {
   const control::ScopedStoreDeadline bound(Deadline::after(std::chrono::milliseconds(1000)));
   try {
     auto store = bootstrap->store();
+    // A rank that closed the communicator said so; it is not gone, whatever its process does.
+    std::vector<int> closed;
+    for (int r = 0; r < bootstrap->size(); ++r) {
+      if (r != bootstrap->rank() && store->get(closed_key(r))) closed.push_back(r);
+    }
+    if (!closed.empty()) {
+      return fmt::format("; {} closed the communicator", detail::rank_set_text(closed));
+    }
     // A dead process's store connection closes a moment after its sockets do: look twice.
     std::vector<int> gone;
     for (int attempt = 0; attempt < 4 && gone.empty(); ++attempt) {

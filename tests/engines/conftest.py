@@ -1,6 +1,6 @@
 """Helpers of the engine tests (make test-engines): they run under an engine's own environment
-(.venv-vllm, .venv-sglang: scripts/setup-engines.sh), whose interpreter runs the ranks too.
-Every test has a time limit (an alarm) besides its subprocesses' own."""
+(.venv-vllm, .venv-sglang, .venv-transformers: scripts/setup-engines.sh), whose interpreter runs
+the ranks too. Every test has a time limit (an alarm) besides its subprocesses' own."""
 
 import os
 import re

@@ -7,6 +7,7 @@
 // network or mpirun.
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -96,6 +97,30 @@ TEST(HierMpi, AStoppedRankIsATimeoutOnEveryOtherRankAndTheJobEnds) {
       r.out, std::regex(R"(rank 2: ERROR \(timeout\).*node group .*rank 1 did not arrive)")))
       << r.out;
   EXPECT_NE((r.out + r.err).find("MPI is not finalised"), std::string::npos) << r.out << r.err;
+  EXPECT_TRUE(none_left_with_environment("TPCOMM_TEST_MARK=" + tag))
+      << "processes of the job outlived it";
+}
+
+// `tpcomm run --launch mpirun --nodes 2 -- PROGRAM | head -1`: the reader goes away after one
+// line. The launcher must not die of SIGPIPE (it used to, leaving node 1's orted and ranks
+// spinning in MPI_Finalize): it drops the output, supervises the job to its end, and every
+// process of it, on every node, ends.
+TEST(HierMpi, AClosedStdoutDoesNotKillTheLauncherAndTheJobEndsEverywhere) {
+  if (auto why = why_not(); !why.empty()) GTEST_SKIP() << why;
+  const std::string tag = mark();
+  const std::string rank_script =
+      "for i in $(seq 40); do echo line $i; sleep 0.02; done; exec \"$0\" correctness";
+  const std::string pipeline = fmt::format(
+      "'{}' run -n 4 --nodes 2 --launch mpirun --timeout 100 -- bash -c '{}' '{}' "
+      "| head -1; echo \"launcher status ${{PIPESTATUS[0]}}\"",
+      TPCOMM_BIN, rank_script, TPCOMM_WORKER);
+  auto r = test::run_process(
+      {"/bin/bash", "-c", pipeline},
+      {{"TPCOMM_DISABLE", ""}, {"ASAN_OPTIONS", "detect_leaks=0"}, {"TPCOMM_TEST_MARK", tag}},
+      std::chrono::seconds(110));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("launcher status 0"), std::string::npos)
+      << "141 is death by SIGPIPE: " << r.out << r.err;
   EXPECT_TRUE(none_left_with_environment("TPCOMM_TEST_MARK=" + tag))
       << "processes of the job outlived it";
 }

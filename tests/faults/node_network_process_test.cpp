@@ -34,7 +34,7 @@ const std::string kWorker = TPCOMM_WORKER;
 constexpr const char* kRankScript = R"SH(
 echo "node=$(hostname) socket=$TPCOMM_SOCKET_ADDRESS master=$MASTER_ADDR \
 eth0=$(ip -4 -o addr show dev eth0 2>/dev/null | awk '{print $4}') netns=$(readlink /proc/self/ns/net)"
-if (exec 3<>/dev/tcp/127.0.0.1/$MASTER_PORT) 2>/dev/null; then echo loopback-store=reached
+if (exec 3<>/dev/tcp/127.0.0.1/$TPCOMM_STORE_PORT) 2>/dev/null; then echo loopback-store=reached
 else echo loopback-store=refused; fi
 "$1" random 200 "$0" || exit 1
 echo "eth0-rx=$(awk -F'[: ]+' '/eth0:/{print $3}' /proc/net/dev)"

@@ -18,6 +18,7 @@ from . import _registry
 from ._work import DoneWork
 
 _C10dBackend = torch._C._distributed_c10d.Backend
+_STRIDED = torch.strided
 
 _OPS = (
     (dist.ReduceOp.SUM, "sum"),
@@ -93,15 +94,52 @@ class TpcommBackend(_C10dBackend):
     def name(self):
         return "tpcomm"
 
+    # torch's Backend reads these through the Python subclass (PyBackend looks the property up
+    # by name; without them here the lookup finds the C++ property, which asks the subclass
+    # again: a RecursionError in _abort_process_group and batch_isend_irecv).
+
+    @property
+    def supports_coalescing(self):
+        return False  # the coalesced forms run one call per tensor, below
+
+    @property
+    def _supports_time_estimate(self):
+        return False
+
+    @property
+    def supports_splitting(self):
+        return False
+
+    @property
+    def supports_shrinking(self):
+        return False
+
+    @property
+    def supports_reconfigure(self):
+        return False
+
+    @property
+    def supports_window(self):
+        return False
+
+    @property
+    def options(self):
+        timeout = datetime.timedelta(seconds=self._timeout_s or 1800)
+        return _C10dBackend.Options("tpcomm", timeout)
+
     # --- the group's communicators ----------------------------------------------------------
 
     def _comm(self, tensor, what):
-        if tensor.__class__ is torch.Tensor and tensor.is_cpu:  # the common case, unlocked
-            comm = self._comms.get("cpu")
+        if tensor.__class__ is torch.Tensor and tensor.is_cpu and tensor.layout is _STRIDED:
+            comm = self._comms.get("cpu")  # the common case, unlocked
             if comm is not None:
                 return comm
         if not isinstance(tensor, torch.Tensor):
             raise ValueError(f"tpcomm backend: {what} takes tensors, not {type(tensor).__name__}")
+        if tensor.layout is not _STRIDED:
+            raise ValueError(f"tpcomm backend: {what} of a tensor of layout {tensor.layout}: "
+                             "tpcomm serves dense tensors (layout torch.strided); pass "
+                             "t.to_dense(), or use a gloo group for sparse tensors")
         device = tensor.device
         if device.type not in ("cpu", "cuda"):
             raise ValueError(f"tpcomm backend: {what} on a {device.type} tensor; tpcomm serves "

@@ -54,6 +54,11 @@ class CollectiveBackend {
   virtual void run(const Call& call) = 0;
   // Releases connections so that peers blocked on this rank fail promptly.
   virtual void abort() = 0;
+  // This rank is closing the communicator normally, after its last call returned: peers that
+  // wait on it, now or at their next call, fail at once saying so, while a call this rank
+  // completed still completes on theirs. Backends whose peers notice a closed connection at once
+  // (Gloo, NCCL) need nothing; calls on the GPU may still run, so the CUDA backends do nothing.
+  virtual void announce_close() {}
   // A failure found after a call returned (a GPU kernel that gave up waiting), once; the
   // communicator aborts with it. Backends whose calls finish before returning have none.
   virtual std::optional<std::string> take_async_failure() { return std::nullopt; }

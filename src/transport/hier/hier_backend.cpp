@@ -65,6 +65,10 @@ class HierBackend final : public CollectiveBackend {
     if (shm_) shm_->abort();
     if (lane_engine_) lane_engine_->abort();
   }
+  // The lanes' engine (Gloo's connections, MPI's communicator) ends with the backend.
+  void announce_close() override {
+    if (shm_) shm_->announce_close();
+  }
 
   std::vector<StageTime> stage_times() const override {
     using std::chrono::nanoseconds;

@@ -129,6 +129,14 @@ void ShmBackend::make_team() {
 }
 
 void ShmBackend::abort() {
+  stop_peers(ctx_.rank + 1);
+}
+
+void ShmBackend::announce_close() {
+  stop_peers(-(ctx_.rank + 1));
+}
+
+void ShmBackend::stop_peers(std::int32_t by) {
   if (segment_.base() == nullptr) return;
   std::int32_t expected = 0;
   // Published before the rank, so that whoever sees the rank sees its call too.
@@ -136,7 +144,7 @@ void ShmBackend::abort() {
   if (header().aborted_by.load(std::memory_order_acquire) == 0) {
     header().aborted_at_call.store(at, std::memory_order_release);
   }
-  header().aborted_by.compare_exchange_strong(expected, ctx_.rank + 1);
+  header().aborted_by.compare_exchange_strong(expected, by);
   wake_sleepers(header());
 }
 
@@ -172,7 +180,7 @@ void ShmBackend::throw_if_a_peer_aborted(const Call& c, bool done) const {
   if (by == 0) return;
   if (done && header().aborted_at_call.load(std::memory_order_acquire) > c.sequence) return;
   throw Error(ErrorCode::kAborted,
-              fmt::format("rank {} aborted the group ({})", by - 1, describe(c, c.algorithm)));
+              fmt::format("{} ({})", stopped_by_text(by), describe(c, c.algorithm)));
 }
 
 void ShmBackend::register_input(const Call& c) {

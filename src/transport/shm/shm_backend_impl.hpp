@@ -50,6 +50,7 @@ class ShmBackend final : public CollectiveBackend {
   void setup_complete() override;
 
   void abort() override;
+  void announce_close() override;
 
   // A peer's abort is checked before and after the call: a rank that was stopped while its
   // peers gave up can find their inputs still posted and would complete the call as if nothing
@@ -61,6 +62,8 @@ class ShmBackend final : public CollectiveBackend {
   // `done`: this call has completed here; it fails only if the abort stopped it (or an earlier
   // one) on the aborting rank, not if that rank aborted after completing it.
   void throw_if_a_peer_aborted(const Call& c, bool done) const;
+  // abort() and announce_close(): `by` goes to SegmentHeader::aborted_by.
+  void stop_peers(std::int32_t by);
   RankControl* control(int r) const {
     return reinterpret_cast<RankControl*>(static_cast<char*>(segment_.base()) + control_offset()) +
            r;

@@ -29,9 +29,11 @@ struct alignas(kLine) SegmentHeader {
   std::uint32_t world_size;
   std::uint32_t reserved;
   std::uint64_t slot_bytes;
-  std::atomic<std::uint32_t> wake;       // bumped on every publish; futex word for sleepers
-  std::atomic<std::uint32_t> sleepers;   // ranks inside futex_wait (publishers skip the wake if 0)
-  std::atomic<std::int32_t> aborted_by;  // rank + 1 of the first rank that aborted, else 0
+  std::atomic<std::uint32_t> wake;      // bumped on every publish; futex word for sleepers
+  std::atomic<std::uint32_t> sleepers;  // ranks inside futex_wait (publishers skip the wake if 0)
+  // rank + 1 of the first rank that aborted, -(rank + 1) of one that closed the communicator
+  // normally (ShmBackend::announce_close), else 0
+  std::atomic<std::int32_t> aborted_by;
   // The first call (the communicator's sequence) that abort did not let complete: a call before
   // it completed on the aborting rank, so it may complete everywhere.
   std::atomic<std::uint64_t> aborted_at_call;

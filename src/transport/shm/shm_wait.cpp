@@ -55,6 +55,11 @@ bool ranks_have_own_cores(int ranks) {
 // The fence pairs with the sleeper's increment of `sleepers` (both sequentially consistent): either
 // this rank sees the sleeper, or the sleeper's last readiness check sees the publish. While nobody
 // sleeps the shared line is only read, so spinning peers never fight over it.
+std::string stopped_by_text(std::int32_t aborted_by) {
+  return aborted_by > 0 ? fmt::format("rank {} aborted the group", aborted_by - 1)
+                        : fmt::format("rank {} closed the communicator", -aborted_by - 1);
+}
+
 void wake_sleepers(SegmentHeader& header) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (header.sleepers.load(std::memory_order_relaxed) > 0) {
@@ -93,8 +98,7 @@ void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int 
     if (all_ready()) return;
     if (round % kAbortCheckEvery == 0) {
       if (std::int32_t by = header.aborted_by.load(std::memory_order_acquire); by != 0) {
-        throw Error(ErrorCode::kAborted,
-                    fmt::format("rank {} aborted the group ({})", by - 1, what()));
+        throw Error(ErrorCode::kAborted, fmt::format("{} ({})", stopped_by_text(by), what()));
       }
     }
     if (round >= kFlushWakeAfter) flush_wake(header, wake_pending);

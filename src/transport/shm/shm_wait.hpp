@@ -30,6 +30,10 @@ inline void flush_wake(SegmentHeader& header, bool& wake_pending) {
   }
 }
 
+// What a non-zero SegmentHeader::aborted_by says: "rank r aborted the group" or "rank r closed
+// the communicator".
+std::string stopped_by_text(std::int32_t aborted_by);
+
 // Whether `ranks` processes on this machine each have a core of their own.
 bool ranks_have_own_cores(int ranks);
 

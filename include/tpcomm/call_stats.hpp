@@ -1,0 +1,34 @@
+// What a communicator has carried: calls and bytes per collective and per route (backend and
+// algorithm), what Communicator::stats() returns. A deployment reads it to confirm which path
+// served its collectives without a profiler.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "tpcomm/types.hpp"
+
+namespace tpcomm {
+
+// The public calls counted. broadcast and barrier run as other collectives inside; they are
+// counted as themselves, not as the calls they are made of.
+enum class Collective { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kBarrier };
+
+std::string_view to_string(Collective collective);
+
+// One route of one collective. backend and algorithm are the ones that carried the calls, a
+// fallback's where the plan's row could not (integers on CUDA: nccl); both empty for a call that
+// went through the bootstrap (a CUDA communicator's barrier).
+struct RouteStats {
+  Collective collective = Collective::kAllReduce;
+  std::optional<Backend> backend;
+  std::optional<Algorithm> algorithm;
+  std::uint64_t calls = 0;
+  // The size the plan's table is read at: all_reduce the buffer, all_gather the gathered output,
+  // reduce_scatter the input, broadcast the buffer, barrier 4 (one int32).
+  std::uint64_t bytes = 0;
+};
+
+}  // namespace tpcomm

@@ -1,0 +1,76 @@
+// CallCounters (call_counters.hpp) and the names of the counted collectives.
+#include "call_counters.hpp"
+
+namespace tpcomm {
+
+// The communicator counts a call of Op `op` as Collective `op`.
+static_assert(static_cast<int>(Collective::kAllReduce) == static_cast<int>(Op::kAllReduce) &&
+              static_cast<int>(Collective::kAllGather) == static_cast<int>(Op::kAllGather) &&
+              static_cast<int>(Collective::kReduceScatter) == static_cast<int>(Op::kReduceScatter));
+
+std::string_view to_string(Collective collective) {
+  switch (collective) {
+    case Collective::kAllReduce:
+      return "all_reduce";
+    case Collective::kAllGather:
+      return "all_gather";
+    case Collective::kReduceScatter:
+      return "reduce_scatter";
+    case Collective::kBroadcast:
+      return "broadcast";
+    case Collective::kBarrier:
+      return "barrier";
+  }
+  return "unknown";
+}
+
+namespace runtime {
+namespace {
+
+// Index kNone of a dimension is "none" (a call that no backend carried).
+template <typename E>
+std::size_t slot(std::optional<E> value, std::size_t none) {
+  return value ? static_cast<std::size_t>(*value) : none;
+}
+
+}  // namespace
+
+void CallCounters::add(Collective collective, std::optional<Backend> backend,
+                       std::optional<Algorithm> algorithm, std::uint64_t calls,
+                       std::uint64_t bytes) {
+  Cell& cell =
+      cells_[(static_cast<std::size_t>(collective) * kBackends + slot(backend, kBackends - 1)) *
+                 kAlgorithms +
+             slot(algorithm, kAlgorithms - 1)];
+  cell.calls.fetch_add(calls, std::memory_order_relaxed);
+  cell.bytes.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+std::vector<RouteStats> CallCounters::read() const {
+  std::vector<RouteStats> out;
+  for (std::size_t i = 0; i < cells_.size(); ++i) {
+    const std::uint64_t calls = cells_[i].calls.load(std::memory_order_relaxed);
+    const std::uint64_t bytes = cells_[i].bytes.load(std::memory_order_relaxed);
+    if (calls == 0 && bytes == 0) continue;
+    const std::size_t a = i % kAlgorithms;
+    const std::size_t b = (i / kAlgorithms) % kBackends;
+    RouteStats row;
+    row.collective = static_cast<Collective>(i / (kAlgorithms * kBackends));
+    if (b + 1 < kBackends) row.backend = static_cast<Backend>(b);
+    if (a + 1 < kAlgorithms) row.algorithm = static_cast<Algorithm>(a);
+    row.calls = calls;
+    row.bytes = bytes;
+    out.push_back(row);
+  }
+  return out;
+}
+
+void CallCounters::reset() {
+  for (Cell& cell : cells_) {
+    cell.calls.store(0, std::memory_order_relaxed);
+    cell.bytes.store(0, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace runtime
+}  // namespace tpcomm
