@@ -3,6 +3,7 @@
 //   tpcomm run -n 4 -- ./build/bin/allreduce
 //   tpcomm run -n 4 --nodes 2 -- ./build/bin/allreduce      (two simulated nodes, as root)
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "tpcomm/tpcomm.hpp"
@@ -22,13 +23,19 @@ int main() {
     const float expected = static_cast<float>(w * (w + 1) / 2);
     std::size_t wrong = 0;
     for (float v : data) wrong += v != expected;
-    const auto& row = comm->plan().ops.at(tpcomm::Op::kAllReduce).row_for(count * sizeof(float));
-    std::printf(
-        "rank %d of %d on %s: plan %s (%d node%s), all_reduce of %zu floats via %s/%s: %s\n",
-        comm->rank(), w, comm->facts().ranks[static_cast<std::size_t>(comm->rank())].host.c_str(),
-        comm->plan().digest.c_str(), comm->plan().nodes, comm->plan().nodes == 1 ? "" : "s", count,
-        std::string(tpcomm::to_string(row.backend)).c_str(),
-        std::string(tpcomm::to_string(row.algorithm)).c_str(), wrong == 0 ? "correct" : "WRONG");
+    // The route that carried the call, as the communicator counted it (Communicator::stats()).
+    std::string via = "none";
+    for (const auto& r : comm->stats()) {
+      if (r.collective == tpcomm::Collective::kAllReduce && r.backend) {
+        via = std::string(tpcomm::to_string(*r.backend)) + "/" +
+              std::string(tpcomm::to_string(*r.algorithm));
+      }
+    }
+    std::printf("rank %d of %d on %s: plan %s (%d node%s), all_reduce of %zu floats via %s: %s\n",
+                comm->rank(), w,
+                comm->facts().ranks[static_cast<std::size_t>(comm->rank())].host.c_str(),
+                comm->plan().digest.c_str(), comm->plan().nodes, comm->plan().nodes == 1 ? "" : "s",
+                count, via.c_str(), wrong == 0 ? "correct" : "WRONG");
     return wrong == 0 ? 0 : 1;
   } catch (const tpcomm::Error& e) {
     std::fprintf(stderr, "allreduce: %s\n", e.what());

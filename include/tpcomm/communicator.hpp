@@ -51,6 +51,11 @@ struct CommunicatorOptions {
   // default TPCOMM_THREADS, whose 0 shares the rank's CPUs evenly among the ranks that may run
   // on them. 1: the calling thread alone.
   std::optional<int> threads;
+  // The caller runs the calls the plan gives the fallback engine (NCCL on kCuda, Gloo on kCpu)
+  // with a communicator of its own, such as an inference engine's: tpcomm does not set the
+  // fallback up, and a call routed to it is refused (kInvalidInput, nothing sent) on every rank
+  // alike; ask the plan (plan(mode), Python's route()) which calls are tpcomm's first.
+  bool caller_serves_fallback = false;
 };
 
 namespace detail {

@@ -41,8 +41,9 @@ void* out_ptr(std::uintptr_t p) {
 }
 
 CommunicatorOptions options_of(double timeout_s, const std::string& device, int cuda_device,
-                               std::optional<int> threads) {
+                               std::optional<int> threads, bool caller_serves_fallback) {
   CommunicatorOptions o;
+  o.caller_serves_fallback = caller_serves_fallback;
   o.threads = threads;  // out of range: the library's InvalidInputError, on every rank
   if (timeout_s > 0) {
     o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
@@ -254,27 +255,32 @@ void bind_communicator(py::module_& m) {
   py::class_<Comm> c(m, "Comm");
   c.def_static(
       "from_env",
-      [](double timeout_s, const std::string& device, int cuda_device, std::optional<int> threads) {
+      [](double timeout_s, const std::string& device, int cuda_device, std::optional<int> threads,
+         bool caller_serves_fallback) {
         py::gil_scoped_release release;
         auto bootstrap = bootstrap_from_environment(deadline_of(timeout_s));
-        return Comm(Communicator::create(std::move(bootstrap),
-                                         options_of(timeout_s, device, cuda_device, threads)));
+        return Comm(Communicator::create(
+            std::move(bootstrap),
+            options_of(timeout_s, device, cuda_device, threads, caller_serves_fallback)));
       },
       py::arg("timeout"), py::arg("device"), py::arg("cuda_device"),
-      py::arg("threads") = std::nullopt);
+      py::arg("threads") = std::nullopt, py::arg("caller_serves_fallback") = false);
   c.def_static(
       "from_address",
       [](const std::string& address, int rank, int size, double timeout_s,
-         const std::string& device, int cuda_device, Host* host, std::optional<int> threads) {
+         const std::string& device, int cuda_device, Host* host, std::optional<int> threads,
+         bool caller_serves_fallback) {
         std::unique_ptr<StoreHost> owned = host ? host->take() : nullptr;
         py::gil_scoped_release release;
         auto bootstrap =
             bootstrap_from_address(address, rank, size, deadline_of(timeout_s), std::move(owned));
-        return Comm(Communicator::create(std::move(bootstrap),
-                                         options_of(timeout_s, device, cuda_device, threads)));
+        return Comm(Communicator::create(
+            std::move(bootstrap),
+            options_of(timeout_s, device, cuda_device, threads, caller_serves_fallback)));
       },
       py::arg("address"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("device"),
-      py::arg("cuda_device"), py::arg("host") = nullptr, py::arg("threads") = std::nullopt);
+      py::arg("cuda_device"), py::arg("host") = nullptr, py::arg("threads") = std::nullopt,
+      py::arg("caller_serves_fallback") = false);
   c.def_property_readonly("rank", [](Comm& self) {
     Comm::Use comm(self, Comm::Use::kQuick);
     return comm->rank();

@@ -104,26 +104,32 @@ class Communicator:
     # --- creation ------------------------------------------------------------------------------
 
     @classmethod
-    def from_env(cls, timeout=None, device="cpu", cuda_device=-1, threads=None):
+    def from_env(cls, timeout=None, device="cpu", cuda_device=-1, threads=None,
+                 caller_serves_fallback=False):
         """The group of this launch: tpcomm run, torchrun (default or --standalone rendezvous),
         mpirun or srun (see docs/python.md). `timeout` in seconds for every wait (default:
         TPCOMM_TIMEOUT_MS); device "cuda" for CUDA tensors; `threads`: the rank's team for large
-        CPU calls (default: TPCOMM_THREADS, else the rank's share of its CPUs)."""
+        CPU calls (default: TPCOMM_THREADS, else the rank's share of its CPUs).
+        caller_serves_fallback: the caller runs the calls the plan gives the fallback engine (nccl
+        on cuda, gloo on cpu) itself, so tpcomm does not set it up and refuses such a call; ask
+        route() first (an inference engine with its own NCCL communicator)."""
         return cls(_tpcomm.Comm.from_env(_seconds(timeout), device, cuda_device,
-                                         _threads(threads)), device)
+                                         _threads(threads), bool(caller_serves_fallback)), device)
 
     @classmethod
-    def from_torch(cls, group=None, timeout=None, device=None, cuda_device=-1, threads=None):
+    def from_torch(cls, group=None, timeout=None, device=None, cuda_device=-1, threads=None,
+                   caller_serves_fallback=False):
         """The ranks of a torch.distributed group (default: the world), after
         init_process_group. They meet through torch.distributed's store on a port of tpcomm's
         own that the kernel picks. device: default "cuda" when the group's backend is nccl;
-        threads as in from_env."""
+        threads and caller_serves_fallback as in from_env."""
         address, rank, size, host, backend = torch_group_address(group, _seconds(timeout))
         if device is None:
             device = "cuda" if backend == "nccl" else "cpu"
         try:
             native = _tpcomm.Comm.from_address(address.text, rank, size, _seconds(timeout),
-                                               device, cuda_device, host, _threads(threads))
+                                               device, cuda_device, host, _threads(threads),
+                                               bool(caller_serves_fallback))
         finally:
             address.done(rank)
         return cls(native, device)

@@ -27,12 +27,15 @@ std::optional<std::string> vote(CommunicatorState& c, const std::optional<std::s
   return fmt::format("step {} failed on {}", step, fmt::join(failed, "; "));
 }
 
-// The backends the eager and graph tables use that are not set up yet.
+// The backends the eager and graph tables use that are not set up yet (not the fallback where the
+// caller serves its calls).
 std::vector<Backend> backends_needed(const CommunicatorState& c) {
   std::vector<Backend> needed;
+  const Backend fallback = fallback_backend(c.plan.device_type);
   for (const Plan* plan : {&c.eager_plan, &c.graph_plan}) {
     for (const auto& [op, p] : plan->ops) {
       for (const auto& row : p.table) {
+        if (c.options.caller_serves_fallback && row.backend == fallback) continue;
         if (!c.backends.count(row.backend) &&
             std::find(needed.begin(), needed.end(), row.backend) == needed.end()) {
           needed.push_back(row.backend);

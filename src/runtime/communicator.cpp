@@ -24,9 +24,18 @@ std::uint64_t call_bytes(const transport::Call& c, int size) {
 // The plan's row for `call`, with the backend that carries a call of its type where the row's
 // cannot (backend_for_type: integers on CUDA go to NCCL).
 TableRow row_of(const Plan& table, const transport::Call& call, int rank, int size,
-                const std::map<Backend, std::unique_ptr<transport::CollectiveBackend>>& backends) {
+                const std::map<Backend, std::unique_ptr<transport::CollectiveBackend>>& backends,
+                const CommunicatorOptions& options) {
   TableRow row = table.ops.at(call.op).row_for(call_bytes(call, size));
   const auto other = backend_for_type(row.backend, call.type);
+  const Backend routed = other.value_or(row.backend);
+  if (options.caller_serves_fallback && routed == fallback_backend(table.device_type)) {
+    // Every rank has the same plan: every rank refuses this call, and none waits for another.
+    throw invalid_input(
+        fmt::format("rank {}: {} #{}: the plan gives it to {}, which the caller serves "
+                    "(CommunicatorOptions::caller_serves_fallback): check the plan (route()) first",
+                    rank, transport::call_signature(call), call.sequence, to_string(routed)));
+  }
   if (!other) return row;
   if (!backends.count(*other)) {
     throw Error(
@@ -294,7 +303,7 @@ void CommunicatorState::run_call(transport::Call call, bool device_call) {
   call.sequence = ++sequence;
   call.captured = device_call && detail::stream_is_capturing(call.stream);
   const Plan& table = call.captured ? graph_plan : eager_plan;
-  const TableRow row = row_of(table, call, rank, bootstrap->size(), backends);
+  const TableRow row = row_of(table, call, rank, bootstrap->size(), backends, options);
   call.algorithm = row.algorithm;
   if (call.captured) {
     call.unregistered_algorithm = runtime::unregistered_replay_algorithm(
