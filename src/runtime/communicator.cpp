@@ -88,7 +88,14 @@ void CommunicatorState::announce_close() {
   if (aborted.load(std::memory_order_acquire)) return;
   try {
     const control::ScopedStoreDeadline bound(Deadline::after(std::chrono::milliseconds(250)));
-    bootstrap->store()->set(closed_key(bootstrap->rank()), Bytes{1});
+    auto store = bootstrap->store();
+    store->set(closed_key(bootstrap->rank()), Bytes{1});
+    // The last rank to close takes the keys away: nobody is left to read them.
+    const std::string count = fmt::format("tpcomm/c{:016x}/closed/count", comm_id);
+    if (store->add(count, 1) == bootstrap->size()) {
+      for (int r = 0; r < bootstrap->size(); ++r) store->remove(closed_key(r));
+      store->remove(count);
+    }
   } catch (const std::exception&) {
     // Best effort: the store's host closed first; the peers still learn it from shm.
   }
