@@ -16,7 +16,19 @@ namespace tpcomm {
 // counted as themselves, not as the calls they are made of.
 enum class Collective { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kBarrier };
 
-std::string_view to_string(Collective collective);
+template <>
+struct Names<Collective> {
+  static constexpr NamedValue<Collective> table[] = {{Collective::kAllReduce, "all_reduce"},
+                                                     {Collective::kAllGather, "all_gather"},
+                                                     {Collective::kReduceScatter, "reduce_scatter"},
+                                                     {Collective::kBroadcast, "broadcast"},
+                                                     {Collective::kBarrier, "barrier"}};
+};
+static_assert(names_in_declaration_order<Collective>());
+
+constexpr std::string_view to_string(Collective v) {
+  return name_of(v);
+}
 
 // One route of one collective. backend and algorithm are the ones that carried the calls, a
 // fallback's where the plan's row could not (integers on CUDA: nccl); both empty for a call that

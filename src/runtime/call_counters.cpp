@@ -1,4 +1,4 @@
-// CallCounters (call_counters.hpp) and the names of the counted collectives.
+// CallCounters (call_counters.hpp).
 #include "call_counters.hpp"
 
 namespace tpcomm {
@@ -7,22 +7,6 @@ namespace tpcomm {
 static_assert(static_cast<int>(Collective::kAllReduce) == static_cast<int>(Op::kAllReduce) &&
               static_cast<int>(Collective::kAllGather) == static_cast<int>(Op::kAllGather) &&
               static_cast<int>(Collective::kReduceScatter) == static_cast<int>(Op::kReduceScatter));
-
-std::string_view to_string(Collective collective) {
-  switch (collective) {
-    case Collective::kAllReduce:
-      return "all_reduce";
-    case Collective::kAllGather:
-      return "all_gather";
-    case Collective::kReduceScatter:
-      return "reduce_scatter";
-    case Collective::kBroadcast:
-      return "broadcast";
-    case Collective::kBarrier:
-      return "barrier";
-  }
-  return "unknown";
-}
 
 namespace runtime {
 namespace {

@@ -24,7 +24,7 @@ class CallCounters {
   void reset();
 
  private:
-  static constexpr std::size_t kCollectives = 5;
+  static constexpr std::size_t kCollectives = std::size(Names<Collective>::table);
   static constexpr std::size_t kBackends = std::size(Names<Backend>::table) + 1;  // + none
   static constexpr std::size_t kAlgorithms = std::size(Names<Algorithm>::table) + 1;
   struct Cell {
