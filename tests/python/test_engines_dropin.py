@@ -137,3 +137,90 @@ def test_bad_input_names_the_cause_and_close_disables(tmp_path):
     ca.close()  # twice is fine
     ok()
     """)
+
+
+def test_capture_without_registration_and_the_capture_count(tmp_path):
+    # vLLM's cuMem graph pool (sleep mode): its buffers cannot be shared by IPC handles, so
+    # vLLM builds its custom all-reduce with register_graph_buffers=False; tpcomm's likewise.
+    run(tmp_path, """
+    calls = []
+    real = ca.comm.register_graph_buffers
+    def register():
+        calls.append(1)
+        return real()
+    ca.comm.register_graph_buffers = register
+    cumem = TpcommCustomAllreduce(group, "cpu", comm=ca.comm, register_graph_buffers=False)
+    assert cumem.register_graph_buffers is False and ca.register_graph_buffers is True
+    assert cumem.captures == 0
+    with cumem.capture():
+        assert cumem._IS_CAPTURING
+        out = cumem.custom_all_reduce(torch.arange(64, dtype=torch.float32) * (r + 1))
+        want = torch.arange(64, dtype=torch.float32) * sum(range(1, n + 1))
+        assert torch.equal(out, want), out
+    assert calls == [] and cumem.captures == 1 and not cumem._IS_CAPTURING, calls
+    with ca.capture():
+        pass
+    assert calls == [1] and ca.captures == 1, "the default registers, once"
+    cumem.close()
+    ok()
+    """)
+
+
+def test_stats_count_the_calls_served_and_those_handed_back(tmp_path):
+    run(tmp_path, """
+    ca.reset_stats()
+    empty = ca.stats()
+    assert all(v == {"calls": 0, "bytes": 0, "routes": {}} for v in empty.values()), empty
+    for i in range(10):
+        x = (torch.arange(256, dtype=torch.float32) + 100 * i) * (r + 1)
+        out = ca.custom_all_reduce(x)
+        want = (torch.arange(256, dtype=torch.float32) + 100 * i) * sum(range(1, n + 1))
+        assert torch.equal(out, want), (i, out[:4], want[:4])
+    # float64 is not tpcomm's: handed back (None), counted under "engine".
+    for _ in range(3):
+        assert ca.custom_all_reduce(torch.full((16,), float(r), dtype=torch.float64)) is None
+    s = ca.stats()["all_reduce"]
+    routes = dict(s["routes"])
+    assert routes.pop("engine") == {"calls": 3, "bytes": 3 * 128}, s
+    assert sum(v["calls"] for v in routes.values()) == 10, s
+    assert sum(v["bytes"] for v in routes.values()) == 10 * 1024, s
+    assert s["calls"] == 13 and s["bytes"] == 10 * 1024 + 384, s
+    assert all(not k.startswith("nccl") for k in routes), routes
+    # A glue that asks the gate itself shares its own account.
+    from tpcomm.engines.passed_on import PassedOn
+    shared = PassedOn()
+    ca.passed_on = shared
+    shared.add("all_gather", 40)
+    assert ca.stats()["all_gather"]["routes"]["engine"] == {"calls": 1, "bytes": 40}
+    ca.reset_stats()
+    s = ca.stats()
+    assert s["all_reduce"]["calls"] == 0 and s["all_gather"]["calls"] == 0, s
+    ok()
+    """)
+
+
+def test_serves_follows_the_plan_for_each_collective_and_the_vllm_attributes(tmp_path):
+    run(tmp_path, """
+    real, asked = ca.comm.route, []
+    def route(op, nbytes, dtype, mode="eager"):
+        asked.append((op, nbytes))
+        if op == "all_gather" and nbytes >= 4096 or op == "reduce_scatter" and nbytes >= 65536:
+            return ("nccl", "nccl")
+        return real(op, nbytes, dtype, mode)
+    ca.comm.route = route
+    assert ca.serves("all_gather", 4092, torch.float32)
+    assert not ca.serves("all_gather", 4096, torch.float32)
+    assert ca.serves("reduce_scatter", 65532, "float32")
+    assert not ca.serves("reduce_scatter", 65536, "float32")
+    assert not ca.serves("all_gather", 16, torch.float64), "a dtype tpcomm does not carry"
+    assert ca.gate(65536, torch.float32), "all_reduce's own plan row"
+    for _ in range(2):
+        ca.serves("all_gather", 4096, torch.float32)
+    assert asked.count(("all_gather", 4096)) == 1, asked
+    ca.comm.route = real
+    # What vLLM's model code reads: no NVLink on CPU, no multicast buffer.
+    assert ca.fully_connected is False and ca.mnnvl_lamport_ag_multicast_ptr == 0
+    out = ca.custom_all_reduce(torch.full((5,), float(r * 3)))
+    assert torch.equal(out, torch.full((5,), float(3 * sum(range(n)))))
+    ok()
+    """)

@@ -9,6 +9,7 @@ torch.distributed store (which every engine's group has); the calling thread wat
 creation and its peers' outcomes, and gives up as soon as any peer failed. A creation left
 waiting for a failed peer ends at its own deadline on its thread, and nothing of it is used."""
 
+import atexit
 import logging
 import threading
 import time
@@ -21,6 +22,19 @@ log = logging.getLogger("tpcomm.engines")
 POLL_S = 0.02
 
 _rounds = {}  # ranks -> how many agreed set-ups this process ran for them
+_abandoned = []  # creation threads still waiting for a failed peer when the group gave up
+
+
+@atexit.register
+def _wait_for_abandoned():
+    """A creation left waiting in tpcomm's rendezvous ends at its own deadline; the process must
+    not end under it (the C++ library's teardown would run beside a thread still inside it), so
+    exit waits for it, saying so."""
+    for worker in _abandoned:
+        if worker.is_alive():
+            log.warning("tpcomm: waiting for an abandoned set-up (%s) to reach its deadline "
+                        "before exit", worker.name)
+            worker.join()
 
 
 class SetupRefused(RuntimeError):
@@ -97,6 +111,7 @@ def create_agreed(group, create, what, timeout_s=None):
         return outcome["comm"]
     if not published:  # this rank's creation is still waiting for the failed peer
         store.set(prefix + str(rank), f"rank {rank}: gave up: {failure}")
+        _abandoned.append(worker)
     with lock:
         outcome["abandoned"] = True
         comm = outcome.pop("comm", None)

@@ -1,29 +1,52 @@
 """The device communicator vLLM builds per process group when tpcomm's plugin is loaded
 (vllm_plugin.py): a subclass of the platform's own class (CudaCommunicator on CUDA,
-CpuCommunicator on CPU, ...), made when vLLM first asks the platform for it, that serves a TP
-group's all_reduce, all_gather and reduce_scatter through a tpcomm.Communicator and leaves
-everything else (broadcast, gather, send/recv, the v-variants, all-to-all, other groups, other
-devices and dtypes) to the class it derives from.
+CpuCommunicator on CPU, DeviceCommunicatorBase or a vendor's class elsewhere), made when vLLM
+first asks the platform for it, that serves a TP group's all_reduce, all_gather and
+reduce_scatter through a tpcomm.Communicator where tpcomm's plan keeps the call on one of its own
+backends, and leaves everything else (calls the plan gives to NCCL, other dtypes, broadcast,
+gather, send/recv, the v-variants, all-to-all, other groups, other devices) to the class it
+derives from (docs/engines.md, "vLLM").
 
 vLLM constructs it as `cls(cpu_group=..., device=..., device_group=..., unique_name=...,
-use_all2all=...)` inside GroupCoordinator, collectively on every rank of the group. On a CUDA
-platform it also takes the custom all-reduce slot (`ca_comm`) with a TpcommCustomAllreduce on
-the same communicator, so that vLLM's graph_capture() enters its capture(), which registers the
-captured buffers with tpcomm afterwards."""
+use_all2all=...)` inside GroupCoordinator, collectively on every rank of the group, and catches
+nothing: so the constructor never raises for tpcomm's sake. Where tpcomm does not serve the group
+(a device other than cpu and cuda, ROCm, a set-up that failed on any rank of the group), it is
+the platform's class, unchanged, and says why once in the log. On a CUDA platform it also takes
+the custom all-reduce slot (`ca_comm`) with a TpcommCustomAllreduce on the same communicator,
+so that vLLM's graph_capture() enters its capture(), which registers the captured buffers with
+tpcomm afterwards (not under vLLM's cuMem graph pool, as vLLM's own)."""
 
 import inspect
+import logging
+import threading
 
-from ..communicator import Communicator
+from .agreed_setup import SetupRefused, create_agreed
 from .custom_all_reduce import TpcommCustomAllreduce, _device
+from .passed_on import PassedOn, nbytes
+
+log = logging.getLogger("tpcomm.engines.vllm")
 
 # The groups tpcomm serves, by the first part of vLLM's unique name ("tp:0"): the tensor-parallel
 # group, as for vLLM's own custom all-reduce. The others keep vLLM's own collectives.
 SERVED_GROUPS = ("tp",)
+# The devices tpcomm has backends for; every other device keeps the platform's class as it is.
+SERVED_DEVICES = ("cpu", "cuda")
 
 # The name vLLM resolves (resolve_obj_by_qualname): the class made for this process's platform.
 QUALNAME = __name__ + ".TpcommDeviceCommunicator"
 
 _classes = {}  # base class -> its subclass
+_logged = set()
+_log_lock = threading.Lock()
+
+
+def _log_once(level, key, message, *args):
+    """One line per process and key: every group and rank would otherwise repeat it."""
+    with _log_lock:
+        if key in _logged:
+            return
+        _logged.add(key)
+    log.log(level, message, *args)
 
 
 def _check_dim(what, input_, dim):
@@ -41,33 +64,139 @@ def _stateless(group):
     return _world.pg_map.get(group) is None
 
 
+def _batch_invariant():
+    """vLLM's VLLM_BATCH_INVARIANT: reductions must not depend on the batch. tpcomm's route, and
+    with it the order of a sum, depends on a call's size, so the reductions stay vLLM's."""
+    import vllm.envs as envs
+
+    return bool(envs.VLLM_BATCH_INVARIANT)
+
+
+def _register_graph_buffers():
+    """vLLM's own rule (CudaCommunicator): cuMem graph buffers (sleep mode's graph pool) cannot
+    be shared by IPC handles, so capture does not register them."""
+    from vllm.config import get_current_vllm_config_or_none
+
+    config = get_current_vllm_config_or_none()
+    return config is None or not config.use_cumem_cudagraph_pool
+
+
+def _merge(into, stats):
+    """Adds one stats() dict to another (a communicator closed by suspend() and its successor)."""
+    for collective, entry in stats.items():
+        mine = into.setdefault(collective, {"calls": 0, "bytes": 0, "routes": {}})
+        mine["calls"] += entry["calls"]
+        mine["bytes"] += entry["bytes"]
+        for route, counts in entry["routes"].items():
+            here = mine["routes"].setdefault(route, {"calls": 0, "bytes": 0})
+            here["calls"] += counts["calls"]
+            here["bytes"] += counts["bytes"]
+    return into
+
+
 class _TpcommServed:
     """The methods the subclass adds to vLLM's class (mixed in first)."""
 
     def _setup_tpcomm(self):
         self.tpcomm = None  # the Communicator, where this group is served
-        self.tpcomm_ar = None
+        self.tpcomm_ar = None  # a TpcommCustomAllreduce on it (vLLM's ca_comm on CUDA)
+        self.tpcomm_reason = None  # why a TP group is not served, where it is not
+        self.tpcomm_passed = PassedOn()  # the calls handed to the base class
+        self._tpcomm_left = ()  # collectives left to the base class although served
+        self._tpcomm_retired = []  # stats() of communicators closed by suspend()
+        self._tpcomm_suspended = False
+        self._tpcomm_graph_calls = False  # a call of the device communicator ran in capture
+        self._tpcomm_took_ca = False
         name = self.unique_name.split(":")[0]
         if self.world_size < 2 or name not in SERVED_GROUPS or _stateless(self.cpu_group):
             return
+        reason = self._tpcomm_refusal()
+        if reason is not None:
+            self._tpcomm_decline(reason)
+            return
+        self._tpcomm_batch_invariant = _batch_invariant()
+        if self._tpcomm_batch_invariant:
+            self._tpcomm_left = ("all_reduce", "reduce_scatter")
+            _log_once(logging.INFO, "batch-invariant",
+                      "tpcomm: VLLM_BATCH_INVARIANT is set: all_reduce and reduce_scatter of "
+                      "vLLM's TP group stay vLLM's (and its custom all-reduce); tpcomm serves "
+                      "all_gather")
+        self._tpcomm_create()
+
+    def _tpcomm_refusal(self):
+        """Why tpcomm cannot serve this TP group, known before any set-up (the same on every
+        rank of the group), or None."""
+        import torch
+
+        device = self.device if self.device is not None else torch.device("cpu")
+        kind = torch.device(device).type
+        if kind not in SERVED_DEVICES:
+            return (f"device {device}: tpcomm serves cpu and cuda devices, not {kind}; "
+                    f"{type(self).__mro__[2].__name__} serves this group")
+        if kind == "cuda" and getattr(torch.version, "hip", None):
+            return (f"ROCm (torch {torch.__version__}, HIP {torch.version.hip}): tpcomm's CUDA "
+                    f"backends do not serve AMD GPUs; vLLM's ROCm communicators serve this group")
+        return None
+
+    def _tpcomm_decline(self, reason):
+        self.tpcomm = None
+        self.tpcomm_ar = None
+        self.tpcomm_reason = reason
+        level = logging.INFO if reason.startswith("device ") else logging.WARNING
+        _log_once(level, ("declined", self.unique_name, reason),
+                  "tpcomm: vLLM's %s group keeps vLLM's own communicator: %s",
+                  self.unique_name, reason)
+
+    def _tpcomm_create(self):
+        """Creates the communicator, agreed by the group (agreed_setup.create_agreed): every
+        rank ends served, or every rank keeps the base class's behaviour."""
+        from ..communicator import Communicator
+
         device, kind, index = _device(self.device)
-        self.tpcomm = Communicator.from_torch(self.cpu_group, device=kind, cuda_device=index)
-        self.tpcomm_ar = TpcommCustomAllreduce(self.cpu_group, device, comm=self.tpcomm)
-        if kind == "cuda" and hasattr(self, "ca_comm"):
+        group = self.cpu_group
+        # vLLM runs NCCL (pynccl, or torch.distributed on its device group) and Gloo itself:
+        # tpcomm sets up neither, and the gate sends the calls its plan gives them to vLLM.
+        try:
+            comm = create_agreed(
+                group, lambda: Communicator.from_torch(group, device=kind, cuda_device=index,
+                                                       caller_serves_fallback=True),
+                f"vLLM's {self.unique_name} device communicator")
+        except SetupRefused as e:
+            self._tpcomm_decline(str(e))
+            return False
+        self.tpcomm = comm
+        self.tpcomm_reason = None
+        self.tpcomm_ar = TpcommCustomAllreduce(group, device, comm=comm,
+                                               register_graph_buffers=_register_graph_buffers())
+        self.tpcomm_ar.passed_on = self.tpcomm_passed  # one account: this object's stats()
+        if hasattr(self, "ca_comm") and not self._tpcomm_batch_invariant:
             own = self.ca_comm
-            if own is not None and hasattr(own, "close"):
+            if own is not None and own is not self.tpcomm_ar and hasattr(own, "close"):
                 own.close()  # vLLM's IPC buffers: tpcomm serves the all-reduces now
             self.ca_comm = self.tpcomm_ar
+            self._tpcomm_took_ca = True
+        return True
 
-    def _served(self, input_):
-        """Whether tpcomm takes this tensor: on the group's device, of a dtype tpcomm carries."""
-        return (self.tpcomm is not None and not self.tpcomm_ar.disabled
-                and input_.device == self.tpcomm_ar.device
-                and input_.dtype in self.tpcomm_ar._dtypes)
+    def _tpcomm_takes(self, op, input_):
+        """Whether tpcomm serves this call: a served group, not left to vLLM, a tensor on the
+        group's device of a dtype tpcomm carries, of a size the plan keeps off NCCL (which
+        vLLM's own chain serves). A pure function of what every rank sees alike."""
+        ar = self.tpcomm_ar
+        if (self.tpcomm is None or ar.disabled or op in self._tpcomm_left
+                or input_.device != ar.device or input_.dtype not in ar._dtypes):
+            return False
+        mode = ar._mode(input_)
+        size = nbytes(input_)
+        taken = ar.gate(size, input_.dtype, mode) if op == "all_reduce" else \
+            ar.serves(op, size, input_.dtype, mode)
+        if taken and mode == "graph":
+            self._tpcomm_graph_calls = True
+        return taken
 
     def all_reduce(self, input_):
         """The sum over the group, as a new tensor (vLLM's custom op is out of place)."""
-        if not self._served(input_):
+        if not self._tpcomm_takes("all_reduce", input_):
+            self.tpcomm_passed.add("all_reduce", nbytes(input_))
             return super().all_reduce(input_)
         src = input_.contiguous()
         out = src.new_empty(src.shape)
@@ -77,7 +206,9 @@ class _TpcommServed:
     def all_gather(self, input_, dim=-1):
         """The ranks' tensors concatenated along `dim`, in rank order."""
         d = _check_dim("all_gather", input_, dim)
-        if not self._served(input_):
+        if not self._tpcomm_takes("all_gather", input_):
+            # Counted as tpcomm counts an all-gather: the gathered output.
+            self.tpcomm_passed.add("all_gather", nbytes(input_) * self.world_size)
             return super().all_gather(input_, dim)
         return self.tpcomm.all_gather(input_.contiguous(), dim=d)
 
@@ -87,9 +218,70 @@ class _TpcommServed:
         if input_.shape[d] % self.world_size:
             raise ValueError(f"reduce_scatter: dimension {d} of shape {tuple(input_.shape)} does "
                              f"not divide among {self.world_size} ranks")
-        if not self._served(input_):
+        if not self._tpcomm_takes("reduce_scatter", input_):
+            self.tpcomm_passed.add("reduce_scatter", nbytes(input_))
             return super().reduce_scatter(input_, dim)
         return self.tpcomm.reduce_scatter(input_.contiguous(), dim=d)
+
+    # --- statistics ------------------------------------------------------------------------------
+
+    def stats(self):
+        """What this rank's all_reduce, all_gather and reduce_scatter calls carried since the
+        group was made or reset_stats(): Communicator.stats()'s dict, tpcomm's routes plus the
+        calls handed to vLLM's own path under the route "engine" (every call counted once)."""
+        out = self.tpcomm_passed.stats(self.tpcomm)
+        for retired in self._tpcomm_retired:
+            _merge(out, retired)
+        return out
+
+    def reset_stats(self):
+        """Starts stats() from zero on this rank (not collective)."""
+        self.tpcomm_passed.reset()
+        self._tpcomm_retired = []
+        if self.tpcomm is not None and not self.tpcomm._native.closed:
+            self.tpcomm.reset_stats()
+
+    # --- sleep mode (vLLM's suspend_device_comms / resume_device_comms) --------------------------
+
+    def _tpcomm_in_graphs(self):
+        """Whether CUDA graphs may hold tpcomm's calls: vLLM entered capture() of our custom
+        all-reduce, or one of our calls ran while a stream was being captured."""
+        return self._tpcomm_graph_calls or (self.tpcomm_ar is not None
+                                            and self.tpcomm_ar.captures > 0)
+
+    def suspend(self):
+        """vLLM's sleep (collective: every rank of every group, the groups in the same order).
+        The base class's first (NCCL's memory). Then tpcomm's device memory: where no CUDA graph
+        holds tpcomm's calls, its communicator is closed (calls until resume() go to vLLM's own
+        path); where graphs do, it stays as it is, since vLLM replays those graphs after waking
+        without capturing them again and they read tpcomm's buffers in place (logged)."""
+        super().suspend()
+        if self.tpcomm is None or self._tpcomm_suspended:
+            return
+        if self._tpcomm_in_graphs():
+            _log_once(logging.WARNING, ("suspend-kept", self.unique_name),
+                      "tpcomm: sleep keeps the device memory of vLLM's %s group's tpcomm "
+                      "communicator: CUDA graphs captured with its calls read its buffers and "
+                      "are replayed after waking up (run with enforce_eager, or without the "
+                      "plugin, for sleep to free it)", self.unique_name)
+            return
+        self._tpcomm_retired.append(self.tpcomm.stats())
+        self.tpcomm_ar.close()
+        self.tpcomm.close()
+        self.tpcomm = None
+        if self._tpcomm_took_ca:
+            self.ca_comm = None  # vLLM's own chain until resume()
+        self._tpcomm_suspended = True
+
+    def resume(self):
+        """vLLM's wake-up (collective): tpcomm's communicator made again, agreed by the group,
+        where suspend() closed it; where that fails on any rank, vLLM's own path keeps every
+        call (its custom all-reduce, closed when tpcomm took over, stays off)."""
+        if self._tpcomm_suspended:
+            self._tpcomm_suspended = False
+            if not self._tpcomm_create():
+                self._tpcomm_took_ca = False
+        super().resume()
 
     def destroy(self):
         if self.tpcomm is not None:
