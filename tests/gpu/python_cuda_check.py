@@ -89,6 +89,13 @@ def main():
         expect(f"all_gather {name}", comm.all_gather(x), x)
         expect(f"reduce_scatter {name}", comm.reduce_scatter(x), x)
 
+    # stats(): the integer calls above were carried by NCCL (the fallback), and are counted there.
+    stats = comm.stats()
+    print(f"python: stats all_reduce {stats['all_reduce']}", flush=True)
+    nccl = stats["all_reduce"]["routes"].get("nccl/nccl", {}).get("calls", 0)
+    if nccl < 9:
+        print(f"python: stats count {nccl} integer all_reduce calls on nccl/nccl, not 9: WRONG")
+        wrong.append("stats")
     try:
         comm.all_reduce(torch.ones(4))
         print("python: a CPU tensor on a CUDA communicator was accepted: WRONG")
