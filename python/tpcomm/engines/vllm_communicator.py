@@ -18,10 +18,10 @@ tpcomm afterwards (not under vLLM's cuMem graph pool, as vLLM's own)."""
 
 import inspect
 import logging
-import threading
 
 from .agreed_setup import SetupRefused, create_agreed
 from .custom_all_reduce import TpcommCustomAllreduce, _device
+from .log_once import log_once
 from .passed_on import PassedOn, nbytes
 
 log = logging.getLogger("tpcomm.engines.vllm")
@@ -36,17 +36,11 @@ SERVED_DEVICES = ("cpu", "cuda")
 QUALNAME = __name__ + ".TpcommDeviceCommunicator"
 
 _classes = {}  # base class -> its subclass
-_logged = set()
-_log_lock = threading.Lock()
 
 
 def _log_once(level, key, message, *args):
     """One line per process and key: every group and rank would otherwise repeat it."""
-    with _log_lock:
-        if key in _logged:
-            return
-        _logged.add(key)
-    log.log(level, message, *args)
+    log_once(log, level, key, message, *args)
 
 
 def _check_dim(what, input_, dim):
