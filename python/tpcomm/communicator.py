@@ -16,7 +16,18 @@ def stats_dict(rows):
     """stats()'s dict from (collective, route, calls, bytes) rows: per collective its calls, its
     bytes and its routes ("backend/algorithm", or "store" for a call through the bootstrap; the
     engines' objects add "engine" for the calls they pass to the engine's own path)."""
-    out = {name: {"calls": 0, "bytes": 0, "routes": {}} for name in COLLECTIVES}
+    return add_stats({name: {"calls": 0, "bytes": 0, "routes": {}} for name in COLLECTIVES}, rows)
+
+
+def stats_rows(stats):
+    """The (collective, route, calls, bytes) rows of a stats() dict."""
+    for collective, entry in stats.items():
+        for route, counts in entry["routes"].items():
+            yield collective, route, counts["calls"], counts["bytes"]
+
+
+def add_stats(out, rows):
+    """Adds (collective, route, calls, bytes) rows to a stats() dict `out`; returns it."""
     for collective, route, calls, nbytes in rows:
         entry = out.setdefault(collective, {"calls": 0, "bytes": 0, "routes": {}})
         entry["calls"] += calls

@@ -4,7 +4,7 @@ accounts for every call it was given: tpcomm's own routes plus the route "engine
 
 import threading
 
-from ..communicator import stats_dict
+from ..communicator import add_stats, stats_dict
 
 ENGINE_ROUTE = "engine"
 
@@ -30,12 +30,7 @@ class PassedOn:
         with self._lock:
             rows = [(c, ENGINE_ROUTE, calls, nbytes)
                     for c, (calls, nbytes) in self._counts.items()]
-        for collective, route, calls, nbytes in rows:
-            entry = out.setdefault(collective, {"calls": 0, "bytes": 0, "routes": {}})
-            entry["calls"] += calls
-            entry["bytes"] += nbytes
-            entry["routes"][route] = {"calls": calls, "bytes": nbytes}
-        return out
+        return add_stats(out, rows)
 
 
 def nbytes(t):

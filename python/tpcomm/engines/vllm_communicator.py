@@ -19,6 +19,7 @@ tpcomm afterwards (not under vLLM's cuMem graph pool, as vLLM's own)."""
 import inspect
 import logging
 
+from ..communicator import add_stats, stats_rows
 from .agreed_setup import SetupRefused, create_agreed
 from .custom_all_reduce import TpcommCustomAllreduce, _device
 from .log_once import log_once
@@ -73,19 +74,6 @@ def _register_graph_buffers():
 
     config = get_current_vllm_config_or_none()
     return config is None or not config.use_cumem_cudagraph_pool
-
-
-def _merge(into, stats):
-    """Adds one stats() dict to another (a communicator closed by suspend() and its successor)."""
-    for collective, entry in stats.items():
-        mine = into.setdefault(collective, {"calls": 0, "bytes": 0, "routes": {}})
-        mine["calls"] += entry["calls"]
-        mine["bytes"] += entry["bytes"]
-        for route, counts in entry["routes"].items():
-            here = mine["routes"].setdefault(route, {"calls": 0, "bytes": 0})
-            here["calls"] += counts["calls"]
-            here["bytes"] += counts["bytes"]
-    return into
 
 
 class _TpcommServed:
@@ -224,8 +212,8 @@ class _TpcommServed:
         group was made or reset_stats(): Communicator.stats()'s dict, tpcomm's routes plus the
         calls handed to vLLM's own path under the route "engine" (every call counted once)."""
         out = self.tpcomm_passed.stats(self.tpcomm)
-        for retired in self._tpcomm_retired:
-            _merge(out, retired)
+        for retired in self._tpcomm_retired:  # communicators closed by suspend()
+            add_stats(out, stats_rows(retired))
         return out
 
     def reset_stats(self):
