@@ -2,9 +2,10 @@
 // with its own TCP store connection, as processes under tpcomm run would have), through the
 // whole protocol — probe, facts exchange, node probe, plan, digest vote, voted gloo set-up.
 // And a barrier: the bootstrap's over the store against Communicator::barrier, one small
-// collective over shm or Gloo (issue 35, item 4), side by side in one run. And what counting a
-// call for Communicator::stats() costs (issue 44, item 10): BM_CountCall, against the 4 KiB
-// all-reduce it is part of (tpcomm bench -b 4096, bench/python_overhead.sh).
+// collective over shm or Gloo (docs/communicator.md, "Calls"), side by side in one run. And what
+// counting a call for Communicator::stats() costs (docs/communicator.md, "Statistics"):
+// BM_CountCall, against the 4 KiB all-reduce it is part of (tpcomm bench -b 4096,
+// bench/python_overhead.sh).
 #include <benchmark/benchmark.h>
 #include <stdlib.h>
 

@@ -29,7 +29,7 @@ set_target_properties(tpcomm_library PROPERTIES OUTPUT_NAME tpcomm EXPORT_NAME t
 target_include_directories(tpcomm_library PUBLIC
   $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/generated>
   $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
-# The public headers are C++17 (tests/packaging/public_headers_cxx17.cpp checks it).
+# The public headers are C++17 (tests/packaging/consumer_test.sh compiles each alone as C++17).
 target_compile_features(tpcomm_library INTERFACE cxx_std_17)
 set(_tpcomm_private fmt::fmt Threads::Threads OpenSSL::Crypto gloo PkgConfig::HWLOC rt
     ${CMAKE_DL_LIBS})

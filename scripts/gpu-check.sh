@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The GPU check (docs/gpu.md, "The GPU check"): one call on a machine with one GPU (a lent H200),
-# at most 5 minutes, prints one table (part, result, seconds) at the end. Its parts, in order:
+# The GPU check (docs/gpu-check.md, "The GPU check"): one call on a machine with one GPU (a lent
+# H200), at most 5 minutes, prints one table (part, result, seconds) at the end. Its parts, in
+# order:
 #   the custom kernels: a latency breakdown of the one-shot (tpcomm_gpu_latency) and the review's
 #   one-GPU timing experiments E7, E8, E9, E11; correctness of every custom algorithm x op x dtype
 #   x size with 2-16 ranks as threads on GPU 0 (tpcomm_gpu_check), stress, a stalled rank, two
 #   processes exchanging workspaces, graph registration over VMM (E3, E6), multicast set-up,
 #   a communicator as a user creates it, a failure reaching every rank (E4); then, on the build
-#   made on the GPU machine: the Python package with CUDA tensors, the Python SIGSEGV triage of
-#   the review's §3 (E1, E12), and what the driver says about torch's expandable segments (E2).
+#   made on the GPU machine: the Python package with CUDA tensors, the Python SIGSEGV triage
+#   (E1, E12; docs/gpu-check.md), and what the driver says about torch's expandable segments (E2).
 #
 #   scripts/gpu-check.sh --prepare     here, on the development machine: builds the programs for
 #                                      sm_90 into build-gpu/, gathers them and the shared
@@ -68,9 +69,9 @@ fi
 parts=(
   "probe|30|1|the probe's facts (tpcomm topo)"
   "latency|60|6|latency breakdown of the one-shot: d2d copy, empty kernel, entry, copy, barrier, full; eager and graph"
-  "e7-barrier-cost|30|1|E7 (N15): local cost of membar.sys and acquire spins, 36 blocks x 10k rounds"
-  "e8-unaligned|60|3|E8 (N14): one-shot at +2 bytes, reduce-scatter count % 8 != 0, against aligned"
-  "e9-registered|60|5|E9 (N13): graph calls copying against registered, W = 4, 8, 256-512 KiB"
+  "e7-barrier-cost|30|1|E7: local cost of membar.sys and acquire spins, 36 blocks x 10k rounds"
+  "e8-unaligned|60|3|E8: one-shot at +2 bytes, reduce-scatter count % 8 != 0, against aligned"
+  "e9-registered|60|5|E9: graph calls copying against registered, W = 4, 8, 256-512 KiB"
   "e11-capture-query|30|1|E11: tpcomm's capture query on the default stream during another thread's capture"
   "timing-2|60|1|timing, 2 ranks, 36 blocks"
   "timing-8|60|2|timing, 8 ranks, 8 blocks"
@@ -84,18 +85,19 @@ parts=(
   "stress-8|45|2|stress, 8 ranks: 300 calls back to back"
   "stall|30|3|stalled rank becomes the watchdog's error"
   "process|60|2|two processes: workspace fds exported and imported"
-  "registration|60|5|E3, E6 (N1, N3): two processes, 850 captured calls on 253 VMM allocations, a remapped one"
+  "registration|60|5|E3, E6: two processes, 850 captured calls on 253 VMM allocations, a remapped one"
   "multimem|30|1|multimem: entry points and multicast set-up"
   "communicator|60|2|communicator as a user creates it, one rank, NCCL carrying the calls"
-  "failure|60|3|E4 (N2, N7): a failure reaches every rank's next launch, an abort the peer's kernel, a replay traps"
+  "failure|60|3|E4: a failure reaches every rank's next launch, an abort the peer's kernel, a replay traps"
   "python|60|6|python package, CUDA tensors, one rank, NCCL carrying the calls"
-  "python-triage|180|100|E1, E12: the Python SIGSEGV triage of review §3, each stage its own process"
-  "e2-torch-vmm|60|10|E2 (N1, N13): torch tensors on expandable segments as the driver sees them"
+  "python-triage|180|100|E1, E12: the Python SIGSEGV triage, each stage its own process"
+  "e2-torch-vmm|60|10|E2: torch tensors on expandable segments as the driver sees them"
 )
-# The review's one-GPU experiments this script does not run, and why (listed in every run).
+# The one-GPU experiments this script does not run, and why (listed in every run;
+# docs/design-notes.md, "The GPU path review").
 not_here=(
-  "e5: E5 (N4), registration racing a queued replay|runnable on one GPU, not written yet (a spin kernel must hold rank 0's stream while both ranks register); the fix's order is tested on the host by registration_fence_test"
-  "e10: E10 (N16-like VMM teardown under a peer's read)|runnable on one GPU with two processes, not written yet"
+  "e5: E5, registration racing a queued replay|runnable on one GPU, not written yet (a spin kernel must hold rank 0's stream while both ranks register); the fix's order is tested on the host by registration_fence_test"
+  "e10: E10 (VMM teardown under a peer's read)|runnable on one GPU with two processes, not written yet"
 )
 ids=()
 for p in "${parts[@]}"; do ids+=("${p%%|*}"); done
@@ -159,7 +161,8 @@ nproc
 # with NCCL's wheel appended (last: torch loads its own copy first, and dlopen of libnccl.so.2 then
 # finds that one); the prebuilt C++ programs get .gpu-prebuilt/lib first, in their own
 # environment only. Debian's copies of system libraries (OpenSSL, fmt, gloo, ...) ahead of the
-# system's in a Python process was the review's first suspect for the SIGSEGV (§3).
+# system's in a Python process was the first suspect for the SIGSEGV
+# (docs/gpu-check.md, "The GPU check").
 system_ld=${LD_LIBRARY_PATH:-}
 unset LD_LIBRARY_PATH
 nccl_dir=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2> /dev/null)

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The one-shot all-reduce's reduction must load every rank's 16 bytes with one vector load each,
-# all issued before the conversions (issue 13, defect 2: the loop had decayed to 8 scalar ld.u16
-# per rank for bf16). Compiles the custom kernels to PTX for sm_90 and counts the vector loads of
-# custom_kernel<__nv_bfloat16, 8>, the kernel one-shot bf16 at W=8 runs.
-# Usage: tests/ptx_vector_loads_test.sh NVCC INCLUDE_DIR SOURCE  (exit 77: skipped, with why)
+# all issued before the conversions (docs/gpu-kernels.md, "custom"; the loop had once decayed to 8
+# scalar ld.u16 per rank for bf16). Compiles the custom kernels to PTX for sm_90 and counts the
+# vector loads of custom_kernel<__nv_bfloat16, 8>, the kernel one-shot bf16 at W=8 runs. Usage:
+# tests/ptx_vector_loads_test.sh NVCC INCLUDE_DIR SOURCE  (exit 77: skipped, with why)
 set -uo pipefail
 nvcc="$1" include="$2" source="$3"
 if [ -z "$nvcc" ] || [ ! -x "$nvcc" ]; then

@@ -1,4 +1,4 @@
-// tpcomm bench: the nccl-tests table for tpcomm's collectives (DESIGN §5), optionally side by
+// tpcomm bench: the nccl-tests table for tpcomm's collectives (docs/bench.md), optionally side by
 // side with Open MPI and Gloo on the same data in the same run.
 #pragma once
 

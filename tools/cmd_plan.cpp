@@ -1,4 +1,4 @@
-// tpcomm plan FILE: the plan of a facts file, as a table for people or as JSON (DESIGN.md §2).
+// tpcomm plan FILE: the plan of a facts file, as a table for people or as JSON (docs/plan.md).
 #include <iostream>
 #include <memory>
 
@@ -34,7 +34,7 @@ void add_plan_command(CLI::App& app) {
       "for each operation and message size, and why every other backend was refused");
   cmd->add_option("FILE", args->file, "facts file (JSON, docs/facts.md)")->required();
   add_enum_option(cmd, "--mode", args->mode, "eager, or graph for calls captured in CUDA graphs");
-  cmd->add_flag("--json", args->json, "print the plan as JSON (DESIGN.md §2)");
+  cmd->add_flag("--json", args->json, "print the plan as JSON (docs/plan.md)");
   cmd->add_option("--tuning", args->tuning,
                   "tuning override file (docs/tuning.md); default: $TPCOMM_TUNING, else built-in");
   cmd->add_option("--disable", args->disable,

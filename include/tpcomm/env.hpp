@@ -1,6 +1,6 @@
-// The typed registry of every environment variable tpcomm reads (DESIGN.md §4). Code reads the
-// environment only through these accessors, so `tpcomm env` can list all of them and a bad value
-// is an error that names the variable.
+// The typed registry of every environment variable tpcomm reads (listed by `tpcomm env`). Code
+// reads the environment only through these accessors, so `tpcomm env` can list all of them and a
+// bad value is an error that names the variable.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The facts of a group (DESIGN.md §1, facts file version 1): what each rank's hardware can do.
+// The facts of a group (docs/facts.md, facts file version 1): what each rank's hardware can do.
 // Value types only; the JSON codec is in facts_json.hpp.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The planner (DESIGN.md §2-3): a pure, deterministic function from a group's facts to the plan
+// The planner (docs/plan.md): a pure, deterministic function from a group's facts to the plan
 // every rank follows — which backends each operation may use, why each other one was refused,
 // and which backend/algorithm serves each message size.
 #pragma once
@@ -67,7 +67,7 @@ std::set<Backend> parse_disabled_backends(std::string_view list, std::string_vie
 // `overrides` may be empty: the built-in tables then serve every key.
 Plan make_plan(const FactsTable& facts, const PlanOptions& options, const Tuning& overrides = {});
 
-// The plan JSON of DESIGN.md §2 (keys sorted; canonical for a given plan).
+// The plan JSON of docs/plan.md, "JSON" (keys sorted; canonical for a given plan).
 std::string plan_to_json(const Plan& plan, int indent = 2);
 
 }  // namespace tpcomm

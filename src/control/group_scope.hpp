@@ -1,5 +1,5 @@
-// A group's identity on a store that other groups may share (docs/store.md, "Groups"). Every key
-// a group writes lives under tpcomm/g/<group id>/, each rank claims its slot there, and a group
+// A group's identity on a store that other groups may share (docs/store.md, "Threat model"). Every
+// key a group writes lives under tpcomm/g/<group id>/, each rank claims its slot there, and a group
 // that meets a second process for one of its ranks, or a second anonymous group on its store, is
 // marked broken so that every rank of both fails with an error that says so.
 #pragma once

@@ -1,6 +1,6 @@
-// The bootstrap of a process started by tpcomm run, torchrun, mpirun or srun (DESIGN.md §4,
-// docs/store.md): the store at MASTER_ADDR:MASTER_PORT (rank 0 serves it when nobody else does),
-// the group's secret proved to it, and the group's own scope on it.
+// The bootstrap of a process started by tpcomm run, torchrun, mpirun or srun (docs/store.md; the
+// launchers' variables: `tpcomm env`): the store at MASTER_ADDR:MASTER_PORT (rank 0 serves it when
+// nobody else does), the group's secret proved to it, and the group's own scope on it.
 #include <chrono>
 #include <thread>
 

@@ -1,5 +1,6 @@
 // A deadline for every store request a thread makes while a scope lives: what keeps the report
-// after a failed call short when the store cannot be reached (docs/errors.md, "Deadlines").
+// after a failed call short when the store cannot be reached (docs/errors.md, "In a running
+// group").
 #pragma once
 
 #include <optional>

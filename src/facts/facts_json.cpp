@@ -1,4 +1,4 @@
-// Facts file codec (DESIGN.md §1): strict decoding with field paths, canonical encoding.
+// Facts file codec (docs/facts.md): strict decoding with field paths, canonical encoding.
 #include "tpcomm/facts_json.hpp"
 
 #include <cctype>

@@ -1,5 +1,5 @@
-// Admission rules (DESIGN.md §3). Each rule collects every violated condition, so an operator
-// sees all that must change, not only the first.
+// Admission rules (docs/plan.md, "How it is decided"). Each rule collects every violated condition,
+// so an operator sees all that must change, not only the first.
 #include "admission.hpp"
 
 #include <algorithm>
@@ -290,7 +290,7 @@ Admission admit(const GroupView& g, const PlanOptions& options) {
         v = fmt::format("world size {}: local only serves a group of one rank", g.world_size());
       }
     } else if (b == fallback_backend(g.type())) {
-      v = std::nullopt;  // the fallback engine is always eligible (DESIGN.md §3)
+      v = std::nullopt;  // the fallback engine is always eligible (docs/plan.md)
     } else if (single) {
       v = one_rank;
     } else if (b == Backend::kCustom) {

@@ -1,5 +1,5 @@
-// The admission rules of DESIGN.md §3: for each backend of the group's device type, eligible or
-// refused with a reason that names the ranks, hosts and facts that decided it.
+// The admission rules of docs/plan.md, "How it is decided": for each backend of the group's device
+// type, eligible or refused with a reason that names the ranks, hosts and facts that decided it.
 #pragma once
 
 #include <map>

@@ -109,8 +109,8 @@ TuningEntry cpu_entry(int w) {
   const Candidate gloo = use(Backend::kGloo, Algorithm::kGloo);
   const Candidate hier = use(Backend::kHier, Algorithm::kHierarchical);
   // Across nodes, MPI lanes where the group has them (started by mpirun): Open MPI's TCP
-  // transport carried the lanes faster than Gloo at every size measured (docs/tuning.md, "Across
-  // nodes"); Gloo's lanes otherwise.
+  // transport carried the lanes faster than Gloo at every size measured
+  // (docs/results/cpu-2026-12-04-nodes.md, "Across nodes"); Gloo's lanes otherwise.
   const Candidate hier_mpi = use(Backend::kHierMpi, Algorithm::kHierarchical);
   TuningEntry e;
   e.key = {DeviceType::kCpu, std::nullopt, w, std::nullopt};

@@ -1,4 +1,4 @@
-// The plan JSON (DESIGN.md §2) and the digest computed over its canonical form.
+// The plan JSON (docs/plan.md, "JSON") and the digest computed over its canonical form.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 

@@ -97,7 +97,7 @@ TEST(Cli, UsageErrorsExitWithTwo) {
       << missing.err;
 }
 
-// The JSON shape of DESIGN.md §2 and the eligibility each shared fixture's comment states.
+// The JSON shape of docs/plan.md, "JSON", and the eligibility each shared fixture's comment states.
 TEST(Cli, PlanJsonOnEverySharedTopology) {
   const std::map<std::string, std::map<std::string, std::vector<std::string>>> eligible = {
       {"cpu_2x2.json", {{"all_reduce", {"hier", "gloo"}}}},

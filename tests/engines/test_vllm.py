@@ -197,8 +197,9 @@ def test_every_attribute_any_vllm_module_reads_from_the_custom_all_reduce_exists
     import json
 
     reads, probes = ca_comm_reads(Path(vllm.__file__).parent)
-    # The scan finds what a reading of vLLM 0.33.0 found (REPORT.md's Q4): the dispatch chain,
-    # graph_capture(), sequence parallelism's fallbacks and DeepSeek V4.1's model code.
+    # The scan finds what a reading of vLLM 0.33.0 found (docs/engines.md, "TpcommCustomAllreduce"):
+    # the dispatch chain, graph_capture(), sequence parallelism's fallbacks and DeepSeek V4.1's
+    # model code.
     assert {"disabled", "should_custom_ar", "custom_all_reduce", "capture", "custom_all_gather",
             "custom_reduce_scatter", "fully_connected",
             "mnnvl_lamport_ag_multicast_ptr"} <= set(reads), reads

@@ -1,10 +1,10 @@
-// Faults across the node network (issue 35): a node's link cut silently (a partition, nftables)
-// or set down at the bridge in the middle of hier and Gloo calls, W = 4 on 2 nodes and W = 6 on
-// 3. Every rank must end within its deadline with an error naming a rank across the cut, none
-// may have returned wrong data as success, and nothing is left: no process of the run, no
-// namespace (the nodes' /dev/shm are private mounts that end with them). Random loss must not
-// be an error at all: TCP retransmits. Each test skips, saying why, where the namespaces cannot
-// be made.
+// Faults across the node network (docs/errors.md, "In a running group"): a node's link cut silently
+// (a partition, nftables) or set down at the bridge in the middle of hier and Gloo calls, W = 4 on
+// 2 nodes and W = 6 on 3. Every rank must end within its deadline with an error naming a rank
+// across the cut, none may have returned wrong data as success, and nothing is left: no process of
+// the run, no namespace (the nodes' /dev/shm are private mounts that end with them). Random loss
+// must not be an error at all: TCP retransmits. Each test skips, saying why, where the namespaces
+// cannot be made.
 #include <gtest/gtest.h>
 
 #include <chrono>

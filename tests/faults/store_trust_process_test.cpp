@@ -1,6 +1,6 @@
-// The store under attack and misuse with real processes (issue 12): two jobs on one MASTER_PORT,
-// a rank with another secret, the address rank 0's store listens on, and a pile of idle
-// connections against a standalone store.
+// The store under attack and misuse with real processes (docs/store.md, "Threat model"): two jobs
+// on one MASTER_PORT, a rank with another secret, the address rank 0's store listens on, and a pile
+// of idle connections against a standalone store.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/resource.h>

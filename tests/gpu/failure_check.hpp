@@ -19,7 +19,8 @@ using FailureSetUp = std::function<std::unique_ptr<transport::CollectiveBackend>
 using OnThreads =
     std::function<void(int, const std::function<void(int, std::shared_ptr<Bootstrap>)>&)>;
 
-// Review N2, N7, N12 (its experiment E4), two ranks as threads on one GPU, eager then graph:
+// docs/gpu-kernels.md, "No silent wrong result after a failure" (experiment E4), two ranks as
+// threads on one GPU, eager then graph:
 //  1. rank 0's kernel times out waiting for rank 1, which never calls; rank 1's next launch
 //     then fails at entry naming rank 0 (the group's failure word), within 500 ms;
 //  2. rank 1 aborts from the host while rank 0's kernel waits for it: rank 0's kernel stops

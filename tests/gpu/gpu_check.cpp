@@ -303,8 +303,9 @@ int correctness(int world, int blocks) {
             check_cuda(cudaMalloc(&b, big + 4 * es), "cudaMalloc");
             const bool large = total * es > (std::size_t{1} << 20);
             // Variant 0 out of place, 1 in place, 2 out of place with the input one element and
-            // the output three elements past an aligned address (review N14: the kernels' copies
-            // then run 2- or 4-byte wide, not 16, on every block, not only on the odd counts').
+            // the output three elements past an aligned address (docs/gpu-kernels.md, "Copies at
+            // any alignment": the kernels' copies then run 2- or 4-byte wide, not 16, on every
+            // block, not only on the odd counts').
             for (int variant = 0; variant < 3; ++variant) {
               const bool in_place = variant == 1, shifted = variant == 2;
               for (int graph = 0; graph < 2; ++graph) {

@@ -1,5 +1,5 @@
-// tpcomm_gpu_latency: where the custom one-shot all-reduce's time goes on one GPU, and the review's
-// one-GPU timing experiments (gpu-path-review.md §4). W ranks of one process share GPU 0
+// tpcomm_gpu_latency: where the custom one-shot all-reduce's time goes on one GPU, and the one-GPU
+// timing experiments (docs/gpu-check.md, "The GPU check"). W ranks of one process share GPU 0
 // (latency_harness.cuh); every row is timed eagerly (each rank's thread launching one call after
 // another) and as 50 calls captured in one CUDA graph per rank and replayed.
 //
@@ -10,12 +10,12 @@
 //                                     kernel with no elements (entry + barrier), and the
 //                                     production kernel; then the difference to the copy split
 //                                     into those steps
-//   tpcomm_gpu_latency unaligned      E8 (N14): one-shot with input and output 2 bytes off a
+//   tpcomm_gpu_latency unaligned      E8: one-shot with input and output 2 bytes off a
 //                                     16-byte boundary, and reduce-scatter with a count per rank
 //                                     that is not a multiple of 8, against the aligned cases
-//   tpcomm_gpu_latency registered     E9 (N13): graph calls copying against registered (inputs
+//   tpcomm_gpu_latency registered     E9: graph calls copying against registered (inputs
 //                                     read in place), W = 4 and 8, 256 and 512 KiB, 8 blocks
-//   tpcomm_gpu_latency barrier-cost   E7 (N15): one_gpu_experiments.cu
+//   tpcomm_gpu_latency barrier-cost   E7: one_gpu_experiments.cu
 //   tpcomm_gpu_latency capture-query  E11: one_gpu_experiments.cu
 //
 // Without a usable GPU it says why and exits 77.
@@ -146,7 +146,7 @@ int breakdown() {
 // E8: the production kernel on inputs off a 16-byte boundary, next to the aligned case.
 int unaligned() {
   Ranks ranks(2);
-  std::printf("E8 (N14): W = 2, bf16 sum, microseconds per call (slowest rank)\n");
+  std::printf("E8: W = 2, bf16 sum, microseconds per call (slowest rank)\n");
   std::printf("| bytes | variant | eager | graph |\n|---|---|---|---|\n");
   for (std::size_t bytes : {std::size_t{2048}, std::size_t{1} << 20}) {
     const std::string size = size_text(bytes);
@@ -179,7 +179,7 @@ int unaligned() {
 
 // E9: graph calls that copy their inputs in against registered ones (read in place).
 int registered() {
-  std::printf("E9 (N13): bf16 sum, one-shot, 8 blocks per rank, microseconds per call\n");
+  std::printf("E9: bf16 sum, one-shot, 8 blocks per rank, microseconds per call\n");
   std::printf("| W, bytes | variant | eager | graph |\n|---|---|---|---|\n");
   for (int w : {4, 8}) {
     Ranks ranks(w);

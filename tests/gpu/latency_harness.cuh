@@ -77,7 +77,7 @@ constexpr int kReplays = 20;
 // Times `launch` on every rank at once (one thread per rank, their calls wait for one another
 // where the kernel signals): eager, then captured and replayed. Graphs are instantiated on every
 // rank before any rank launches one (nothing that waits for the whole device may run while a
-// peer's kernel waits, docs/gpu.md).
+// peer's kernel waits, docs/gpu-check.md).
 Timing time_on_all_ranks(Ranks& ranks, const Launch& launch);
 
 }  // namespace tpcomm::latency

@@ -1,6 +1,6 @@
-// Two of the review's one-GPU experiments (gpu-path-review.md §4) for tpcomm_gpu_latency:
-// E7, the local cost of the barrier's fences (N15), and E11, whether tpcomm's capture query on
-// the legacy default stream breaks another thread's CUDA graph capture.
+// Two of the one-GPU experiments (docs/gpu-check.md, "The GPU check") for tpcomm_gpu_latency: E7,
+// the local cost of the barrier's fences, and E11, whether tpcomm's capture query on the legacy
+// default stream breaks another thread's CUDA graph capture.
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -85,7 +85,7 @@ int barrier_cost() {
   cudaStream_t s;
   check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
   std::printf(
-      "E7 (N15): %d blocks x %d rounds against each block's own pad, ns per round "
+      "E7: %d blocks x %d rounds against each block's own pad, ns per round "
       "(local cost only: the NVLink cost needs two GPUs)\n",
       kBlocks, kRounds);
   std::printf("| signal | wait | ns per round |\n|---|---|---|\n");

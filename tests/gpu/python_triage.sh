@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The Python CUDA SIGSEGV triage of gpu-path-review.md §3 (its experiment E1, with E12), run by
-# scripts/gpu-check.sh as its `python-triage` part after the build on the GPU machine. Each stage
+# The Python CUDA SIGSEGV triage (docs/gpu-check.md, "The GPU check"; experiments E1 and E12), run
+# by scripts/gpu-check.sh as its `python-triage` part after the build on the GPU machine. Each stage
 # runs in a process of its own under `python3 -X faulthandler` (a Python backtrace of every thread
-# on a crash); a stage that crashes is run again under `gdb -batch` (else catchsegv) for the
-# native backtrace. The stages separate the review's ranked causes:
+# on a crash); a stage that crashes is run again under `gdb -batch` (else catchsegv) for the native
+# backtrace. The stages separate the ranked causes (docs/gpu-check.md):
 #   1 library shadowing (.gpu-prebuilt/lib's Debian copies ahead of the system's): the torch-only
 #     and the handshake stages crash with those copies first on the path and not without them;
 #   2 the build on the GPU machine: the C++ communicator program built there crashes too;
@@ -30,7 +30,7 @@ join() { local IFS=:; echo "$*" | sed 's/::*/:/g; s/^://; s/:$//'; }
 declare -A paths=([prebuilt-first]=$(join "$prebuilt_lib" "$nccl_lib" "$base_ld")
                   [clean]=$(join "$base_ld" "$nccl_lib"))
 
-echo "== facts (review §3: hypotheses 1, 3, 5; E12)"
+echo "== facts (causes 1, 3, 5; E12)"
 python3 -c 'import sys,ssl,sysconfig as s;print(sys.version,sys.executable,ssl.OPENSSL_VERSION,s.get_config_var("LIBDIR"),s.get_config_var("LDLIBRARY"))'
 python3 -c 'import pybind11;print("pybind11",pybind11.__version__)' 2>&1
 grep -h "Python module" build-gpu-here.log 2> /dev/null
@@ -117,7 +117,7 @@ echo
 echo "| stage | path | result | seconds |"
 echo "|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
-echo "Decision rules (review §3): torch alone crashing on prebuilt-first only: hypothesis 1 (the"
+echo "Decision rules: torch alone crashing on prebuilt-first only: hypothesis 1 (the"
 echo "environment); the C++ program built here crashing: 2; a crash at 'import tpcomm': 3; at"
 echo "'from_env' / 'created': 1 (the OpenSSL handshake) or NCCL init (see the bindings above);"
 echo "only the default-stream call: 4."

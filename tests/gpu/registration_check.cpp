@@ -1,14 +1,17 @@
 // `tpcomm_gpu_check registration`, under `tpcomm run -n 2` on one GPU: registering captured
 // calls whose inputs are VMM memory (as PyTorch's expandable segments allocate), between two
-// processes, where descriptors travel as POSIX fds (review N1, N3; experiments E3, E6).
+// processes, where descriptors travel as POSIX fds (docs/gpu-graphs.md, "Registering graph buffers
+// in VMM memory"; experiments E3, E6).
 //
 //   many:   850 captured one-shot all-reduces, 600 of them in 3 allocations and one in each of
 //           250 more: one descriptor per allocation (253, in two messages), every call
-//           registered, every element of every output right after a replay. Before issue 34 the
-//           850 descriptors were refused ("at most 200") and the communicator aborted.
+//           registered, every element of every output right after a replay. Before one
+//           descriptor per allocation, the 850 descriptors were refused ("at most 200") and the
+//           communicator aborted.
 //   remap:  an allocation registered, then unmapped, released and replaced by new memory at the
 //           same address, captured and registered again: the replay must read the new memory.
-//           Before issue 34 the peer reused its import of the old memory (keyed by address).
+//           Before imports were made per round, the peer reused its import of the old memory
+//           (keyed by address).
 #include "registration_check.hpp"
 
 #include <cuda_runtime_api.h>

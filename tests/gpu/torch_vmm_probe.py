@@ -1,4 +1,4 @@
-"""The review's E2 (gpu-path-review.md §4; N1, N13): what the CUDA driver says about a torch
+"""The experiment E2 (docs/gpu-check.md, "The GPU check"): what the CUDA driver says about a torch
 tensor on expandable segments, the memory tpcomm's zero-copy graph registration must export.
 
 For 1 MiB and 64 MiB tensors: the allocation range (cuMemGetAddressRange) against data_ptr,

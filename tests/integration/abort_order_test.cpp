@@ -1,7 +1,8 @@
-// The order of an abort (docs/gpu.md, "The signalling protocol, checked"; review N21): the
-// backends tell the peers before the communicator refuses a call, and a watchdog thread's abort
-// that races the communicator's destruction finds no backend being destroyed. Every backend of a
-// real CPU group is wrapped so that its abort() records what the communicator said at that time.
+// The order of an abort (docs/gpu-kernels.md, "The signalling protocol, checked";
+// docs/gpu-graphs.md, "Teardown and exit races"): the backends tell the peers before the
+// communicator refuses a call, and a watchdog thread's abort that races the communicator's
+// destruction finds no backend being destroyed. Every backend of a real CPU group is wrapped so
+// that its abort() records what the communicator said at that time.
 #include <gtest/gtest.h>
 
 #include <atomic>

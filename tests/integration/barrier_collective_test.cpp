@@ -1,5 +1,6 @@
-// barrier() on a host communicator is one small collective on the plan's route (issue 35, item
-// 4): no store request, and the backends tell it apart from a user's all-reduce of one int32.
+// barrier() on a host communicator is one small collective on the plan's route
+// (docs/communicator.md, "Calls"): no store request, and the backends tell it apart from a user's
+// all-reduce of one int32.
 #include <gtest/gtest.h>
 
 #include <atomic>

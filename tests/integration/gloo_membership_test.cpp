@@ -1,7 +1,7 @@
 // Gloo's connections must prove that they come from the rank they claim before any group data
-// crosses them (issue 12, item 2): each rank sends its peers the token it published through the
-// store. A connection whose token is not the published one — a process outside the group that
-// connected to a Gloo port during set-up — fails set-up naming the rank it posed as.
+// crosses them (docs/store.md, "Threat model"): each rank sends its peers the token it published
+// through the store. A connection whose token is not the published one — a process outside the
+// group that connected to a Gloo port during set-up — fails set-up naming the rank it posed as.
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 #include <gtest/gtest.h>

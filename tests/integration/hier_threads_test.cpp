@@ -212,8 +212,8 @@ namespace tpcomm {
 namespace {
 
 // Communicator::abort() from another thread while a call waits in Gloo for a peer that has not
-// come (issue 12, item 8): the call fails at once instead of at its deadline, and the peer that
-// comes later fails too instead of completing a call its partner gave up on.
+// come (docs/errors.md, "In a running group"): the call fails at once instead of at its deadline,
+// and the peer that comes later fails too instead of completing a call its partner gave up on.
 void abort_unblocks(const std::string& engine, const detail::Platform& platform, int ranks) {
   std::vector<std::string> errors(static_cast<std::size_t>(ranks));
   std::vector<double> waited_s(static_cast<std::size_t>(ranks));

@@ -1,7 +1,8 @@
-// The barriers around a graph buffer registration (review N4; registration_fence.hpp), on real
-// thread bootstraps: no rank writes its slots before every rank has drained its queued replays,
-// and no rank returns (and so replays) before every rank has written its slots. Ranks take
-// rank-dependent times in each phase, so a missing barrier shows as an order the test refuses.
+// The barriers around a graph buffer registration (docs/gpu-graphs.md, "Registration against queued
+// replays"; registration_fence.hpp), on real thread bootstraps: no rank writes its slots before
+// every rank has drained its queued replays, and no rank returns (and so replays) before every rank
+// has written its slots. Ranks take rank-dependent times in each phase, so a missing barrier shows
+// as an order the test refuses.
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -5,8 +5,8 @@
 # faster here and uses a third of the memory). The correct protocol must pass; the current
 # kernels' failure handling and every deliberately broken variant must fail, each with the
 # property named. Usage: check.sh [name-filter]   (exit 77 when spin or gcc is missing)
-# Time cap: the whole run is meant to take at most 3 minutes on 2 cores (docs/gpu.md, "The
-# signalling protocol, checked"); each search is also stopped after 150 s.
+# Time cap: the whole run is meant to take at most 3 minutes on 2 cores (docs/gpu-kernels.md,
+# "The signalling protocol, checked"); each search is also stopped after 150 s.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 filter=${1:-}
@@ -83,7 +83,7 @@ configs=(
   "late-word-abort-timeouts-C-W2|stale_read|-DW=2 $LATE $ABORT -DTIMEOUTS=1 $Cm"
   # ... which telling the group from the trapping kernel too does not prevent.
   "late-word-abort-tell-A-W2|stale_read|-DW=2 $LATE $ABORT -DTELL_ON_ABORT=1 $A"
-  # The code the review read (before f4f442a, N2, N7): a give-up is seen by no peer ...
+  # The code before f4f442a: a give-up is seen by no peer ...
   "before-stall-A-W2|invisible_failure|-DW=2 $BEFORE $STALL $A"
   "before-stall-C-W3|invisible_failure|-DW=3 $BEFORE $STALL $Cm"
   "before-stall-B-W4|invisible_failure|-DW=4 $BEFORE $STALL $B"

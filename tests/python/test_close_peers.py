@@ -1,6 +1,6 @@
-"""Closing a communicator normally (issue 44, item 14): a peer's next call fails at once naming
-the rank that closed, and when every rank closes, close() returns promptly on every rank, the
-one that serves the group's store (from_torch's rank 0) included."""
+"""Closing a communicator normally (docs/communicator.md, "Closing"): a peer's next call fails at
+once naming the rank that closed, and when every rank closes, close() returns promptly on every
+rank, the one that serves the group's store (from_torch's rank 0) included."""
 
 from conftest import run_ranks
 

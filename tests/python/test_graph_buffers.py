@@ -1,5 +1,5 @@
 """Communicator.register_graph_buffers() (the binding of the C++ call engines make after CUDA
-graph capture, issue 33) and route()'s mode, on CPU communicators: no CUDA here. A CPU
+graph capture, docs/gpu-graphs.md) and route()'s mode, on CPU communicators: no CUDA here. A CPU
 communicator captures nothing, so registration is a collective that shares no buffer: 0 on every
 rank, and the group goes on working; a CPU communicator plans only eager calls, so asking for
 the graph table is an error that says so."""

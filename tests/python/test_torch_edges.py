@@ -1,8 +1,9 @@
-"""Edges of the torch.distributed backend and of tpcomm run under PyTorch programs (issue 44,
-items 12-14): init_process_group in a program started by `tpcomm run` (the launcher's store
-does not hold MASTER_PORT), a non-strided tensor named by its layout, the Backend attributes
-torch reads (no recursion), torch's abort of a tpcomm group, and the statistics through the
-backend. torch 2.x for the backend; the init under tpcomm run is checked with gloo on 1.13."""
+"""Edges of the torch.distributed backend and of tpcomm run under PyTorch programs (docs/store.md,
+"tpcomm run and torch.distributed"): init_process_group in a program started by `tpcomm run`
+(the launcher's store does not hold MASTER_PORT), a non-strided tensor named by its layout, the
+Backend attributes torch reads (no recursion), torch's abort of a tpcomm group, and the statistics
+through the backend. torch 2.x for the backend; the init under tpcomm run is checked with gloo on
+1.13."""
 
 import pytest
 

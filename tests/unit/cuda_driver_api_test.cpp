@@ -1,4 +1,4 @@
-// The driver entry points are requested at the version each was introduced (issue 13, defect 1):
+// The driver entry points are requested at the version each was introduced (docs/gpu.md, "Status"):
 // asked at 12000, the multicast calls (12.1) came back null on every driver and multimem never
 // switched on. A fake entry-point query that behaves like a driver of a given version checks it.
 #include <gtest/gtest.h>

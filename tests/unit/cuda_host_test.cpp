@@ -45,8 +45,8 @@ TEST(CudaLayout, SplitCoversEveryItemOnceWithSizesWithinOne) {
   }
 }
 
-// The kernels' work split (issue 13, defect 4): whole 16-byte vectors per block, so that a block's
-// slice of an aligned buffer starts aligned; every element exactly once.
+// The kernels' work split (docs/gpu-kernels.md, "custom"): whole 16-byte vectors per block, so that
+// a block's slice of an aligned buffer starts aligned; every element exactly once.
 TEST(CudaLayout, VectorSplitCoversEveryElementOnceOnVectorBoundaries) {
   for (std::size_t unit : {4u, 8u}) {
     for (std::size_t n : {0u, 1u, 7u, 8u, 9u, 1000u, 4097u, 65537u}) {
@@ -269,8 +269,8 @@ TEST(HandleFraming, EveryRankOfANodeGetsEveryPeersDescriptor) {
 // The multicast object's handle goes from rank 0 to the others; a message from another rank
 // than the root is refused.
 // Graph buffer registration sends every VMM descriptor of a round in one tagged message per pair
-// (issue 13, defect 8): two rounds back to back on one listener never mix, and each descriptor
-// arrives as the sender's i-th of that round.
+// (docs/gpu-graphs.md, "Registering graph buffers in VMM memory"): two rounds back to back on one
+// listener never mix, and each descriptor arrives as the sender's i-th of that round.
 TEST(HandleFraming, HandleSetsOfConsecutiveRoundsArriveWholeAndInOrder) {
   constexpr int kWorld = 4;
   constexpr int kBuffers = 3;
@@ -504,7 +504,7 @@ TEST(GpuFallback, AStreamOnAHostCommunicatorIsAnError) {
 }
 
 // Refused before broadcast makes its device staging buffer, which lives on the communicator's GPU
-// (review N18): a host communicator has none.
+// (docs/gpu-graphs.md, "Broadcast's device buffer under graphs"): a host communicator has none.
 TEST(GpuFallback, ABroadcastWithAStreamOnAHostCommunicatorIsAnError) {
   auto group = make_thread_group(1);
   auto comm = Communicator::create(group[0]);

@@ -1,6 +1,7 @@
-// The device guard's logic (review N18; transport/cuda/basic_device_guard.hpp) on a fake runtime:
-// the calling thread's current device comes back, a device that cannot be made current changes
-// nothing, and a guard entered in a destructor gives the device back after the owner's members.
+// The device guard's logic (docs/gpu-graphs.md, "The caller's current device";
+// transport/cuda/basic_device_guard.hpp) on a fake runtime: the calling thread's current device
+// comes back, a device that cannot be made current changes nothing, and a guard entered in a
+// destructor gives the device back after the owner's members.
 #include <gtest/gtest.h>
 
 #include <set>

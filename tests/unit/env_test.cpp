@@ -1,4 +1,4 @@
-// The environment registry: every variable of DESIGN.md §4, validated typed access.
+// The environment registry: every variable `tpcomm env` lists, validated typed access.
 #include <gtest/gtest.h>
 
 #include <cstdlib>

@@ -1,8 +1,9 @@
-// The fd channel against a local stranger (issue 34, N11 and N23): two ranks (threads) exchange
-// memfds over the real channel while a stranger - a thread of this process, a process of another
-// uid, a flood of connections, a squatter on a rank's listener name - tries to slip its own
-// descriptor in, to stall the exchange or to receive ours. The real descriptors must arrive
-// (their content is checked), the stranger's never, and nothing may wait past its deadline.
+// The fd channel against a local stranger (docs/gpu-kernels.md, "Who may speak on the fd channel"):
+// two ranks (threads) exchange memfds over the real channel while a stranger - a thread of this
+// process, a process of another uid, a flood of connections, a squatter on a rank's listener name -
+// tries to slip its own descriptor in, to stall the exchange or to receive ours. The real
+// descriptors must arrive (their content is checked), the stranger's never, and nothing may wait
+// past its deadline.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -248,8 +249,8 @@ TEST(FdChannelStrangers, AStrangerOfAnotherUidIsRefusedByItsCredentials) {
   EXPECT_NE(log.text().find("uid 65534 is not this rank's"), std::string::npos) << log.text();
 }
 
-// A connection that sends nothing waits beside the others (N23): the real peer is taken at once,
-// not after the stranger's proof window (nor at the exchange's deadline).
+// A connection that sends nothing waits beside the others: the real peer is taken at once, not
+// after the stranger's proof window (nor at the exchange's deadline).
 TEST(FdChannelStrangers, ASilentStrangerDoesNotHoldUpTheRealPeer) {
   auto g = make_fd_test_group(2, random_comm());
   const std::string& name = g.listener_name(0);
@@ -344,8 +345,8 @@ TEST(FdChannelStrangers, ASquatterOnARanksListenerNameReceivesNothing) {
   EXPECT_NE(error.find("belongs to another process"), std::string::npos) << error;
 }
 
-// What a proof binds (N11): a proof holds for one nonce, one receiving rank, one header (every
-// field of it) and the group's key; the ranks agreed on one key, and another group has another.
+// What a proof binds: a proof holds for one nonce, one receiving rank, one header (every field of
+// it) and the group's key; the ranks agreed on one key, and another group has another.
 TEST(FdChannelProofs, AProofHoldsForItsNonceReceiverHeaderAndKeyOnly) {
   auto g = make_fd_test_group(2, random_comm());
   const FdChannelAuth& a = g.auth[1];

@@ -1,5 +1,6 @@
-// What a captured custom all-reduce runs while its input is not registered (review N13): the
-// eager table's choice for copied inputs, never the graph table's, which assumes registration.
+// What a captured custom all-reduce runs while its input is not registered (docs/gpu-graphs.md,
+// "Copying replays take the eager table's algorithm"): the eager table's choice for copied inputs,
+// never the graph table's, which assumes registration.
 #include <gtest/gtest.h>
 
 #include "runtime/graph_copy_algorithm.hpp"

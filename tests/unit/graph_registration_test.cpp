@@ -1,8 +1,9 @@
-// Host checks of graph buffer registration over VMM memory (issue 34, review N1, N3, N19): one
-// descriptor per allocation, not per captured call; a round's descriptors in messages of at most
-// kMaxHandleSet, reassembled and checked; imports keyed by round and allocation, not by the peer's
-// address; and a fork() child not taken for its parent. The descriptor exchange runs through the
-// real channel with memfds standing in for exported VMM allocations.
+// Host checks of graph buffer registration over VMM memory (docs/gpu-graphs.md, "Registering graph
+// buffers in VMM memory"): one descriptor per allocation, not per captured call; a round's
+// descriptors in messages of at most kMaxHandleSet, reassembled and checked; imports keyed by round
+// and allocation, not by the peer's address; and a fork() child not taken for its parent. The
+// descriptor exchange runs through the real channel with memfds standing in for exported VMM
+// allocations.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -166,9 +167,9 @@ TEST(GraphRegistration, AMissingDuplicateOrOutOfRangeMessageIsAnErrorNamingIt) {
             std::string::npos);
 }
 
-// Review N1: a round of more than kMaxHandleSet descriptors (450 allocations on one rank, 201 on
-// another, none on the third) reaches every peer whole, twice in a row, every descriptor naming
-// the right file; nothing stays open once the sets are dropped.
+// A round of more than kMaxHandleSet descriptors (450 allocations on one rank, 201 on another, none
+// on the third) reaches every peer whole, twice in a row, every descriptor naming the right file;
+// nothing stays open once the sets are dropped.
 TEST(GraphRegistration, RoundsOfMoreDescriptorsThanOneMessageHoldsArriveWhole) {
   constexpr int kWorld = 3;
   const std::size_t counts[kWorld] = {450, 201, 0};
@@ -261,12 +262,11 @@ TEST(GraphRegistration, DescriptorsCutOffByTheOpenFileLimitAreAnErrorNamingIt) {
   EXPECT_NE(error.find("ulimit -n"), std::string::npos) << error;
 }
 
-// Review N11: a local stranger connects to rank 0's registration listener before rank 1 does and
-// sends a set that claims to be rank 1's of round 0 (right communicator, round and count) with
-// its own memory attached. It is a thread of this process, so it passes the credential check (the
-// group's pid, our uid): only the proof made with the group's key tells it from rank 1. Its set is
-// never taken: both rounds arrive whole from the real ranks, and the stranger got nothing but a
-// nonce to answer.
+// A local stranger connects to rank 0's registration listener before rank 1 does and sends a set
+// that claims to be rank 1's of round 0 (right communicator, round and count) with its own memory
+// attached. It is a thread of this process, so it passes the credential check (the group's pid, our
+// uid): only the proof made with the group's key tells it from rank 1. Its set is never taken: both
+// rounds arrive whole from the real ranks, and the stranger got nothing but a nonce to answer.
 TEST(GraphRegistration, AStrangersForgedSetIsRefusedAndTheRealRoundsArriveWhole) {
   constexpr int kWorld = 2;
   const std::uint64_t comm = std::random_device{}();
@@ -309,9 +309,9 @@ TEST(GraphRegistration, AStrangersForgedSetIsRefusedAndTheRealRoundsArriveWhole)
   EXPECT_EQ(challenge[0], 0x43465054u) << "\"TPFC\": a challenge, nothing else";
 }
 
-// Review N3: rank 1 registers three buffers of one allocation, then its allocator unmaps that
-// chunk and maps new memory at the same address, and the next registration round shares it
-// again. The importer must open the new memory, not reuse the first round's mapping.
+// Rank 1 registers three buffers of one allocation, then its allocator unmaps that chunk and maps
+// new memory at the same address, and the next registration round shares it again. The importer
+// must open the new memory, not reuse the first round's mapping.
 TEST(GraphRegistration, AnAllocationRemappedAtTheSameAddressIsImportedAgain) {
   std::map<VmmImportKey, std::string> imports;  // key -> what the mapping shows
   int opened = 0;
@@ -330,7 +330,7 @@ TEST(GraphRegistration, AnAllocationRemappedAtTheSameAddressIsImportedAgain) {
   EXPECT_NE(vmm_import_key(1, 0, kBase, 0), vmm_import_key(2, 0, kBase, 0)) << "ranks differ";
 }
 
-// Review N19: a fork() child is another process: it must not read its parent's raw addresses.
+// A fork() child is another process: it must not read its parent's raw addresses.
 TEST(GraphRegistration, AForkedChildIsAnotherProcessThanItsParentAndItsSibling) {
   const std::uint64_t parent = this_process();
   std::uint64_t from_thread = 0;

@@ -1,5 +1,5 @@
-// Broadcast's device staging buffer against CUDA graphs (review N6), with a fake allocator that
-// records what it handed out and what was freed.
+// Broadcast's device staging buffer against CUDA graphs (docs/gpu-graphs.md, "Broadcast's device
+// buffer under graphs"), with a fake allocator that records what it handed out and what was freed.
 #include <gtest/gtest.h>
 
 #include <memory>

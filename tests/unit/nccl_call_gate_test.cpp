@@ -1,6 +1,7 @@
-// NCCL's call gate (src/transport/nccl/nccl_call_gate.hpp, review N8) with real threads: an abort
-// never runs while a call is inside, runs once, and refuses every later call. Every wait here
-// is bounded, so a broken gate fails instead of hanging.
+// NCCL's call gate (src/transport/nccl/nccl_call_gate.hpp; docs/gpu.md, "One thread in the
+// communicator at a time") with real threads: an abort never runs while a call is inside, runs
+// once, and refuses every later call. Every wait here is bounded, so a broken gate fails instead of
+// hanging.
 #include "transport/nccl/nccl_call_gate.hpp"
 
 #include <atomic>

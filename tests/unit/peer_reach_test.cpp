@@ -1,5 +1,6 @@
-// Whether a same-process peer's buffer may be read in place (review N5; peer_reach.hpp): peer
-// access is not enough for VMM memory the owner did not grant this GPU.
+// Whether a same-process peer's buffer may be read in place (docs/gpu-graphs.md, "VMM buffers of a
+// same-process peer on another GPU"; peer_reach.hpp): peer access is not enough for VMM memory the
+// owner did not grant this GPU.
 #include <gtest/gtest.h>
 
 #include "transport/custom/peer_reach.hpp"

@@ -225,8 +225,8 @@ TEST(PlannerScenarios, EveryScenarioGivesItsEligibilityAndReasons) {
 }
 
 // Cross-node zero-copy would need user buffers exported as fabric handles, which registration
-// does not do (issue 13, defect 9): the plan says no, keeps custom, and a captured call's table
-// is the eager one (the larger graph thresholds assume registered buffers).
+// does not do (docs/plan.md, "How it is decided"): the plan says no, keeps custom, and a captured
+// call's table is the eager one (the larger graph thresholds assume registered buffers).
 TEST(PlannerScenarios, AcrossNodesZeroCopyIsRefusedCustomKeptAndGraphPlansLikeEager) {
   for (const char* fixture :
        {"scenarios/zero_copy_one_legacy_rank.json", "scenarios/zero_copy_vmm_cross_node.json"}) {

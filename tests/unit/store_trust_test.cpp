@@ -1,6 +1,6 @@
-// The store under attack and misuse (issue 12): the handshake that proves the group's secret,
-// the limits that keep one client from exhausting the store, and the group scope that keeps two
-// groups on one store apart.
+// The store under attack and misuse (docs/store.md, "Threat model"): the handshake that proves the
+// group's secret, the limits that keep one client from exhausting the store, and the group scope
+// that keeps two groups on one store apart.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>

@@ -1,7 +1,8 @@
-// The ranks meet before a multicast object goes (review N16; teardown_barrier.hpp): on real
-// thread bootstraps, nobody passes before the last rank arrives; an aborted communicator does not
-// wait; a missing rank ends the wait at the limit, without an exception (destructors call it).
-// And the teardown's order: drained, met, released; no rank releases while a peer still drains.
+// The ranks meet before a multicast object goes (docs/gpu-graphs.md, "Multimem teardown meets the
+// peers"; teardown_barrier.hpp): on real thread bootstraps, nobody passes before the last rank
+// arrives; an aborted communicator does not wait; a missing rank ends the wait at the limit,
+// without an exception (destructors call it). And the teardown's order: drained, met, released; no
+// rank releases while a peer still drains.
 #include <gtest/gtest.h>
 
 #include <atomic>

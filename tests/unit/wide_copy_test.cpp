@@ -1,9 +1,9 @@
-// The kernels' copy (src/transport/cuda/wide_copy.hpp, review N14) on the host: for every source
-// and destination misalignment 0..15 and every length 0..64 (and a few large ones), shared by 1,
-// 3 or 512 threads, every byte against a plain byte loop written here, nothing outside the
-// destination touched, the chosen width the widest both addresses share, and every access aligned
-// to its own width on both sides, each byte moved by exactly one access; and the same for the
-// multimem kernels' partial vectors (up to 16 bytes on one thread).
+// The kernels' copy (src/transport/cuda/wide_copy.hpp; docs/gpu-kernels.md, "Copies at any
+// alignment") on the host: for every source and destination misalignment 0..15 and every length
+// 0..64 (and a few large ones), shared by 1, 3 or 512 threads, every byte against a plain byte loop
+// written here, nothing outside the destination touched, the chosen width the widest both addresses
+// share, and every access aligned to its own width on both sides, each byte moved by exactly one
+// access; and the same for the multimem kernels' partial vectors (up to 16 bytes on one thread).
 #include <gtest/gtest.h>
 
 #include <cstdint>

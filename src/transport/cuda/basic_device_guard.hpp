@@ -1,5 +1,6 @@
 // DeviceGuard's logic (device_guard.hpp) over any runtime that gets and sets the calling thread's
-// current device, so that the host tests drive it with a fake (review N18). `Runtime` gives
+// current device, so that the host tests drive it with a fake (docs/gpu-graphs.md, "The caller's
+// current device"). `Runtime` gives
 //   static int get_device(int*), static int set_device(int)   (0: success, else the error),
 //   static void clear_error()                                  (the runtime's sticky last error),
 //   static void fail(int error, const char* what)              (throws when error != 0).

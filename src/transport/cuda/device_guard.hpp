@@ -1,8 +1,9 @@
 // Makes a communicator's device current for the length of a call and gives the caller's thread
 // its own current device back afterwards, as NCCL does: a call from a thread whose current
 // device is another GPU would otherwise launch there, and a program with several GPUs per
-// process would find its later allocations on the communicator's GPU (review N18). The logic is
-// basic_device_guard.hpp's, tested on the host with a fake runtime.
+// process would find its later allocations on the communicator's GPU (docs/gpu-graphs.md, "The
+// caller's current device"). The logic is basic_device_guard.hpp's, tested on the host with a fake
+// runtime.
 #pragma once
 
 #include <cuda_runtime_api.h>

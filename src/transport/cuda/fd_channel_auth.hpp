@@ -1,6 +1,7 @@
-// Who may speak on a communicator's fd channel, and how a connection proves it (issue 34, N11 and
-// N23). The listeners are abstract-namespace Unix sockets: no file permissions guard them, and
-// every user of the network namespace can read their names in /proc/net/unix and connect. So:
+// Who may speak on a communicator's fd channel, and how a connection proves it
+// (docs/gpu-kernels.md, "Who may speak on the fd channel"). The listeners are abstract-namespace
+// Unix sockets: no file permissions guard them, and every user of the network namespace can read
+// their names in /proc/net/unix and connect. So:
 //  - a listener's name ends in 64 random bits that only the group learns (through its bootstrap),
 //    so nobody can bind a rank's name before the rank does;
 //  - at set-up every rank publishes through the bootstrap its pid, its pid namespace, its

@@ -1,7 +1,7 @@
 // Sets of descriptors, one tagged connection per pair of ranks and round, in messages of at most
 // kMaxHandleSet descriptors each (fd_channel.hpp). Every connection proves its header with the
-// group's key before its first message (connect_peer / accept_peer, review N11), and every message
-// of the set must repeat that header exactly.
+// group's key before its first message (connect_peer / accept_peer; docs/gpu-kernels.md, "Who may
+// speak on the fd channel"), and every message of the set must repeat that header exactly.
 //
 // A set of any size travels as split_into_chunks() gives it: message i carries descriptors
 // [first, first + count) in one SCM_RIGHTS control message, with their sizes after the header.

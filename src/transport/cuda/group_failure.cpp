@@ -23,7 +23,7 @@ bool finished_within_a_second(void* stream) {
 bool publish_group_failure(int device, const std::uint64_t* own,
                            const std::vector<std::uint64_t*>& words, std::uint64_t value,
                            void* stream) {
-  const DeviceGuard on_device(device, std::nothrow);  // the caller's comes back (review N18)
+  const DeviceGuard on_device(device, std::nothrow);  // the caller's comes back (device_guard.hpp)
   bool wrote = false;
   if (on_device.current()) {
     auto s = static_cast<cudaStream_t>(stream);

@@ -211,9 +211,9 @@ __device__ void reduce_range(int world, int reduce, const Sources<MaxW>& sources
   }
 }
 
-// Copies `bytes`, every thread of the block its share, each access as wide as both addresses
-// allow (wide_copy.hpp; review N14: 16-byte vectors where both sides are aligned, else 8, 4 or
-// 2 bytes; single bytes only where an address is odd, or for the last byte of an odd length).
+// Copies `bytes`, every thread of the block its share, each access as wide as both addresses allow
+// (wide_copy.hpp: 16-byte vectors where both sides are aligned, else 8, 4 or 2 bytes; single bytes
+// only where an address is odd, or for the last byte of an odd length).
 __device__ inline void copy_bytes(char* dst, const char* src, std::size_t bytes) {
   copy_share(dst, src, bytes, threadIdx.x, blockDim.x);
 }

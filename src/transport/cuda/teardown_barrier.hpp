@@ -1,8 +1,8 @@
-// The ranks meet before a multicast object goes (review N16): a fast rank that unbinds its memory
-// and releases the object while a slow peer still issues multimem.red / multimem.st to the group
-// (its last barrier add) leaves that peer writing to a group that is coming apart, which CUDA does
-// not define; NCCL finalises NVLS with a barrier before freeing too. Custom (P2P) workspaces need
-// none: a peer's import keeps the memory alive.
+// The ranks meet before a multicast object goes (docs/gpu-graphs.md, "Multimem teardown meets the
+// peers"): a fast rank that unbinds its memory and releases the object while a slow peer still
+// issues multimem.red / multimem.st to the group (its last barrier add) leaves that peer writing to
+// a group that is coming apart, which CUDA does not define; NCCL finalises NVLS with a barrier
+// before freeing too. Custom (P2P) workspaces need none: a peer's import keeps the memory alive.
 #pragma once
 
 #include <chrono>

@@ -51,7 +51,7 @@ class CustomBackend final : public CollectiveBackend {
   // A kernel of ours still waiting (for a dead peer, or one that never calls) would outlive the
   // memory it waits on: the abort word ends it, and the device is drained before the workspace
   // goes. All of it, the members' destructors included, on this communicator's device; the
-  // caller's comes back after (review N18).
+  // caller's comes back after (docs/gpu-graphs.md, "The caller's current device").
   ~CustomBackend() override {
     if (!watchdog_.created()) return;
     watchdog_.abort();
@@ -69,7 +69,7 @@ class CustomBackend final : public CollectiveBackend {
 
   void run_setup_step(int step, const Deadline& deadline) override {
     if (step == 0) return create_workspace();
-    // The caller's current device comes back after each step (review N18).
+    // The caller's current device comes back after each step.
     const cuda::DeviceGuard on_device(ctx_.cuda_device);
     if (step == 1) return exchange_and_map(deadline);
     probe_peers(deadline);
@@ -111,9 +111,9 @@ class CustomBackend final : public CollectiveBackend {
   }
 
   // The group's failure word first, then this rank's abort word (the order the signalling model
-  // requires, docs/gpu.md "The signalling protocol, checked"): the word is written into every
-  // rank's workspace through the mappings and waited for, so no kernel of this rank stops on the
-  // abort word (a graph replay would trap, and the host's writes through that context would
+  // requires, docs/gpu-kernels.md "The signalling protocol, checked"): the word is written into
+  // every rank's workspace through the mappings and waited for, so no kernel of this rank stops on
+  // the abort word (a graph replay would trap, and the host's writes through that context would
   // never happen) before every peer's kernels can see the failure.
   void abort() override {
     publish_abort_to_group();
@@ -247,7 +247,7 @@ class CustomBackend final : public CollectiveBackend {
 
   // First, so destroyed last: entered by the destructor, it keeps this device current while the
   // other members go (the workspace's and graph buffers' releases), and gives the caller's back
-  // after them (review N18).
+  // after them.
   cuda::DeviceGuard teardown_device_;
   BackendContext ctx_;
   cuda::VmmWorkspace workspace_;

@@ -31,8 +31,9 @@ struct KernelArgs {
   // at run time, every rank's input is read in place at slot[1 + r] + slot_offset.
   const std::uint64_t* graph_slot = nullptr;
   // The operation a replay runs while the slot's flag is 0 (inputs copied): the graph table's
-  // row assumes registered inputs, the eager table's row knows what copying costs (review N13).
-  // The same on every rank, as the flag is (register_graph_buffers drains and votes).
+  // row assumes registered inputs, the eager table's row knows what copying costs
+  // (docs/gpu-graphs.md, "Copying replays take the eager table's algorithm"). The same on every
+  // rank, as the flag is (register_graph_buffers drains and votes).
   KernelOp unregistered_op = KernelOp::kOneShot;
   std::size_t slot_offset = 0;       // bytes of this chunk into the inputs
   std::uint64_t wait_budget_ns = 0;  // how long a wait may spin before giving up (%globaltimer)

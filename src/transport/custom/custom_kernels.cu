@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(kThreads) custom_kernel(KernelArgs a) {
   const int b = static_cast<int>(blockIdx.x), nb = static_cast<int>(gridDim.x);
   char* mine = data(a, a.rank, step);
   // A registered graph buffer: inputs read in place (register_graph_buffers voted the flag); an
-  // unregistered one runs the operation the eager table chose for copied inputs (N13).
+  // unregistered one runs the operation the eager table chose for copied inputs.
   const bool in_place = a.graph_slot != nullptr && a.graph_slot[0] != 0;
   const KernelOp op = a.graph_slot != nullptr && !in_place ? a.unregistered_op : a.op;
   switch (op) {

@@ -140,7 +140,8 @@ void* GraphBuffers::open_vmm(const VmmImportKey& key, std::size_t bytes, int fd)
 }
 
 // A peer's VMM buffer: the descriptor of its allocation in this round, imported once per round
-// (review N3: the peer's address is no key, its allocator may have remapped it since).
+// (docs/gpu-graphs.md, "Registering graph buffers in VMM memory": the peer's address is no key, its
+// allocator may have remapped it since).
 void* GraphBuffers::open_peer_vmm(const RegistrationRound& round, int r, const SharedBuffer& s) {
   const auto rank = static_cast<std::size_t>(r);
   const std::size_t k = position_in(round.sent[rank], s.allocation);
@@ -192,7 +193,7 @@ const std::uint64_t* GraphBuffers::claim(const void* input, std::size_t bytes) {
 
 // Phase 3: the VMM descriptors of every buffer that every rank shares that way travel as one set
 // per pair of ranks and round (a fast rank's next round can never be taken for this one): one
-// descriptor per allocation, in as many messages as the set needs (review N1).
+// descriptor per allocation, in as many messages as the set needs.
 void GraphBuffers::exchange_vmm(RegistrationRound& round, Bootstrap& bootstrap, int listener,
                                 const FdChannelAuth& auth, const Deadline& deadline) {
   std::vector<std::size_t> vmm;
@@ -239,7 +240,7 @@ void GraphBuffers::exchange_vmm(RegistrationRound& round, Bootstrap& bootstrap, 
 // Whether this GPU can read `address` directly: yes on the same device unless it is VMM memory
 // this device was not granted; on another device of this process after enabling peer access
 // (refused, with the reason, where the devices cannot, or where a VMM buffer's owner did not
-// grant this device access: review N5, peer_reach.hpp).
+// grant this device access: peer_reach.hpp).
 bool GraphBuffers::peer_access_to(const void* address, std::string* why) {
   cudaPointerAttributes attr{};
   if (cudaPointerGetAttributes(&attr, address) != cudaSuccess) {

@@ -1,8 +1,9 @@
 // Whether this GPU may read a same-process peer's buffer on another GPU by its raw address
-// (review N5). Peer access (cudaDeviceEnablePeerAccess) covers memory from cudaMalloc only; a
-// buffer of a VMM allocator (PyTorch's expandable segments, cuMemMap) is readable from this GPU
-// only where its owner granted this device access (cuMemSetAccess), which cuMemGetAccess reports.
-// Reading it otherwise faults (an illegal address, sticky for the context).
+// (docs/gpu-graphs.md, "VMM buffers of a same-process peer on another GPU"). Peer access
+// (cudaDeviceEnablePeerAccess) covers memory from cudaMalloc only; a buffer of a VMM allocator
+// (PyTorch's expandable segments, cuMemMap) is readable from this GPU only where its owner granted
+// this device access (cuMemSetAccess), which cuMemGetAccess reports. Reading it otherwise faults
+// (an illegal address, sticky for the context).
 #pragma once
 
 #include <optional>

@@ -1,10 +1,11 @@
-// The barriers around a graph buffer registration (review N4). A replay enqueued before
-// register_graph_buffers() may still run while the slots change: reading the flag set on one rank
-// and not yet on another, the ranks would run different protocols (in place with an end barrier
-// against copying without one) and one would read a buffer the other never filled. So every rank
-// first drains its device (no replay queued before the call is still running) and the ranks meet,
-// then the registration runs (its slot writes finish before it returns), and the ranks meet
-// again, so that no rank's replay after the call starts before every rank's slots are written.
+// The barriers around a graph buffer registration (docs/gpu-graphs.md, "Registration against queued
+// replays"). A replay enqueued before register_graph_buffers() may still run while the slots
+// change: reading the flag set on one rank and not yet on another, the ranks would run different
+// protocols (in place with an end barrier against copying without one) and one would read a buffer
+// the other never filled. So every rank first drains its device (no replay queued before the call
+// is still running) and the ranks meet, then the registration runs (its slot writes finish before
+// it returns), and the ranks meet again, so that no rank's replay after the call starts before
+// every rank's slots are written.
 #pragma once
 
 #include <cstddef>

@@ -84,8 +84,9 @@ Descriptions describe_all(const std::vector<std::pair<const void*, std::size_t>>
     vmm_buffers.push_back(i);
     vmm_ranges.push_back(range);
   }
-  // One descriptor per allocation (review N1): an engine's thousands of captured calls read a
-  // few allocations, and each descriptor costs an open file on every peer.
+  // One descriptor per allocation (docs/gpu-graphs.md, "Registering graph buffers in VMM memory"):
+  // an engine's thousands of captured calls read a few allocations, and each descriptor costs an
+  // open file on every peer.
   AllocationGroups groups = group_by_allocation(vmm_ranges);
   d.allocations = std::move(groups.allocations);
   std::vector<std::string> export_why(d.allocations.size());

@@ -38,7 +38,7 @@ class MulticastObject {
   // Binds `memory` (this rank's workspace, `bytes` long) at offset 0 and maps the object.
   void* bind_and_map(CUmemGenericAllocationHandle memory);
   // Unmaps, unbinds and frees the object (once; the destructor does it otherwise). The owner's
-  // device must be current and drained, and the peers met (review N16, teardown_barrier.hpp).
+  // device must be current and drained, and the peers met (teardown_barrier.hpp).
   void release();
 
  private:

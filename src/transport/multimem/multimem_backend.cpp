@@ -40,9 +40,10 @@ class MultimemBackend final : public CollectiveBackend {
   explicit MultimemBackend(BackendContext context) : ctx_(std::move(context)) {}
   // A kernel of ours still waiting (for a dead peer, or one that never calls) would outlive the
   // memory it waits on: the abort word ends it, and the device is drained before the workspace
-  // goes. Then the ranks meet before the multicast object is unbound and released (review N16;
-  // teardown_barrier.hpp), unless the communicator was aborted. All of it, the members'
-  // destructors included, on this communicator's device; the caller's comes back after (N18).
+  // goes. Then the ranks meet before the multicast object is unbound and released
+  // (docs/gpu-graphs.md, "Multimem teardown meets the peers"; teardown_barrier.hpp), unless the
+  // communicator was aborted. All of it, the members' destructors included, on this communicator's
+  // device; the caller's comes back after (docs/gpu-graphs.md, "The caller's current device").
   ~MultimemBackend() override {
     if (!watchdog_.created()) return;
     watchdog_.abort();
@@ -77,7 +78,7 @@ class MultimemBackend final : public CollectiveBackend {
 
   void run_setup_step(int step, const Deadline& deadline) override {
     if (step == 0) return create(deadline);
-    // The caller's current device comes back after each step (review N18).
+    // The caller's current device comes back after each step.
     const cuda::DeviceGuard on_device(ctx_.cuda_device);
     if (step == 1) return share(deadline);
     if (step == 2) return bind();
@@ -113,10 +114,11 @@ class MultimemBackend final : public CollectiveBackend {
   }
 
   // The group's failure word first, then this rank's abort word (the order the signalling model
-  // requires, docs/gpu.md "The signalling protocol, checked"). Unless the group failed already,
-  // one thread adds the word into every rank's copy through the multicast mapping: a kernel of
-  // one thread fits beside this rank's own waiting kernel (at most kMaxBlocks = 64 blocks, fewer
-  // than the SMs of any GPU with multicast), so it is waited for before the abort word is set.
+  // requires, docs/gpu-kernels.md "The signalling protocol, checked"). Unless the group failed
+  // already, one thread adds the word into every rank's copy through the multicast mapping: a
+  // kernel of one thread fits beside this rank's own waiting kernel (at most kMaxBlocks = 64
+  // blocks, fewer than the SMs of any GPU with multicast), so it is waited for before the abort
+  // word is set.
   void abort() override {
     aborted_ = true;
     publish_abort_to_group();
@@ -243,7 +245,7 @@ class MultimemBackend final : public CollectiveBackend {
   }
 
   // First, so destroyed last: entered by the destructor, it keeps this device current while the
-  // other members go, and gives the caller's back after them (review N18).
+  // other members go, and gives the caller's back after them.
   cuda::DeviceGuard teardown_device_;
   BackendContext ctx_;
   cuda::VmmWorkspace workspace_;

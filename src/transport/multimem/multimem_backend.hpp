@@ -1,4 +1,4 @@
-// The multimem backend (sm_90+ with NVSwitch multicast, DESIGN §3): a multicast object bound to
+// The multimem backend (sm_90+ with NVSwitch multicast, docs/plan.md): a multicast object bound to
 // every rank's workspace, and kernels that reduce in the switch (multimem_kernels.cu). Set-up is
 // four voted steps: workspace (and the object, on rank 0), share (the object's descriptor to
 // every rank, each adds its device), bind (each binds its workspace and maps the object, after

@@ -27,12 +27,13 @@ namespace {
 class NcclBackend final : public CollectiveBackend {
  public:
   explicit NcclBackend(BackendContext context) : ctx_(std::move(context)) {}
-  // Bounded (review N9): ncclCommDestroy waits for the communicator's outstanding work, for ever
-  // when a call (or a graph replay, which nobody watches) is pending on a dead peer. The end is
-  // clean only when every watched call completed within the timeout, nothing failed, and
-  // ncclCommFinalize (non-blocking here) finished the rest within the timeout too; otherwise
-  // ncclCommAbort, which does not wait. Through the gate, so the communicator is destroyed or
-  // aborted once, never both (review N8).
+  // Bounded (docs/gpu.md, "Teardown is bounded"): ncclCommDestroy waits for the communicator's
+  // outstanding work, for ever when a call (or a graph replay, which nobody watches) is pending on
+  // a dead peer. The end is clean only when every watched call completed within the timeout,
+  // nothing failed, and ncclCommFinalize (non-blocking here) finished the rest within the timeout
+  // too; otherwise ncclCommAbort, which does not wait. Through the gate, so the communicator is
+  // destroyed or aborted once, never both (docs/gpu.md, "One thread in the communicator at a
+  // time").
   ~NcclBackend() override {
     const cuda::DeviceGuard on_device(ctx_.cuda_device, std::nothrow);  // never throws here
     if (watchdog_) {
@@ -64,7 +65,8 @@ class NcclBackend final : public CollectiveBackend {
                   fmt::format("nccl unique id: {} bytes, expected {}", got.size(), sizeof(id)));
     }
     std::memcpy(&id, got.data(), sizeof(id));
-    // The caller's current device comes back after the init (review N18).
+    // The caller's current device comes back after the init (docs/gpu-graphs.md, "The caller's
+    // current device").
     const cuda::DeviceGuard on_device(ctx_.cuda_device);
     init_communicator(id, deadline);
     watchdog_ = std::make_unique<NcclWatchdog>(*lib_, comm_, gate_, ctx_.cuda_device, ctx_.timeout);
@@ -73,11 +75,11 @@ class NcclBackend final : public CollectiveBackend {
   void run(const Call& c) override {
     // The communicator's device for the call and the watchdog's event (recorded on the call's
     // stream, it must be made on that stream's device, else the call goes unwatched); the
-    // caller's current device comes back (review N18).
+    // caller's current device comes back.
     const cuda::DeviceGuard on_device(ctx_.cuda_device);
     auto stream = static_cast<cudaStream_t>(c.stream);
     {
-      // Inside the gate: an abort from another thread waits for this call to leave (N8).
+      // Inside the gate: an abort from another thread waits for this call to leave.
       NcclCallGate::Call inside(gate_, "the NCCL call");
       const ncclResult_t r = enqueue(c, stream);
       if (r == ncclInProgress) {
@@ -93,12 +95,13 @@ class NcclBackend final : public CollectiveBackend {
                               gate_.abort_reason()));
     }
     // A captured call's completion is the graph's: replays are the user's launches, unseen
-    // here, so they are not watched (review N10, docs/gpu.md). An eager one is, to the deadline.
+    // here, so they are not watched (docs/gpu.md, "Graph-captured NCCL calls are not bounded"). An
+    // eager one is, to the deadline.
     if (watchdog_ && !c.captured) watchdog_->watch(stream, identity_of(c));
   }
 
   // From any thread: NCCL's kernels are ended (the user's stream wait returns), at once or when
-  // the call inside NCCL leaves (the gate, review N8).
+  // the call inside NCCL leaves (the gate).
   void abort() override {
     aborted_ = true;
     if (watchdog_) {
@@ -200,7 +203,7 @@ class NcclBackend final : public CollectiveBackend {
   const NcclLibrary* lib_ = nullptr;
   ncclComm_t comm_ = nullptr;
   std::atomic<bool> aborted_{false};
-  // Every NCCL call on comm_ enters it; every ncclCommAbort runs through it, once (review N8).
+  // Every NCCL call on comm_ enters it; every ncclCommAbort runs through it, once.
   NcclCallGate gate_{[this] {
     if (comm_ != nullptr) lib_->comm_abort(comm_);
   }};

@@ -1,4 +1,5 @@
-// The NCCL communicator's call gate (nccl_call_gate.hpp, review N8).
+// The NCCL communicator's call gate (nccl_call_gate.hpp; docs/gpu.md, "One thread in the
+// communicator at a time").
 #include "nccl_call_gate.hpp"
 
 #include <fmt/format.h>

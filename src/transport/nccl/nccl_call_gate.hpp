@@ -1,8 +1,9 @@
 // NCCL lets one thread at a time operate a communicator, and ncclCommAbort frees it: an abort
 // from the watchdog thread or from Communicator::abort() (any thread) while the user's thread is
 // inside an NCCL call on the same communicator (enqueueing, or polling ncclInProgress) breaks
-// that rule and can leave the call using a freed communicator (review N8). Every NCCL call
-// enters this gate and leaves it; an abort is requested through it:
+// that rule and can leave the call using a freed communicator (docs/gpu.md, "One thread in the
+// communicator at a time"). Every NCCL call enters this gate and leaves it; an abort is requested
+// through it:
 //  - with no call inside, the abort runs at once, under the gate's lock, so none enters meanwhile;
 //  - with a call inside, it is recorded, the call's wait loops see abort_requested() and stop
 //    waiting, and the last call to leave performs it;

@@ -48,7 +48,8 @@ Loaded load() {
 
 const NcclLibrary& nccl_library() {
   // Never destroyed: a static's destructor would dlclose NCCL at exit while the watchdog
-  // thread of a communicator the program never destroyed may still call into it (review N21).
+  // thread of a communicator the program never destroyed may still call into it
+  // (docs/gpu-graphs.md, "Teardown and exit races").
   static const Loaded& l = *new Loaded(load());
   if (!l.error.empty()) throw Error(ErrorCode::kUnavailable, l.error);
   return l.lib;

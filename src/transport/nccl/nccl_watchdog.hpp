@@ -1,12 +1,13 @@
 // NCCL's waits are the GPU's: a call whose peer never comes keeps its kernel, and the user's
 // stream, waiting forever. The watchdog is a thread per NCCL communicator that polls
 // ncclCommGetAsyncError and the completion of every eager call, and calls ncclCommAbort — which
-// ends NCCL's kernels, so the user's stream wait returns — when NCCL reports an error, when a
-// call has not completed within the deadline, or when the communicator is aborted. The failure it
-// saw becomes the communicator's error at the next call (take_failure()). Its polls and its
-// aborts go through the communicator's call gate (nccl_call_gate.hpp, review N8): an abort waits
-// for the user's call inside NCCL to leave, and nothing polls a communicator once it is aborted.
-// Graph-captured calls are not watched: their replays are launched by the user, unseen (N10).
+// ends NCCL's kernels, so the user's stream wait returns — when NCCL reports an error, when a call
+// has not completed within the deadline, or when the communicator is aborted. The failure it saw
+// becomes the communicator's error at the next call (take_failure()). Its polls and its aborts go
+// through the communicator's call gate (nccl_call_gate.hpp): an abort waits for the user's call
+// inside NCCL to leave, and nothing polls a communicator once it is aborted. Graph-captured calls
+// are not watched: their replays are launched by the user, unseen (docs/gpu.md, "Graph-captured
+// NCCL calls are not bounded").
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -41,8 +42,8 @@ class NcclWatchdog {
   void abort(const std::string& why);
   // The failure seen (once), or nullopt.
   std::optional<std::string> take_failure();
-  // Teardown (review N9): waits up to `budget` for every watched call to complete. False when
-  // one is still pending then, or the communicator was aborted meanwhile.
+  // Teardown (docs/gpu.md, "Teardown is bounded"): waits up to `budget` for every watched call to
+  // complete. False when one is still pending then, or the communicator was aborted meanwhile.
   bool wait_for_pending(std::chrono::milliseconds budget);
 
  private:

@@ -1,5 +1,5 @@
 // The shm backend: collectives among the ranks of one node through one POSIX shared-memory
-// segment per communicator (DESIGN §3). See shm_layout.hpp for the synchronisation protocol.
+// segment per communicator (docs/plan.md). See shm_layout.hpp for the synchronisation protocol.
 #pragma once
 
 #include <chrono>

@@ -1,12 +1,13 @@
 // The shm backend's copies and reductions split over a rank's thread team (team/thread_team.hpp):
 // the elements are cut into chunks (about kChunksPerThread per thread) that the threads take in
-// turn from a shared counter, so a thread on a faster or less busy core takes more of them and
-// the call ends when the work does, not when the slowest core's equal share does (the two vCPUs
-// of the development VM ran the same L1-resident loop 1.4-3x apart, docs/bench.md). The kernels
-// compute every element the same way wherever it lies (shm_reduce.hpp), so a result is bitwise
-// the same for every thread count and every order of taking; chunks start at multiples of
-// kShareAlign elements all the same, so that no chunk splits a vector's or a bf16 pair's elements
-// from the rest, and no cache line of the output is written by two threads.
+// turn from a shared counter, so a thread on a faster or less busy core takes more of them and the
+// call ends when the work does, not when the slowest core's equal share does (the two vCPUs of the
+// development VM ran the same L1-resident loop 1.4-3x apart,
+// docs/results/cpu-2026-12-03-small-calls.md). The kernels compute every element the same way
+// wherever it lies (shm_reduce.hpp), so a result is bitwise the same for every thread count and
+// every order of taking; chunks start at multiples of kShareAlign elements all the same, so that no
+// chunk splits a vector's or a bf16 pair's elements from the rest, and no cache line of the output
+// is written by two threads.
 #pragma once
 
 #include <cstddef>
