@@ -101,7 +101,7 @@ BENCHMARK(BM_Barrier)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->Us
 
 }  // namespace
 
-// One completed call's counting, as CommunicatorState::run_call does it: two relaxed atomic
+// One completed call's counting, as dispatch.cpp does it: two relaxed atomic
 // increments on the communicator's own counters.
 void BM_CountCall(benchmark::State& state) {
   tpcomm::runtime::CallCounters counters;

@@ -35,7 +35,7 @@ deps=(libgloo0 libgloo-dev libhiredis0.14 libhiredis-dev libibverbs1 libibverbs-
       libgmock-dev libssl3 libssl-dev)
 # A build for the GPU machine: sm_90 (H100/H200), no MPI, no Python module (the GPU machine's
 # interpreters are not the ones this project builds for), tests on (the check is one).
-configure_args=(-DCMAKE_BUILD_TYPE=Release -DTPCOMM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90
+configure_args=(-DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG" -DTPCOMM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90
                 -DTPCOMM_BUILD_BENCH=OFF -DTPCOMM_BUILD_EXAMPLES=OFF -DTPCOMM_PYTHON=OFF
                 -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON)
 programs=(tpcomm tpcomm_gpu_check tpcomm_gpu_latency)
@@ -196,7 +196,12 @@ build_from_source() (
     sed -i "s#\"/usr/lib/#\"$prefix/usr/lib/#g" "$prefix"/usr/share/cmake/Gloo/GlooTargets-*.cmake
     export LD_LIBRARY_PATH="$prefix/usr/lib:$prefix/usr/lib/x86_64-linux-gnu"
     export CPATH="$prefix/usr/include:${CPATH:-}"
-    extra=(-DCMAKE_PREFIX_PATH="$prefix/usr;$prefix/usr/share/cmake;$prefix/usr/lib/x86_64-linux-gnu/cmake")
+    # DT_RPATH, not RUNPATH: the prefix must also serve the libraries' own needs (libgloo's
+    # libhiredis), which a RUNPATH of the program or module does not reach.
+    extra=(-DCMAKE_PREFIX_PATH="$prefix/usr;$prefix/usr/share/cmake;$prefix/usr/lib/x86_64-linux-gnu/cmake"
+           -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags
+           -DCMAKE_SHARED_LINKER_FLAGS=-Wl,--disable-new-dtags
+           -DCMAKE_MODULE_LINKER_FLAGS=-Wl,--disable-new-dtags)
   fi
   local t0
   t0=$(date +%s)

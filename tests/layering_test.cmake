@@ -16,7 +16,7 @@ set(_probe_plan "tpcomm/plan.hpp;plan/group_view.hpp")
 set(_probe_probe "tpcomm/probe.hpp;probe/cuda_driver.hpp")
 set(_probe_control "tpcomm/store.hpp;control/socket_util.hpp")
 set(_probe_transport "transport/common/backend.hpp")
-set(_probe_runtime "tpcomm/communicator.hpp;runtime/communicator_impl.hpp")
+set(_probe_runtime "tpcomm/communicator.hpp;runtime/communicator_state.hpp")
 
 file(READ ${BUILD_DIR}/compile_commands.json _db)
 string(JSON _n LENGTH "${_db}")
@@ -88,7 +88,7 @@ message(STATUS "by construction: ${_checked} includes compiled or failed as the 
 # 2. The check script's rules, one scratch violation each.
 set(_cases
   "relative|plan/sneaky.cpp|#include \"../probe/probe_parts.hpp\""
-  "relative|transport/custom/sneaky.cuh|#include \"../../runtime/communicator_impl.hpp\""
+  "relative|transport/custom/sneaky.cuh|#include \"../../runtime/communicator_state.hpp\""
   "relative|control/sneaky.hpp|#include \"/usr/include/stdio.h\""
   "pure|facts/sneaky.cpp|#include <fstream>"
   "pure|plan/sneaky.cpp|#include <sys/socket.h>"

@@ -17,7 +17,7 @@
 #include "bench_report.hpp"
 #include "bench_timing.hpp"
 #include "cpu_binding.hpp"
-#include "runtime/communicator_impl.hpp"
+#include "runtime/communicator_state.hpp"
 #include "tpcomm/tpcomm.hpp"
 
 namespace tpcomm::cli {
@@ -42,12 +42,13 @@ CommunicatorOptions only(Backend keep) {
 
 // The Gloo baseline: every call runs Gloo's own collective, as in PyTorch's Gloo backend, where
 // tpcomm's gloo fallback carries small calls' data in its opening exchange instead.
-detail::Platform plain_gloo_platform() {
-  detail::Platform p = detail::builtin_platform();
-  p.factories[Backend::kGloo] = [gloo = p.factories.at(Backend::kGloo)](BackendContext context) {
-    context.gloo_inline = false;
-    return gloo(context);
-  };
+runtime::Platform plain_gloo_platform() {
+  runtime::Platform p = runtime::builtin_platform();
+  p.factories[Backend::kGloo] =
+      [gloo = p.factories.at(Backend::kGloo)](transport::BackendContext context) {
+        context.gloo_inline = false;
+        return gloo(context);
+      };
   return p;
 }
 
@@ -56,7 +57,7 @@ Engines start_engines(const BenchArgs& a) {
   e.bs = bootstrap_from_environment(Deadline::from_env());
   e.comm = Communicator::create(e.bs, a.backend ? only(*a.backend) : CommunicatorOptions{});
   if (a.compare.find("gloo") != std::string::npos) {
-    e.gloo = detail::create_communicator(e.bs, only(Backend::kGloo), plain_gloo_platform());
+    e.gloo = runtime::create_communicator(e.bs, only(Backend::kGloo), plain_gloo_platform());
   }
   if (a.compare.find("mpi") != std::string::npos) {
     e.mpi = std::make_unique<MpiEngine>(a.op, a.dtype, a.redop, a.max_bytes);

@@ -58,9 +58,9 @@ struct CommunicatorOptions {
   bool caller_serves_fallback = false;
 };
 
-namespace detail {
+namespace runtime {
 struct CommunicatorState;  // the library's own (src/runtime)
-}  // namespace detail
+}  // namespace runtime
 
 // A cudaStream_t, without making every user of this header include CUDA's.
 using CudaStream = void*;
@@ -69,6 +69,7 @@ class Communicator {
  public:
   static std::unique_ptr<Communicator> create(std::shared_ptr<Bootstrap> bootstrap,
                                               const CommunicatorOptions& options = {});
+  // Closes it (close()).
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -85,6 +86,11 @@ class Communicator {
   const Plan& plan(Mode mode) const;
   // The gathered facts of the group (what TPCOMM_DUMP_FACTS writes).
   const FactsTable& facts() const;
+  // The backend and algorithm (with the row's blocks and step) that carry a call of `op` on
+  // `type` whose input holds `input_bytes`, in the size table of `mode`: the same function the
+  // calls are dispatched by (route_call in plan.hpp), so an engine can ask which calls tpcomm
+  // serves before it makes them. Throws for a mode a kCpu communicator has no table for.
+  TableRow route(Op op, std::uint64_t input_bytes, DataType type, Mode mode) const;
 
   // `count` elements in each buffer.
   void all_reduce(const void* input, void* output, std::size_t count, DataType type, ReduceOp op);
@@ -158,6 +164,15 @@ class Communicator {
   void abort(const std::string& reason);
   bool aborted() const;
 
+  // Ends the communicator before its destruction, from any thread (docs/communicator.md,
+  // "Closing"): later calls throw kInvalidInput ("this communicator was closed"); a call in
+  // flight on another thread is ended by an abort (it throws kAborted) and waited for; then the
+  // peers are told this rank closed, and the backends' shared memory, sockets and threads are
+  // released. rank(), size(), plan(), route(), facts() and stats() stay readable. Idempotent: a
+  // second close() waits for the first. In a fork() child it only refuses later calls.
+  void close();
+  bool closed() const;
+
   // Where this rank's time went in staged calls (hier), per stage, since creation: what `tpcomm
   // bench` prints in its stages table. Empty where the plan stages no call. Read it between
   // calls (it is not a collective call).
@@ -171,8 +186,8 @@ class Communicator {
   void reset_stats();
 
  private:
-  explicit Communicator(std::unique_ptr<detail::CommunicatorState> state);
-  std::unique_ptr<detail::CommunicatorState> impl_;
+  explicit Communicator(std::unique_ptr<runtime::CommunicatorState> state);
+  std::unique_ptr<runtime::CommunicatorState> impl_;
   friend struct CommunicatorFactory;
 };
 

@@ -67,6 +67,18 @@ std::set<Backend> parse_disabled_backends(std::string_view list, std::string_vie
 // `overrides` may be empty: the built-in tables then serve every key.
 Plan make_plan(const FactsTable& facts, const PlanOptions& options, const Tuning& overrides = {});
 
+// Routing, in one place: the communicator dispatches every call by route_call, and
+// Communicator::route (Python's route, the engines' gates) asks the same function.
+//
+// The bytes a call is routed by: the larger of its buffers (all_gather's output, size times its
+// input; the input of the others).
+std::uint64_t routed_bytes(Op op, std::uint64_t input_bytes, int world_size);
+// The row that carries a call of `op` on `type` whose larger buffer holds `bytes`: the size
+// table's row, with the backend that reduces `type` where the row's cannot (backend_for_type:
+// integers on the floating-point-only GPU kernels go to NCCL, with its default algorithm and no
+// block or step settings).
+TableRow route_call(const Plan& plan, Op op, std::uint64_t bytes, DataType type);
+
 // The plan JSON of docs/plan.md, "JSON" (keys sorted; canonical for a given plan).
 std::string plan_to_json(const Plan& plan, int indent = 2);
 

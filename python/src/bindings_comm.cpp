@@ -1,9 +1,9 @@
-// tpcomm._tpcomm.Comm: the C++ Communicator behind tpcomm.Communicator (python/tpcomm). Buffers
-// arrive as integer addresses with element counts and dtype names, streams as integer handles:
-// the Python layer checks tensors and arrays before any rank blocks. Every call that may wait
-// releases the GIL, so other Python threads (a watchdog, a server loop) keep running; each holds
-// the communicator through a Comm::Use, so that close() from another thread never destroys it
-// under a call (comm_holder.hpp).
+// tpcomm._tpcomm.Comm: the C++ Communicator behind tpcomm.Communicator (python/tpcomm), one entry
+// per call. Buffers arrive as integer addresses with element counts, dtypes and ops as their codes
+// (DTYPE_CODES, OP_CODES), streams as integer handles: the Python layer checks tensors and arrays
+// before any rank blocks. Every call that may wait releases the GIL, so other Python threads (a
+// watchdog, a server loop) keep running; close() from another thread is the library's own
+// Communicator::close (comm_holder.hpp).
 #include <chrono>
 #include <memory>
 
@@ -31,6 +31,37 @@ E parse(const std::string& name, const char* what) {
     known += (known.empty() ? "" : ", ") + std::string(entry.name);
   }
   throw invalid_input(fmt::format("{} '{}' is not one of {}", what, name, known));
+}
+
+// A dtype or op as the Python layer passes it: its value in Names<E>::table (DTYPE_CODES and
+// OP_CODES in the module), checked, never scanned for by name.
+template <typename E>
+E code_of(int code, const char* what) {
+  for (const auto& entry : Names<E>::table) {
+    if (static_cast<int>(entry.value) == code) return entry.value;
+  }
+  throw invalid_input(fmt::format("{} code {} is not one of tpcomm's", what, code));
+}
+
+template <typename E>
+py::dict codes_of() {
+  py::dict out;
+  for (const auto& entry : Names<E>::table) {
+    out[py::str(std::string(entry.name))] = static_cast<int>(entry.value);
+  }
+  return out;
+}
+
+using Stream = std::optional<std::uintptr_t>;
+
+// Runs `call` with the stream (a kCuda communicator's overloads) or without: call(stream...).
+template <typename Call>
+void on_stream(const Stream& stream, Call&& call) {
+  if (stream) {
+    call(reinterpret_cast<CudaStream>(*stream));
+  } else {
+    call();
+  }
 }
 
 const void* in_ptr(std::uintptr_t p) {
@@ -81,107 +112,68 @@ class Host {
   std::string address_;
 };
 
-// The bytes of the larger buffer of a call on an input of `input_bytes` (the size the plan's
-// tables are indexed by).
-std::uint64_t routed_bytes(Op op, std::uint64_t input_bytes, int size) {
-  return op == Op::kAllGather ? input_bytes * static_cast<std::uint64_t>(size) : input_bytes;
-}
-
-void bind_calls(py::class_<Comm>& c) {
-  using Stream = std::optional<std::uintptr_t>;
+void bind_collectives(py::class_<Comm>& c) {
   auto rel = py::call_guard<py::gil_scoped_release>();
   c.def(
       "all_reduce",
-      [](Comm& self, std::uintptr_t in, std::uintptr_t out, std::size_t count,
-         const std::string& dtype, const std::string& op, Stream stream) {
-        Comm::Use comm(self, Comm::Use::kCall);
-        auto t = parse<DataType>(dtype, "dtype");
-        auto r = parse<ReduceOp>(op, "op");
-        if (stream) {
-          comm->all_reduce(in_ptr(in), out_ptr(out), count, t, r,
-                           reinterpret_cast<CudaStream>(*stream));
-        } else {
-          comm->all_reduce(in_ptr(in), out_ptr(out), count, t, r);
-        }
+      [](Comm& comm, std::uintptr_t in, std::uintptr_t out, std::size_t count, int dtype, int op,
+         Stream stream) {
+        const auto t = code_of<DataType>(dtype, "dtype");
+        const auto r = code_of<ReduceOp>(op, "op");
+        on_stream(stream, [&](auto... s) {
+          comm->all_reduce(in_ptr(in), out_ptr(out), count, t, r, s...);
+        });
       },
       rel);
   c.def(
       "all_gather",
-      [](Comm& self, std::uintptr_t in, std::uintptr_t out, std::size_t count,
-         const std::string& dtype, Stream stream) {
-        Comm::Use comm(self, Comm::Use::kCall);
-        auto t = parse<DataType>(dtype, "dtype");
-        if (stream) {
-          comm->all_gather(in_ptr(in), out_ptr(out), count, t,
-                           reinterpret_cast<CudaStream>(*stream));
-        } else {
-          comm->all_gather(in_ptr(in), out_ptr(out), count, t);
-        }
+      [](Comm& comm, std::uintptr_t in, std::uintptr_t out, std::size_t count, int dtype,
+         Stream stream) {
+        const auto t = code_of<DataType>(dtype, "dtype");
+        on_stream(stream,
+                  [&](auto... s) { comm->all_gather(in_ptr(in), out_ptr(out), count, t, s...); });
       },
       rel);
   c.def(
       "reduce_scatter",
-      [](Comm& self, std::uintptr_t in, std::uintptr_t out, std::size_t count,
-         const std::string& dtype, const std::string& op, Stream stream) {
-        Comm::Use comm(self, Comm::Use::kCall);
-        auto t = parse<DataType>(dtype, "dtype");
-        auto r = parse<ReduceOp>(op, "op");
-        if (stream) {
-          comm->reduce_scatter(in_ptr(in), out_ptr(out), count, t, r,
-                               reinterpret_cast<CudaStream>(*stream));
-        } else {
-          comm->reduce_scatter(in_ptr(in), out_ptr(out), count, t, r);
-        }
+      [](Comm& comm, std::uintptr_t in, std::uintptr_t out, std::size_t count, int dtype, int op,
+         Stream stream) {
+        const auto t = code_of<DataType>(dtype, "dtype");
+        const auto r = code_of<ReduceOp>(op, "op");
+        on_stream(stream, [&](auto... s) {
+          comm->reduce_scatter(in_ptr(in), out_ptr(out), count, t, r, s...);
+        });
       },
       rel);
   c.def(
       "broadcast",
-      [](Comm& self, std::uintptr_t buf, std::size_t count, const std::string& dtype, int root,
-         Stream stream) {
-        Comm::Use comm(self, Comm::Use::kCall);
-        auto t = parse<DataType>(dtype, "dtype");
-        if (stream) {
-          comm->broadcast(out_ptr(buf), count, t, root, reinterpret_cast<CudaStream>(*stream));
-        } else {
-          comm->broadcast(out_ptr(buf), count, t, root);
-        }
+      [](Comm& comm, std::uintptr_t buf, std::size_t count, int dtype, int root, Stream stream) {
+        const auto t = code_of<DataType>(dtype, "dtype");
+        on_stream(stream, [&](auto... s) { comm->broadcast(out_ptr(buf), count, t, root, s...); });
       },
       rel);
   c.def(
-      "barrier",
-      [](Comm& self) {
-        Comm::Use comm(self, Comm::Use::kCall);
-        comm->barrier();
-      },
-      rel);
+      "barrier", [](Comm& comm) { comm->barrier(); }, rel);
+}
+
+void bind_group_calls(py::class_<Comm>& c) {
+  auto rel = py::call_guard<py::gil_scoped_release>();
   c.def(
       "allocate",
-      [](Comm& self, std::size_t bytes) {
-        Comm::Use comm(self, Comm::Use::kCall);
+      [](Comm& comm, std::size_t bytes) {
         void* p = comm->allocate(bytes);
         return RegisteredMemory(comm->keep_mapped(p), bytes);
       },
       rel);
   c.def(
-      "free",
-      [](Comm& self, std::uintptr_t p) {
-        Comm::Use comm(self, Comm::Use::kCall);
-        comm->free(reinterpret_cast<void*>(p));
-      },
-      rel);
+      "free", [](Comm& comm, std::uintptr_t p) { comm->free(reinterpret_cast<void*>(p)); }, rel);
   // Collective, after CUDA-graph capture (communicator.hpp): how many captured input buffers
   // replays now read in place. A kCpu communicator has no captured calls: 0.
   c.def(
-      "register_graph_buffers",
-      [](Comm& self) {
-        Comm::Use comm(self, Comm::Use::kCall);
-        return comm->register_graph_buffers();
-      },
-      rel);
+      "register_graph_buffers", [](Comm& comm) { return comm->register_graph_buffers(); }, rel);
   c.def(
       "split",
-      [](Comm& self, int color, int key) -> std::optional<Comm> {
-        Comm::Use comm(self, Comm::Use::kCall);
+      [](Comm& comm, int color, int key) -> std::optional<Comm> {
         auto sub = comm->split(color, key);
         if (!sub) return std::nullopt;
         return Comm(std::move(sub));
@@ -191,8 +183,7 @@ void bind_calls(py::class_<Comm>& c) {
 
 void bind_plan(py::class_<Comm>& c) {
   // Seconds per stage of staged calls (Communicator::stage_times); {} where none is staged.
-  c.def("stage_times", [](Comm& self) {
-    Comm::Use comm(self, Comm::Use::kQuick);
+  c.def("stage_times", [](Comm& comm) {
     py::dict out;
     for (const auto& s : comm->stage_times()) {
       out[py::str(s.name)] = std::chrono::duration<double>(s.total).count();
@@ -201,8 +192,7 @@ void bind_plan(py::class_<Comm>& c) {
   });
   // (collective, "backend/algorithm" or "store", calls, bytes) per route used
   // (Communicator::stats); Python's Communicator.stats() makes the dict.
-  c.def("stats", [](Comm& self) {
-    Comm::Use comm(self, Comm::Use::kQuick);
+  c.def("stats", [](Comm& comm) {
     py::list out;
     for (const auto& r : comm->stats()) {
       const std::string route =
@@ -212,33 +202,19 @@ void bind_plan(py::class_<Comm>& c) {
     }
     return out;
   });
-  c.def("reset_stats", [](Comm& self) {
-    Comm::Use comm(self, Comm::Use::kQuick);
-    comm->reset_stats();
-  });
-  c.def("plan_json", [](Comm& self) {
-    Comm::Use comm(self, Comm::Use::kQuick);
-    return plan_to_json(comm->plan());
-  });
-  c.def("plan_text", [](Comm& self) {
-    Comm::Use comm(self, Comm::Use::kQuick);
-    return cli::format_plan_report(comm->facts(), comm->plan());
-  });
+  c.def("reset_stats", [](Comm& comm) { comm->reset_stats(); });
+  c.def("plan_json", [](Comm& comm) { return plan_to_json(comm->plan()); });
+  c.def("plan_text",
+        [](Comm& comm) { return cli::format_plan_report(comm->facts(), comm->plan()); });
   // `mode`: the size table of eager calls or of calls captured in a CUDA graph (a kCpu
   // communicator has only its own mode's: the other is an error that says so).
   c.def(
       "route",
-      [](Comm& self, const std::string& op, std::uint64_t input_bytes, const std::string& dtype,
+      [](Comm& comm, const std::string& op, std::uint64_t input_bytes, const std::string& dtype,
          const std::string& mode) {
-        Comm::Use comm(self, Comm::Use::kQuick);
-        const Op o = parse<Op>(op, "op");
-        const Plan& plan = comm->plan(parse<Mode>(mode, "mode"));
-        const TableRow& row = plan.ops.at(o).row_for(routed_bytes(o, input_bytes, comm->size()));
-        // As the communicator dispatches it: integers leave the floating-point-only kernels.
-        if (auto other = backend_for_type(row.backend, parse<DataType>(dtype, "dtype"))) {
-          return py::make_tuple(std::string(to_string(*other)),
-                                std::string(to_string(algorithms_of(*other, o).front())));
-        }
+        const TableRow row =
+            comm->route(parse<Op>(op, "op"), input_bytes, parse<DataType>(dtype, "dtype"),
+                        parse<Mode>(mode, "mode"));
         return py::make_tuple(std::string(to_string(row.backend)),
                               std::string(to_string(row.algorithm)));
       },
@@ -248,6 +224,8 @@ void bind_plan(py::class_<Comm>& c) {
 }  // namespace
 
 void bind_communicator(py::module_& m) {
+  m.attr("DTYPE_CODES") = codes_of<DataType>();
+  m.attr("OP_CODES") = codes_of<ReduceOp>();
   py::class_<Host>(m, "StoreHost")
       .def(py::init<const std::string&>(), py::arg("host"))
       .def_property_readonly("address", &Host::address);
@@ -281,33 +259,21 @@ void bind_communicator(py::module_& m) {
       py::arg("address"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("device"),
       py::arg("cuda_device"), py::arg("host") = nullptr, py::arg("threads") = std::nullopt,
       py::arg("caller_serves_fallback") = false);
-  c.def_property_readonly("rank", [](Comm& self) {
-    Comm::Use comm(self, Comm::Use::kQuick);
-    return comm->rank();
-  });
-  c.def_property_readonly("size", [](Comm& self) {
-    Comm::Use comm(self, Comm::Use::kQuick);
-    return comm->size();
-  });
-  c.def_property_readonly("cuda_device", [](Comm& self) {
-    Comm::Use comm(self, Comm::Use::kQuick);
-    return comm->cuda_device();
-  });
-  c.def_property_readonly("closed", &Comm::closed);
-  c.def_property_readonly("aborted", [](Comm& self) {
-    Comm::Use comm(self, Comm::Use::kQuick);
-    return comm->aborted();
-  });
+  // Readable after close(), as the C++ Communicator's.
+  c.def_property_readonly("rank", [](Comm& comm) { return comm->rank(); });
+  c.def_property_readonly("size", [](Comm& comm) { return comm->size(); });
+  c.def_property_readonly("cuda_device", [](Comm& comm) { return comm->cuda_device(); });
+  c.def_property_readonly("closed", [](Comm& comm) { return comm->closed(); });
+  c.def_property_readonly("aborted", [](Comm& comm) { return comm->aborted(); });
   c.def(
-      "abort",
-      [](Comm& self, const std::string& why) {
-        Comm::Use comm(self, Comm::Use::kQuick);
-        comm->abort(why);
-      },
+      "abort", [](Comm& comm, const std::string& why) { comm->abort(why); },
       py::call_guard<py::gil_scoped_release>());
-  // Ends the calls in flight first (comm_holder.hpp), with the GIL released: they may need it.
-  c.def("close", &Comm::close, py::call_guard<py::gil_scoped_release>());
-  bind_calls(c);
+  // Ends a call in flight first, with the GIL released: the call may need it to end (a Python
+  // log sink).
+  c.def(
+      "close", [](Comm& comm) { comm->close(); }, py::call_guard<py::gil_scoped_release>());
+  bind_collectives(c);
+  bind_group_calls(c);
   bind_plan(c);
 }
 

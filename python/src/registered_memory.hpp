@@ -2,7 +2,8 @@
 // protocol) over registered host memory that holds the memory's mapping
 // (Communicator::keep_mapped). torch.frombuffer and numpy.frombuffer keep the object they read
 // referenced, so the tensor or array Communicator.empty builds on it keeps its memory mapped
-// after free(), close() or the communicator's garbage collection (issue 32, defect 6).
+// after free(), close() or the communicator's garbage collection (docs/registered.md, "Lifetime and
+// failures").
 #pragma once
 
 #include <cstdint>

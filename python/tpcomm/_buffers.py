@@ -1,5 +1,5 @@
 """Tensors and arrays as tpcomm's C++ library takes them: an address, an element count, a dtype
-name and, for CUDA tensors, the current stream's handle. Nothing here needs PyTorch's C++ ABI,
+(named here, passed to the library as its code) and, for CUDA tensors, the current stream's handle. Nothing here needs PyTorch's C++ ABI,
 and neither torch nor numpy is imported unless the caller already has (a tensor of a module that
 was never imported cannot exist)."""
 
@@ -8,6 +8,7 @@ import sys
 from . import _tpcomm
 
 DTYPE_NAMES = ("float32", "float16", "bfloat16", "int32", "int64", "uint8")
+CODES = _tpcomm.DTYPE_CODES  # name -> the library's value of the dtype
 _ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "int64": 8, "uint8": 1}
 
 
@@ -28,6 +29,11 @@ class View:
         return "bool" if self.logical else self.dtype
 
     @property
+    def code(self):
+        """The dtype as the library takes it."""
+        return CODES[self.dtype]
+
+    @property
     def where(self):
         """"cpu", or "cuda:1": the device as torch writes it."""
         return f"cuda:{self.gpu}" if self.device == "cuda" else self.device
@@ -42,6 +48,7 @@ class View:
 
 
 TORCH_DTYPES = {}  # torch dtype -> name, filled on first use (torch is imported by then)
+TORCH_CODES = {}  # torch dtype -> the library's code, likewise: Communicator.all_reduce's fast path
 TENSOR = None  # torch.Tensor once a tensor has been seen: Communicator.all_reduce's fast path
 _STRIDED = [None]  # torch.strided, likewise
 
@@ -51,6 +58,7 @@ def _torch_view(t, what):
     if not TORCH_DTYPES:
         torch = sys.modules["torch"]
         TORCH_DTYPES.update({getattr(torch, name): name for name in DTYPE_NAMES})
+        TORCH_CODES.update({getattr(torch, name): CODES[name] for name in DTYPE_NAMES})
         TENSOR = torch.Tensor
         _STRIDED[0] = torch.strided
     dtype = TORCH_DTYPES.get(t.dtype)

@@ -7,7 +7,8 @@ from . import _buffers
 from . import _tpcomm
 from ._rendezvous import torch_group_address
 
-_OPS = ("sum", "max", "min", "avg")
+_OP_CODES = _tpcomm.OP_CODES  # name -> the library's value of the reduction
+_OPS = tuple(_OP_CODES)
 # The collectives stats() counts, each always present.
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier")
 
@@ -64,13 +65,13 @@ def _check_op(op):
 
 
 def _reduction(v, op):
-    """op as the library runs it on v. A bool buffer travels as bytes of 0 and 1, so its sum is
-    a logical or, run as max (as PyTorch's NCCL group runs it); min is a logical and."""
+    """The code of op as the library runs it on v. A bool buffer travels as bytes of 0 and 1, so
+    its sum is a logical or, run as max (as PyTorch's NCCL group runs it); min is a logical and."""
     if not v.logical:
-        return op
+        return _OP_CODES[op]
     if op == "avg":
         raise ValueError("op 'avg' is not defined for bool (sum is a logical or, min a logical and)")
-    return "max" if op == "sum" else op
+    return _OP_CODES["max" if op == "sum" else op]
 
 
 def _dimension(what, dim, shape):
@@ -107,7 +108,6 @@ class Communicator:
 
     def __init__(self, native, device):
         self._native = native
-        self._closed_stats = None  # what stats() read at close()
         self.device = device
         self._cuda = device == "cuda"
         self._gpu = native.cuda_device  # -1 on a CPU communicator
@@ -196,18 +196,18 @@ class Communicator:
         # place. It builds no View, which was half the Python cost of a call (one rank, 4 KiB:
         # 1.16 against 0.71 us, of which the extension call is 0.27); anything else, and every
         # error, goes the checked way below.
-        if out is None and type(t) is _buffers.TENSOR and op in _OPS:
-            name = _buffers.TORCH_DTYPES.get(t.dtype)
-            if name is not None and t.is_contiguous() and (
+        if out is None and type(t) is _buffers.TENSOR and op in _OP_CODES:
+            code = _buffers.TORCH_CODES.get(t.dtype)
+            if code is not None and t.is_contiguous() and (
                     t.is_cuda and t.get_device() == self._gpu if self._cuda else t.is_cpu):
                 ptr = t.data_ptr()
-                self._native.all_reduce(ptr, ptr, t.numel(), name, op,
+                self._native.all_reduce(ptr, ptr, t.numel(), code, _OP_CODES[op],
                                         _buffers.cuda_stream(t) if self._cuda else None)
                 return t
         _check_op(op)
         v = self._input(t, writable=out is None)
         o = v if out is None else self._output(out, v, v.numel, v.shape)
-        self._native.all_reduce(v.ptr, o.ptr, v.numel, v.dtype, _reduction(v, op),
+        self._native.all_reduce(v.ptr, o.ptr, v.numel, v.code, _reduction(v, op),
                                 _buffers.stream_of(v))
         return o.obj
 
@@ -221,12 +221,12 @@ class Communicator:
         if d == 0 or _leading(v.shape, d) == 1:  # blocks lie one after another: no copy
             shape = _with(v.shape, d, self.size * v.shape[d]) if v.shape else (self.size,)
             o = self._output(out, v, v.numel * self.size, shape)
-            self._native.all_gather(v.ptr, o.ptr, v.numel, v.dtype, _buffers.stream_of(v))
+            self._native.all_gather(v.ptr, o.ptr, v.numel, v.code, _buffers.stream_of(v))
             return o.obj
         shape = _with(v.shape, d, self.size * v.shape[d])
         o = self._output(out, v, v.numel * self.size, shape)
         blocks = _buffers.view(_buffers.empty_like(v, (self.size,) + v.shape), "all_gather")
-        self._native.all_gather(v.ptr, blocks.ptr, v.numel, v.dtype, _buffers.stream_of(v))
+        self._native.all_gather(v.ptr, blocks.ptr, v.numel, v.code, _buffers.stream_of(v))
         # result[..., q * n + i, ...] = blocks[q][..., i, ...]: split the gathered dimension
         # into (rank, index) and copy the rank-major blocks there.
         split = v.shape[:d] + (self.size, v.shape[d]) + v.shape[d + 1:]
@@ -256,7 +256,7 @@ class Communicator:
             # Rank q's part t[..., q * m:(q + 1) * m, ...] moved to the front, contiguous.
             split = v.shape[:d] + (self.size, v.shape[d] // self.size) + v.shape[d + 1:]
             v = _buffers.contiguous_moved(v, split, d, "reduce_scatter")
-        self._native.reduce_scatter(v.ptr, o.ptr, o.numel, v.dtype, _reduction(v, op),
+        self._native.reduce_scatter(v.ptr, o.ptr, o.numel, v.code, _reduction(v, op),
                                     _buffers.stream_of(v))
         return o.obj
 
@@ -265,7 +265,7 @@ class Communicator:
         if not 0 <= src < self.size:
             raise ValueError(f"broadcast: src {src} is not a rank of this group of {self.size}")
         v = self._input(t, "broadcast", writable=True)
-        self._native.broadcast(v.ptr, v.numel, v.dtype, src, _buffers.stream_of(v))
+        self._native.broadcast(v.ptr, v.numel, v.code, src, _buffers.stream_of(v))
         return t
 
     def barrier(self):
@@ -300,7 +300,7 @@ class Communicator:
     # --- plan ----------------------------------------------------------------------------------
 
     def plan(self):
-        """The plan every rank agreed on, as the plan JSON contract (docs/plan-format.md)."""
+        """The plan every rank agreed on, as the plan JSON contract (docs/plan.md)."""
         return json.loads(self._native.plan_json())
 
     def plan_text(self):
@@ -320,8 +320,6 @@ class Communicator:
         "barrier": ...}. A call counts once it completed here, under the backend that carried it
         (a fallback's where the plan's could not). Not collective; after close(), the last
         figures."""
-        if self._closed_stats is not None and self._native.closed:
-            return stats_dict(self._closed_stats)
         return stats_dict(self._native.stats())
 
     def reset_stats(self):
@@ -336,7 +334,7 @@ class Communicator:
             raise ValueError(f"route: {nbytes} bytes is not a whole number of {name} elements")
         return self._native.route(op, int(nbytes), name, mode)
 
-    # --- CUDA graphs (docs/gpu.md, CUDA graphs and zero-copy) ------------------------------------
+    # --- CUDA graphs (docs/gpu-graphs.md) ---------------------------------------------------------
 
     def register_graph_buffers(self):
         """Collective, after capturing CUDA graphs: every rank calls it, in the same order as
@@ -354,14 +352,10 @@ class Communicator:
         self._native.abort(reason)
 
     def close(self):
-        """Destroys the communicator (its shared memory, sockets, threads). A call in flight in
-        another thread is aborted first (it raises a tpcomm.Error) and waited for, with the GIL
-        released; later calls raise ValueError "this communicator was closed". Twice is fine."""
-        if not self._native.closed:
-            try:
-                self._closed_stats = self._native.stats()
-            except Exception:  # noqa: BLE001 (closed by another thread meanwhile)
-                pass
+        """Ends the communicator (its shared memory, sockets, threads; the library's
+        Communicator::close). A call in flight in another thread is aborted first (it raises a
+        tpcomm.Error) and waited for, with the GIL released; later calls raise ValueError "this
+        communicator was closed"; rank, size, plan() and stats() stay readable. Twice is fine."""
         self._native.close()
 
     def __enter__(self):

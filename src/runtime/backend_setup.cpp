@@ -5,9 +5,9 @@
 #include <fmt/format.h>
 
 #include "common/log_format.hpp"
-#include "communicator_impl.hpp"
+#include "communicator_state.hpp"
 
-namespace tpcomm::detail {
+namespace tpcomm::runtime {
 namespace {
 
 // An AND vote: nullopt when every rank succeeded, else who failed and why.
@@ -36,7 +36,7 @@ std::vector<Backend> backends_needed(const CommunicatorState& c) {
     for (const auto& [op, p] : plan->ops) {
       for (const auto& row : p.table) {
         if (c.options.caller_serves_fallback && row.backend == fallback) continue;
-        if (!c.backends.count(row.backend) &&
+        if (!c.backends.has(row.backend) &&
             std::find(needed.begin(), needed.end(), row.backend) == needed.end()) {
           needed.push_back(row.backend);
         }
@@ -94,10 +94,10 @@ void set_up_backends(CommunicatorState& c, const std::map<Backend, BackendFactor
         continue;
       }
       backend->setup_complete();
-      c.backends[b] = std::move(backend);
+      c.backends.add(b, std::move(backend));
     }
     if (replan) c.make_plans();
   }
 }
 
-}  // namespace tpcomm::detail
+}  // namespace tpcomm::runtime

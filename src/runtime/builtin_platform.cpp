@@ -1,11 +1,11 @@
 // The built-in platform: this machine's probe and the backends of this build.
-#include "communicator_impl.hpp"
+#include "communicator_state.hpp"
 #include "transport/gloo/gloo_backend.hpp"
 #include "transport/hier/hier_backend.hpp"
 #include "transport/local/local_backend.hpp"
 #include "transport/shm/shm_backend.hpp"
 
-namespace tpcomm::detail {
+namespace tpcomm::runtime {
 
 Platform builtin_platform() {
   return Platform{.factories = builtin_backend_factories(),
@@ -25,4 +25,4 @@ std::map<Backend, BackendFactory> builtin_backend_factories() {
   return f;
 }
 
-}  // namespace tpcomm::detail
+}  // namespace tpcomm::runtime

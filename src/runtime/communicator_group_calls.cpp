@@ -9,11 +9,13 @@
 #include "call_checks.hpp"
 #include "common/log_format.hpp"
 #include "common/rank_list.hpp"
-#include "communicator_impl.hpp"
-#include "guarded_call.hpp"
+#include "communicator_state.hpp"
+#include "dispatch.hpp"
 
 namespace tpcomm {
 namespace {
+
+using runtime::CommunicatorState;
 
 // Each rank's share of one all_gather of a broadcast: large enough that a call's fixed cost does
 // not matter, small enough that the staging buffer (size() of them) stays a few MiB.
@@ -43,14 +45,12 @@ Bytes text_bytes(const std::string& s) {
   return Bytes(s.begin(), s.end());
 }
 
-}  // namespace
-
 // With TPCOMM_CHECK=1, ranks that disagree on the root (which the all_gather calls cannot see)
 // fail with kMismatch naming both sides.
-void CommunicatorState::check_broadcast(std::size_t count, DataType type, int root) {
-  if (!check_calls) return;
+void check_broadcast(CommunicatorState& c, std::size_t count, DataType type, int root) {
+  if (!c.check_calls) return;
   const std::string mine = fmt::format("broadcast({} x {}, root {})", count, to_string(type), root);
-  auto all = bootstrap->all_gather(text_bytes(mine), "broadcast check", deadline());
+  auto all = c.bootstrap->all_gather(text_bytes(mine), "broadcast check", c.deadline());
   std::map<std::string, std::vector<int>> by_call;
   for (std::size_t r = 0; r < all.size(); ++r)
     by_call[std::string(all[r].begin(), all[r].end())].push_back(static_cast<int>(r));
@@ -60,19 +60,17 @@ void CommunicatorState::check_broadcast(std::size_t count, DataType type, int ro
     sides.push_back(fmt::format("{} called {}", detail::rank_set_text(ranks), call));
   Error e(ErrorCode::kMismatch, fmt::format("rank {}: the broadcast does not match across ranks "
                                             "(TPCOMM_CHECK=1): {}",
-                                            bootstrap->rank(), fmt::join(sides, "; ")));
-  abort_with(e);
+                                            c.bootstrap->rank(), fmt::join(sides, "; ")));
+  c.group_abort.abort_with(e);
   throw e;
 }
 
-void CommunicatorState::check_root(int root, const char* call) const {
-  if (root < 0 || root >= bootstrap->size()) {
+void check_root(const CommunicatorState& c, int root, const char* call) {
+  if (root < 0 || root >= c.bootstrap->size()) {
     throw invalid_input(fmt::format("rank {}: {}: root {} is not a rank of this group of {}",
-                                    bootstrap->rank(), call, root, bootstrap->size()));
+                                    c.bootstrap->rank(), call, root, c.bootstrap->size()));
   }
 }
-
-namespace {
 
 // Elements of one all_gather of a broadcast.
 std::size_t broadcast_chunk(DataType type) {
@@ -109,22 +107,23 @@ class CountedAsBroadcast {
   CommunicatorState& c_;
 };
 
-}  // namespace
-
-std::size_t CommunicatorState::prepare_broadcast(void* buffer, std::size_t count, DataType type,
-                                                 int root) {
-  throw_if_aborted();
-  check_root(root, "broadcast");
-  refuse_unusable_buffers(
-      [&] { runtime::check_broadcast_buffer(buffer, count, type, bootstrap->rank()); });
-  check_broadcast(count, type, root);
+// All of broadcast's checks; the bytes of its staging buffer.
+std::size_t prepare_broadcast(CommunicatorState& c, void* buffer, std::size_t count, DataType type,
+                              int root) {
+  c.group_abort.throw_if_aborted();
+  check_root(c, root, "broadcast");
+  c.refuse_unusable_buffers(
+      [&] { runtime::check_broadcast_buffer(buffer, count, type, c.bootstrap->rank()); });
+  check_broadcast(c, count, type, root);
   return std::min(count, broadcast_chunk(type)) * size_of(type) *
-         static_cast<std::size_t>(bootstrap->size());
+         static_cast<std::size_t>(c.bootstrap->size());
 }
 
+}  // namespace
+
 void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int root) {
-  runtime::guarded_call(*impl_, "broadcast", [&] {
-    const std::size_t need = impl_->prepare_broadcast(buffer, count, type, root);
+  impl_->gate.run("broadcast", [&] {
+    const std::size_t need = prepare_broadcast(*impl_, buffer, count, type, root);
     const CountedAsBroadcast counted(*impl_);
     if (impl_->host_scratch.size() < need) impl_->host_scratch.resize(need);
     broadcast_in_chunks(
@@ -136,8 +135,8 @@ void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int
 
 void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int root,
                              CudaStream stream) {
-  runtime::guarded_call(*impl_, "broadcast", [&] {
-    const std::size_t need = impl_->prepare_broadcast(buffer, count, type, root);
+  impl_->gate.run("broadcast", [&] {
+    const std::size_t need = prepare_broadcast(*impl_, buffer, count, type, root);
     if (impl_->plan.device_type != DeviceType::kCuda) {  // before the staging buffer is made
       throw invalid_input(
           fmt::format("rank {}: broadcast called with a stream on a {} "
@@ -146,14 +145,14 @@ void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int
                       rank(), to_string(impl_->plan.device_type)));
     }
     auto* scratch = static_cast<std::byte*>(impl_->device_scratch.get(
-        need, detail::stream_is_capturing(stream),
+        need, runtime::stream_is_capturing(stream),
         fmt::format("rank {}: broadcast({} x {})", rank(), to_string(type), count)));
     const CountedAsBroadcast counted(*impl_);
     broadcast_in_chunks(
         buffer, count, type, rank(), root, scratch,
         [&](const void* in, void* out, std::size_t n) { all_gather(in, out, n, type, stream); },
         [&](void* dst, const void* src, std::size_t bytes) {
-          detail::device_copy_async(dst, src, bytes, stream);
+          runtime::device_copy_async(dst, src, bytes, stream);
         });
   });
 }
@@ -164,22 +163,23 @@ void Communicator::barrier() {
     // sum before every rank gave its part, so none returns before all have come, and it costs
     // one small call where the store's barrier took a dozen store round trips. The flag keeps it
     // apart from a user's all-reduce of one int32 in the backends' cross-rank comparison.
-    runtime::guarded_call(*impl_, "barrier", [&] {
+    impl_->gate.run("barrier", [&] {
       const std::int32_t one = 1;
       std::int32_t arrived = 0;
-      impl_->run_call({.op = Op::kAllReduce,
-                       .input = &one,
-                       .output = &arrived,
-                       .count = 1,
-                       .type = DataType::kInt32,
-                       .reduce = ReduceOp::kSum,
-                       .barrier = true},
-                      false);
+      runtime::run_call(*impl_,
+                        {.op = Op::kAllReduce,
+                         .input = &one,
+                         .output = &arrived,
+                         .count = 1,
+                         .type = DataType::kInt32,
+                         .reduce = ReduceOp::kSum,
+                         .barrier = true},
+                        false);
       if (arrived != size()) {
         const Error wrong(ErrorCode::kInternal,
                           fmt::format("rank {}: barrier #{} counted {} ranks of {}", rank(),
                                       impl_->sequence, arrived, size()));
-        impl_->abort_with(wrong);
+        impl_->group_abort.abort_with(wrong);
         throw wrong;
       }
     });
@@ -187,25 +187,26 @@ void Communicator::barrier() {
   }
   // A kCuda communicator's calls take device buffers and streams: its barrier, host-side, goes
   // through the bootstrap.
-  runtime::guarded_call(*impl_, "barrier", [&] {
-    impl_->throw_if_aborted();
+  impl_->gate.run("barrier", [&] {
+    impl_->group_abort.throw_if_aborted();
     const std::uint64_t call = ++impl_->sequence;
     try {
       impl_->bootstrap->barrier(fmt::format("barrier #{}", call), impl_->deadline());
       impl_->counters.add(Collective::kBarrier, std::nullopt, std::nullopt, 1, 0);
     } catch (const Error& e) {
       Error full(e.code(), fmt::format("rank {}: barrier #{} failed: {}{}", rank(), call, e.what(),
-                                       impl_->peer_report(e.code() == ErrorCode::kTimeout, call)));
+                                       impl_->group_abort.peer_report(
+                                           e.code() == ErrorCode::kTimeout, call)));
       TPCOMM_LOG(kError, "comm", "{}", full.what());
-      impl_->abort_with(full);
+      impl_->group_abort.abort_with(full);
       throw full;
     }
   });
 }
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key) {
-  return runtime::guarded_call(*impl_, "split", [&]() -> std::unique_ptr<Communicator> {
-    impl_->throw_if_aborted();
+  return impl_->gate.run("split", [&]() -> std::unique_ptr<Communicator> {
+    impl_->group_abort.throw_if_aborted();
     const std::uint64_t index = ++impl_->splits;
     const std::string mine = fmt::format("{} {}", color, key);
     std::vector<Bytes> all;
@@ -214,8 +215,8 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
                                          impl_->deadline());
     } catch (const Error& e) {
       Error full(e.code(), fmt::format("rank {}: split #{} failed: {}{}", rank(), index, e.what(),
-                                       impl_->peer_report()));
-      impl_->abort_with(full);
+                                       impl_->group_abort.peer_report()));
+      impl_->group_abort.abort_with(full);
       throw full;
     }
     if (color < 0) return nullptr;
@@ -239,7 +240,7 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
     auto sub = std::make_shared<SplitBootstrap>(impl_->bootstrap, std::move(inner));
     TPCOMM_LOG(kInfo, "comm", "rank {}: split #{} color {}: rank {} of {}", rank(), index, color,
                sub_rank, members.size());
-    return detail::create_communicator(std::move(sub), impl_->options, *impl_->platform);
+    return runtime::create_communicator(std::move(sub), impl_->options, *impl_->platform);
   });
 }
 

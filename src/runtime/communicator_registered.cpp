@@ -4,15 +4,16 @@
 #include <fmt/format.h>
 
 #include "common/log_format.hpp"
-#include "communicator_impl.hpp"
-#include "guarded_call.hpp"
+#include "communicator_state.hpp"
 
 namespace tpcomm {
 namespace {
 
+using runtime::CommunicatorState;
+
 template <typename Body>
 auto registered_body(CommunicatorState& c, const std::string& what, Body& body) {
-  c.throw_if_aborted();
+  c.group_abort.throw_if_aborted();
   if (c.plan.device_type == DeviceType::kCuda) {
     throw invalid_input(
         fmt::format("rank {}: {}: registered buffers are host memory, for a CPU "
@@ -23,11 +24,12 @@ auto registered_body(CommunicatorState& c, const std::string& what, Body& body) 
     return body();
   } catch (const Error& e) {
     const bool fatal = e.code() == ErrorCode::kTimeout || e.code() == ErrorCode::kAborted;
-    Error full(e.code(), fmt::format("rank {}: {} failed: {}{}", c.bootstrap->rank(), what,
-                                     e.what(), fatal ? c.peer_report(true) : std::string()));
+    Error full(e.code(),
+               fmt::format("rank {}: {} failed: {}{}", c.bootstrap->rank(), what, e.what(),
+                           fatal ? c.group_abort.peer_report(true) : std::string()));
     if (fatal) {
       TPCOMM_LOG(kError, "comm", "{}", full.what());
-      c.abort_with(full);
+      c.group_abort.abort_with(full);
     }
     throw full;
   }
@@ -35,7 +37,7 @@ auto registered_body(CommunicatorState& c, const std::string& what, Body& body) 
 
 template <typename Body>
 auto registered_call(CommunicatorState& c, const std::string& what, Body body) {
-  return runtime::guarded_call(c, what, [&] { return registered_body(c, what, body); });
+  return c.gate.run(what, [&] { return registered_body(c, what, body); });
 }
 
 }  // namespace
@@ -54,7 +56,8 @@ void Communicator::free(void* buffer) {
 
 std::shared_ptr<void> Communicator::keep_mapped(void* buffer) {
   // Not collective, so not queued behind the calls; refused in a fork() child as they are.
-  impl_->refuse_in_forked_child("keep_mapped");
+  impl_->gate.refuse_in_forked_child("keep_mapped");
+  impl_->gate.refuse_if_closed("keep_mapped");
   return impl_->heap->keep_mapped(buffer);
 }
 

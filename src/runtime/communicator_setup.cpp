@@ -1,7 +1,7 @@
-// Creating a communicator (DESIGN.md, data flow): probe -> facts exchange -> node identity ->
-// plan -> digest vote -> set-up of each backend the tables use, with an AND vote after every
-// step -> ready. Every step is collective and has a deadline; every error is raised on every
-// rank, so no rank goes on alone into a step the others will never reach.
+// Creating a communicator (docs/architecture.md, "From facts to a kernel"): probe -> facts exchange
+// -> node identity -> plan -> digest vote -> set-up of each backend the tables use, with an AND
+// vote after every step -> ready. Every step is collective and has a deadline; every error is
+// raised on every rank, so no rank goes on alone into a step the others will never reach.
 
 #include <unistd.h>
 
@@ -18,7 +18,7 @@
 #include "common/log_format.hpp"
 #include "common/rank_list.hpp"
 #include "common/text_file.hpp"
-#include "communicator_impl.hpp"
+#include "communicator_state.hpp"
 #include "control/launched_bootstrap.hpp"
 #include "control/mpi_world.hpp"
 #include "control/socket_util.hpp"
@@ -34,13 +34,16 @@
 namespace tpcomm {
 
 struct CommunicatorFactory {
-  static std::unique_ptr<Communicator> wrap(std::unique_ptr<CommunicatorState> impl) {
+  static std::unique_ptr<Communicator> wrap(std::unique_ptr<runtime::CommunicatorState> impl) {
     return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
   }
 };
 
 namespace {
 
+using runtime::BackendContext;
+using runtime::BackendFactory;
+using runtime::CommunicatorState;
 using runtime::FaultAction;
 
 // The CUDA device of a kCuda communicator's rank: the option, else LOCAL_RANK modulo the
@@ -58,7 +61,7 @@ int pick_cuda_device(const CommunicatorOptions& options, std::size_t visible) {
 }
 
 runtime::RankRecord my_record(const Bootstrap& bootstrap, const CommunicatorOptions& options,
-                              const detail::Platform& platform, int* cuda_device) {
+                              const runtime::Platform& platform, int* cuda_device) {
   const int rank = bootstrap.rank();
   LocalFacts local = platform.probe();
   runtime::RankRecord r;
@@ -98,7 +101,7 @@ runtime::RankRecord my_record(const Bootstrap& bootstrap, const CommunicatorOpti
 
 std::vector<runtime::RankRecord> exchange_facts(CommunicatorState& c,
                                                 const CommunicatorOptions& options,
-                                                const detail::Platform& platform) {
+                                                const runtime::Platform& platform) {
   Bytes mine = runtime::encode_record(my_record(*c.bootstrap, options, platform, &c.cuda_device));
   if (c.faults.hits("facts", FaultAction::kCorrupt)) mine.resize(mine.size() - 7);  // truncated
   c.faults.apply_fail_or_stall("facts");
@@ -287,7 +290,7 @@ BackendContext backend_context(CommunicatorState& c,
   context.registered = c.heap;
   CommunicatorState* impl = &c;
   context.on_async_failure = [impl](const std::string& why) {
-    impl->abort_with(
+    impl->group_abort.abort_with(
         Error(ErrorCode::kTimeout, fmt::format("rank {}: {}", impl->bootstrap->rank(), why)));
   };
   return context;
@@ -295,7 +298,7 @@ BackendContext backend_context(CommunicatorState& c,
 
 }  // namespace
 
-void CommunicatorState::make_plans() {
+void runtime::CommunicatorState::make_plans() {
   plan = make_plan(facts, plan_options, tuning);
   eager_plan = plan;
   graph_plan = plan;
@@ -306,7 +309,7 @@ void CommunicatorState::make_plans() {
   }
 }
 
-namespace detail {
+namespace runtime {
 
 namespace {
 
@@ -314,9 +317,7 @@ std::unique_ptr<Communicator> build_communicator(std::shared_ptr<Bootstrap> boot
                                                  const CommunicatorOptions& options,
                                                  const Platform& platform) {
   if (!bootstrap) throw invalid_input("Communicator::create: the bootstrap is null");
-  auto c = std::make_unique<CommunicatorState>();
-  c->bootstrap = std::move(bootstrap);
-  c->fork_generation = detail::process_fork_generation();
+  auto c = std::make_unique<CommunicatorState>(std::move(bootstrap));
   c->timeout = options.timeout.value_or(default_timeout());
   // Every store request of this communicator waits at most its deadline, not the environment's.
   c->bootstrap->store()->set_request_timeout(c->timeout);
@@ -344,14 +345,14 @@ std::unique_ptr<Communicator> build_communicator(std::shared_ptr<Bootstrap> boot
   phase("plan agreement");
 
   c->comm_id = records[0].comm_id;
-  c->bootstrap->store()->set_ephemeral(c->presence_key(c->bootstrap->rank()), Bytes{1});
-  c->store_served_by = control::read_served_by(*c->bootstrap->store());
+  c->group_abort.identify(c->comm_id, control::read_served_by(*c->bootstrap->store()));
+  c->bootstrap->store()->set_ephemeral(c->group_abort.presence_key(c->bootstrap->rank()), Bytes{1});
   c->heap = std::make_shared<transport::shm::RegisteredHeap>(c->bootstrap->rank(),
                                                              c->bootstrap->size(), c->comm_id);
   const BackendContext context = backend_context(*c, records, node_of);
   set_up_backends(*c, platform.factories, context);
   // The same on every rank: set-up was voted.
-  c->heap->share_with_peers(c->backends.count(Backend::kShm) > 0);
+  c->heap->share_with_peers(c->backends.has(Backend::kShm));
   phase("backend set-up");
   TPCOMM_LOG(kInfo, "comm", "rank {} of {}: ready, plan {}", context.rank, context.size,
              c->plan.digest);
@@ -366,16 +367,16 @@ std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> boo
   // std::system_error (a thread that cannot start), std::bad_alloc, ...: the API's one
   // exception type; the peers time out in the next step naming this rank.
   const int rank = bootstrap ? bootstrap->rank() : -1;
-  return only_tpcomm_errors(fmt::format("rank {}: Communicator::create", rank), [&] {
+  return detail::only_tpcomm_errors(fmt::format("rank {}: Communicator::create", rank), [&] {
     return build_communicator(std::move(bootstrap), options, platform);
   });
 }
 
-}  // namespace detail
+}  // namespace runtime
 
 std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Bootstrap> bootstrap,
                                                    const CommunicatorOptions& options) {
-  return detail::create_communicator(std::move(bootstrap), options, detail::builtin_platform());
+  return runtime::create_communicator(std::move(bootstrap), options, runtime::builtin_platform());
 }
 
 }  // namespace tpcomm

@@ -2,7 +2,7 @@
 // kCuda communicator is then refused with the reason).
 #include <fmt/format.h>
 
-#include "communicator_impl.hpp"
+#include "communicator_state.hpp"
 
 #ifdef TPCOMM_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -13,7 +13,7 @@
 #include "transport/nccl/nccl_backend.hpp"
 #endif
 
-namespace tpcomm::detail {
+namespace tpcomm::runtime {
 
 #ifdef TPCOMM_HAVE_CUDA
 
@@ -37,7 +37,8 @@ bool stream_is_capturing(void* stream) {
 }
 
 std::shared_ptr<void> device_alloc(std::size_t bytes, int device) {
-  // cudaMalloc allocates on the current device, which calls leave as the caller had it (N18).
+  // cudaMalloc allocates on the current device, which calls leave as the caller had it
+  // (docs/gpu-graphs.md, "The caller's current device").
   const transport::cuda::DeviceGuard on_device(device);
   void* p = nullptr;
   if (cudaError_t e = cudaMalloc(&p, bytes); e != cudaSuccess) {
@@ -81,4 +82,4 @@ std::string gpu_build_unavailable_reason() {
 
 #endif
 
-}  // namespace tpcomm::detail
+}  // namespace tpcomm::runtime

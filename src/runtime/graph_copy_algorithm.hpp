@@ -1,8 +1,9 @@
-// Which algorithm a captured custom all-reduce runs while its input is not registered (review
-// N13). The graph table's custom rows assume registered inputs (no copy-in), so they reach
-// further than the eager table's; a program that never registers (or a call registration could
-// not share) copies at every replay, where the eager table's choice is the one measured for
-// copying. The kernel picks at each replay by the slot's flag, which is the same on every rank.
+// Which algorithm a captured custom all-reduce runs while its input is not registered
+// (docs/gpu-graphs.md, "Copying replays take the eager table's algorithm"). The graph table's
+// custom rows assume registered inputs (no copy-in), so they reach further than the eager table's;
+// a program that never registers (or a call registration could not share) copies at every replay,
+// where the eager table's choice is the one measured for copying. The kernel picks at each replay
+// by the slot's flag, which is the same on every rank.
 #pragma once
 
 #include "tpcomm/plan.hpp"

@@ -173,7 +173,7 @@ int communicator_check() {
   const std::size_t count = (std::size_t{1} << 20) + 3;
   int wrong = 0;
   {
-    Device d(count * 4);
+    Device d(count * 8);  // the widest type, int64
     wrong = check_calls(*comm, d, count);
     time_all_reduce(*comm, d);
     comm->abort("the GPU check aborts it");

@@ -11,9 +11,9 @@
 #include "latency_harness.cuh"
 #include "transport/cuda/kernel_common.cuh"
 
-namespace tpcomm::detail {
+namespace tpcomm::runtime {
 bool stream_is_capturing(void* stream);  // src/runtime/gpu_backends.cpp, what every call asks
-}  // namespace tpcomm::detail
+}  // namespace tpcomm::runtime
 
 namespace tpcomm::latency {
 namespace {
@@ -114,7 +114,7 @@ int capture_query() {
   cudaError_t after_query = cudaSuccess;
   std::thread b([&] {
     while (stage.load() != 1) std::this_thread::yield();
-    answer = tpcomm::detail::stream_is_capturing(nullptr);
+    answer = tpcomm::runtime::stream_is_capturing(nullptr);
     after_query = cudaGetLastError();
     stage.store(2);
   });

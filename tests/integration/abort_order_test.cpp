@@ -10,7 +10,7 @@
 #include <mutex>
 #include <thread>
 
-#include "runtime/communicator_impl.hpp"
+#include "runtime/communicator_state.hpp"
 #include "thread_ranks.hpp"
 #include "tpcomm/communicator.hpp"
 #include "tpcomm/error.hpp"
@@ -65,10 +65,10 @@ class RecordingBackend final : public transport::CollectiveBackend {
   std::atomic<bool> destroying_{false};
 };
 
-detail::Platform recording_platform(AbortLog& log) {
-  detail::Platform p = detail::builtin_platform();
+runtime::Platform recording_platform(AbortLog& log) {
+  runtime::Platform p = runtime::builtin_platform();
   for (auto& [kind, factory] : p.factories) {
-    BackendFactory real = factory;
+    runtime::BackendFactory real = factory;
     factory = [&log, real](const transport::BackendContext& ctx) {
       return std::make_unique<RecordingBackend>(real(ctx), ctx, log);
     };
@@ -80,7 +80,7 @@ TEST(AbortOrder, TheBackendsTellThePeersBeforeTheCommunicatorRefusesCalls) {
   AbortLog log;
   const auto platform = recording_platform(log);
   on_ranks(make_thread_group(1), [&](int, std::shared_ptr<Bootstrap> bs) {
-    auto comm = detail::create_communicator(bs, CommunicatorOptions{}, platform);
+    auto comm = runtime::create_communicator(bs, CommunicatorOptions{}, platform);
     log.comm = comm.get();
     EXPECT_FALSE(comm->aborted());
     comm->abort("the test aborts");
@@ -104,7 +104,7 @@ TEST(AbortOrder, AWatchdogsAbortDuringDestructionFindsNoBackendBeingDestroyed) {
   log.race_destruction = true;
   const auto platform = recording_platform(log);
   on_ranks(make_thread_group(1), [&](int, std::shared_ptr<Bootstrap> bs) {
-    auto comm = detail::create_communicator(bs, CommunicatorOptions{}, platform);
+    auto comm = runtime::create_communicator(bs, CommunicatorOptions{}, platform);
     comm.reset();
   });
   EXPECT_EQ(log.aborts_while_destroyed.load(), 0)

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/communicator_impl.hpp"
+#include "runtime/communicator_state.hpp"
 #include "simulated_nodes.hpp"
 #include "thread_ranks.hpp"
 #include "tpcomm/error.hpp"
@@ -166,12 +166,12 @@ void expect_huge_counts_refused(std::shared_ptr<Bootstrap> bs, Make make) {
 }
 
 // expect_huge_counts_refused on `ranks` thread ranks whose communicators plan `backend`.
-void huge_counts_over(int ranks, CommunicatorOptions o, const detail::Platform& platform,
+void huge_counts_over(int ranks, CommunicatorOptions o, const runtime::Platform& platform,
                       Backend backend) {
   o.timeout = 20s;
   test::on_ranks(make_thread_group(ranks), [&](int, std::shared_ptr<Bootstrap> bs) {
     expect_huge_counts_refused(bs, [&](std::shared_ptr<Bootstrap> b) {
-      auto comm = detail::create_communicator(b, o, platform);
+      auto comm = runtime::create_communicator(b, o, platform);
       EXPECT_EQ(comm->plan().ops.at(Op::kAllGather).table.front().backend, backend);
       return comm;
     });
@@ -179,13 +179,13 @@ void huge_counts_over(int ranks, CommunicatorOptions o, const detail::Platform& 
 }
 
 TEST(BufferChecks, CountsWhoseByteSizeOverflowsAreRefusedOnShm) {
-  huge_counts_over(2, {}, detail::builtin_platform(), Backend::kShm);
+  huge_counts_over(2, {}, runtime::builtin_platform(), Backend::kShm);
 }
 
 TEST(BufferChecks, CountsWhoseByteSizeOverflowsAreRefusedOnGloo) {
   CommunicatorOptions gloo_only;
   gloo_only.disabled = {Backend::kShm};  // Gloo carries every call
-  huge_counts_over(2, gloo_only, detail::builtin_platform(), Backend::kGloo);
+  huge_counts_over(2, gloo_only, runtime::builtin_platform(), Backend::kGloo);
 }
 
 TEST(BufferChecks, CountsWhoseByteSizeOverflowsAreRefusedOnHier) {

@@ -10,7 +10,7 @@
 #include <tuple>
 #include <vector>
 
-#include "runtime/communicator_impl.hpp"
+#include "runtime/communicator_state.hpp"
 #include "thread_ranks.hpp"
 
 namespace tpcomm {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/communicator_impl.hpp"
+#include "runtime/communicator_state.hpp"
 #include "thread_ranks.hpp"
 
 namespace tpcomm {

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/communicator_impl.hpp"
+#include "runtime/communicator_state.hpp"
 #include "thread_ranks.hpp"
 
 namespace tpcomm {

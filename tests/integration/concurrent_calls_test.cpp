@@ -85,10 +85,10 @@ std::string calls_of_one_thread(Communicator& comm, Op op, std::size_t count) {
 // Every rank runs kThreadsPerRank threads of calls on its one communicator, one op after the
 // other (all the calls of a phase have one signature, so any pairing of them across ranks is a
 // valid one).
-void threads_share_each_rank(int ranks, const detail::Platform& platform,
+void threads_share_each_rank(int ranks, const runtime::Platform& platform,
                              const CommunicatorOptions& options, std::size_t count) {
   test::on_ranks(make_thread_group(ranks), [&](int r, std::shared_ptr<Bootstrap> bs) {
-    auto comm = detail::create_communicator(bs, options, platform);
+    auto comm = runtime::create_communicator(bs, options, platform);
     for (Op op : {Op::kAllGather, Op::kAllReduce, Op::kReduceScatter}) {
       std::vector<std::string> wrong(kThreadsPerRank);
       std::vector<std::thread> threads;
@@ -110,13 +110,13 @@ void threads_share_each_rank(int ranks, const detail::Platform& platform,
 }
 
 TEST(ConcurrentCalls, ThreadsOfEachRankShareAnShmCommunicator) {
-  threads_share_each_rank(2, detail::builtin_platform(), {}, 3001);
+  threads_share_each_rank(2, runtime::builtin_platform(), {}, 3001);
 }
 
 TEST(ConcurrentCalls, ThreadsOfEachRankShareAGlooCommunicator) {
   CommunicatorOptions gloo_only;
   gloo_only.disabled = {Backend::kShm};
-  threads_share_each_rank(2, detail::builtin_platform(), gloo_only, 3001);
+  threads_share_each_rank(2, runtime::builtin_platform(), gloo_only, 3001);
 }
 
 TEST(ConcurrentCalls, ThreadsOfEachRankShareAHierCommunicator) {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/communicator_impl.hpp"
+#include "runtime/communicator_state.hpp"
 #include "thread_ranks.hpp"
 #include "tpcomm/communicator.hpp"
 #include "tpcomm/error.hpp"
@@ -63,8 +63,8 @@ class RecordedSetUp final : public transport::CollectiveBackend {
   StepLog& log_;
 };
 
-detail::Platform fake_gpu_platform(int ranks, StepLog& log, bool multicast = false) {
-  detail::Platform p = detail::builtin_platform();
+runtime::Platform fake_gpu_platform(int ranks, StepLog& log, bool multicast = false) {
+  runtime::Platform p = runtime::builtin_platform();
   p.probe = [ranks, multicast] {
     LocalFacts local = probe_local();
     for (int i = 0; i < ranks; ++i) {
@@ -82,8 +82,8 @@ detail::Platform fake_gpu_platform(int ranks, StepLog& log, bool multicast = fal
   };
   p.gpu_unavailable_reason = [] { return std::string(); };
   for (Backend b : {Backend::kCustom, Backend::kMultimem, Backend::kNccl}) {
-    BackendFactory real = p.factories.at(b);
-    p.factories[b] = [&log, real](const BackendContext& ctx) {
+    runtime::BackendFactory real = p.factories.at(b);
+    p.factories[b] = [&log, real](const transport::BackendContext& ctx) {
       return std::make_unique<RecordedSetUp>(real(ctx), ctx.rank, log);
     };
   }
@@ -101,7 +101,7 @@ TEST(GpuSetUpVotes, EveryStepRunsAndBothBackendsAreSetUpWithoutFaults) {
   StepLog log;
   const auto platform = fake_gpu_platform(2, log);
   on_ranks(make_thread_group(2), [&](int r, std::shared_ptr<Bootstrap> bs) {
-    auto comm = detail::create_communicator(bs, cuda_options(), platform);
+    auto comm = runtime::create_communicator(bs, cuda_options(), platform);
     const auto& ar = comm->plan().ops.at(Op::kAllReduce);
     EXPECT_EQ(ar.table.front().backend, Backend::kCustom);
     EXPECT_EQ(ar.table.back().backend, Backend::kNccl);
@@ -128,11 +128,11 @@ TEST(GpuSetUpVotes, EachRankNamesTheGpuItsCallsRunOn) {
   on_ranks(make_thread_group(2), [&](int r, std::shared_ptr<Bootstrap> bs) {
     CommunicatorOptions o = cuda_options();
     o.cuda_device = 2 - r;
-    EXPECT_EQ(detail::create_communicator(bs, o, platform)->cuda_device(), 2 - r);
+    EXPECT_EQ(runtime::create_communicator(bs, o, platform)->cuda_device(), 2 - r);
   });
   ScopedEnv local_rank("LOCAL_RANK", "4");  // 4 modulo 3 GPUs
   on_ranks(make_thread_group(1), [&](int, std::shared_ptr<Bootstrap> bs) {
-    EXPECT_EQ(detail::create_communicator(bs, cuda_options(), platform)->cuda_device(), 1);
+    EXPECT_EQ(runtime::create_communicator(bs, cuda_options(), platform)->cuda_device(), 1);
   });
 }
 
@@ -141,7 +141,7 @@ TEST(GpuSetUpVotes, AFailedCustomStepOnOneRankDisablesCustomEverywhereAndNcclCar
   StepLog log;
   const auto platform = fake_gpu_platform(3, log);
   on_ranks(make_thread_group(3), [&](int r, std::shared_ptr<Bootstrap> bs) {
-    auto comm = detail::create_communicator(bs, cuda_options(), platform);
+    auto comm = runtime::create_communicator(bs, cuda_options(), platform);
     for (const auto& [op, p] : comm->plan().ops) {
       EXPECT_FALSE(p.is_eligible(Backend::kCustom));
       const std::string& why = p.rejected.at(Backend::kCustom);
@@ -164,7 +164,7 @@ TEST(GpuSetUpVotes, MultimemStepsAreVotedAndAFailedBindFallsBackToCustom) {
     StepLog log;
     const auto platform = fake_gpu_platform(4, log, true);
     on_ranks(make_thread_group(4), [&](int r, std::shared_ptr<Bootstrap> bs) {
-      auto comm = detail::create_communicator(bs, cuda_options(), platform);
+      auto comm = runtime::create_communicator(bs, cuda_options(), platform);
       const auto& ar = comm->plan().ops.at(Op::kAllReduce);
       EXPECT_TRUE(ar.is_eligible(Backend::kMultimem));
       bool uses_multimem = false;
@@ -179,7 +179,7 @@ TEST(GpuSetUpVotes, MultimemStepsAreVotedAndAFailedBindFallsBackToCustom) {
   StepLog log;
   const auto platform = fake_gpu_platform(4, log, true);
   on_ranks(make_thread_group(4), [&](int r, std::shared_ptr<Bootstrap> bs) {
-    auto comm = detail::create_communicator(bs, cuda_options(), platform);
+    auto comm = runtime::create_communicator(bs, cuda_options(), platform);
     const auto& ar = comm->plan().ops.at(Op::kAllReduce);
     EXPECT_NE(ar.rejected.at(Backend::kMultimem)
                   .find("step multimem.bind failed on rank 2: injected fault"),
@@ -201,7 +201,7 @@ TEST(GpuSetUpVotes, TheNcclFallbackFailingOnOneRankIsAnErrorOnEveryRank) {
   const auto platform = fake_gpu_platform(2, log);
   const auto errors =
       test::errors_on_ranks(make_thread_group(2), [&](int, std::shared_ptr<Bootstrap> bs) {
-        detail::create_communicator(bs, cuda_options(), platform);
+        runtime::create_communicator(bs, cuda_options(), platform);
       });
   for (const auto& e : errors) {
     EXPECT_NE(e.find("the fallback engine nccl could not be set up: step nccl.init failed on "

@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/communicator_impl.hpp"
+#include "runtime/communicator_state.hpp"
 #include "simulated_nodes.hpp"
 #include "thread_ranks.hpp"
 
@@ -29,7 +29,7 @@ TEST(HierStageTimes, EachRanksWaitIsCountedInTheStageThatWaited) {
   test::on_ranks(group, [&](int r, std::shared_ptr<Bootstrap> bs) {
     CommunicatorOptions o;
     o.timeout = 20s;
-    auto comm = detail::create_communicator(bs, o, test::consecutive_nodes_of(2));
+    auto comm = runtime::create_communicator(bs, o, test::consecutive_nodes_of(2));
     std::vector<float> data(4096, static_cast<float>(r + 1));
     comm->all_reduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
     const auto before = comm->stage_times();

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "runtime/communicator_impl.hpp"
+#include "runtime/communicator_state.hpp"
 #include "simulated_nodes.hpp"
 #include "thread_ranks.hpp"
 #include "tpcomm/tcp_store.hpp"
@@ -16,8 +16,8 @@ namespace {
 using namespace std::chrono_literals;
 
 // Ranks 0-1 on node 0, ranks 2-3 on node 1 (and so on for larger groups).
-detail::Platform two_nodes() {
-  detail::Platform p = detail::builtin_platform();
+runtime::Platform two_nodes() {
+  runtime::Platform p = runtime::builtin_platform();
   p.node_of_ranks = [](int size) {
     std::vector<int> node(static_cast<std::size_t>(size));
     for (int r = 0; r < size; ++r) node[static_cast<std::size_t>(r)] = r * 2 / size;
@@ -42,7 +42,7 @@ TEST(HierOnThreads, TwoSimulatedNodesPlanHierAndSumEveryElement) {
   test::on_ranks(group, [&](int r, std::shared_ptr<Bootstrap> bs) {
     CommunicatorOptions o;
     o.timeout = 20s;
-    auto comm = detail::create_communicator(bs, o, two_nodes());
+    auto comm = runtime::create_communicator(bs, o, two_nodes());
     EXPECT_EQ(comm->plan().nodes, 2);
     const auto& ar = comm->plan().ops.at(Op::kAllReduce);
     EXPECT_FALSE(ar.is_eligible(Backend::kShm));
@@ -90,7 +90,7 @@ TEST(HierOnThreads, SmallAndStagedAllReducesGiveEveryRankTheSameRoundedSums) {
         group, [&, size = size, platform = platform](int r, std::shared_ptr<Bootstrap> bs) {
           CommunicatorOptions o;
           o.timeout = 20s;
-          auto comm = detail::create_communicator(bs, o, platform);
+          auto comm = runtime::create_communicator(bs, o, platform);
           for (std::size_t n : sizes) {
             std::vector<float> f(n);
             for (std::size_t i = 0; i < n; ++i) f[i] = inexact(r, i);
@@ -125,7 +125,7 @@ TEST(HierOnThreads, AllGatherAndReduceScatterKeepRankOrderWhenNodesHoldRanksInTu
     test::on_ranks(group, [&, size = size, nodes = nodes](int r, std::shared_ptr<Bootstrap> bs) {
       CommunicatorOptions o;
       o.timeout = 20s;
-      auto comm = detail::create_communicator(bs, o, test::nodes_in_turn(nodes));
+      auto comm = runtime::create_communicator(bs, o, test::nodes_in_turn(nodes));
       for (Op op : {Op::kAllGather, Op::kReduceScatter}) {
         ASSERT_EQ(comm->plan().ops.at(op).table[0].backend, Backend::kHier) << to_string(op);
       }
@@ -185,7 +185,7 @@ TEST(HierOnThreads, ARankThatNeverCallsIsATimeoutNamingIt) {
   test::on_ranks(group, [&](int r, std::shared_ptr<Bootstrap> bs) {
     CommunicatorOptions o;
     o.timeout = 1500ms;
-    auto comm = detail::create_communicator(bs, o, two_nodes());
+    auto comm = runtime::create_communicator(bs, o, two_nodes());
     std::vector<float> data(4096, 1.0f);
     if (r != 3) {
       try {
@@ -214,7 +214,7 @@ namespace {
 // Communicator::abort() from another thread while a call waits in Gloo for a peer that has not
 // come (docs/errors.md, "In a running group"): the call fails at once instead of at its deadline,
 // and the peer that comes later fails too instead of completing a call its partner gave up on.
-void abort_unblocks(const std::string& engine, const detail::Platform& platform, int ranks) {
+void abort_unblocks(const std::string& engine, const runtime::Platform& platform, int ranks) {
   std::vector<std::string> errors(static_cast<std::size_t>(ranks));
   std::vector<double> waited_s(static_cast<std::size_t>(ranks));
   const auto group = make_thread_group(ranks);
@@ -222,7 +222,7 @@ void abort_unblocks(const std::string& engine, const detail::Platform& platform,
     CommunicatorOptions o;
     o.timeout = 20s;
     o.disabled = {Backend::kShm};
-    auto comm = detail::create_communicator(bs, o, platform);
+    auto comm = runtime::create_communicator(bs, o, platform);
     EXPECT_EQ(comm->plan().ops.at(Op::kAllReduce).table[0].backend,
               engine == "hier" ? Backend::kHier : Backend::kGloo);
     std::vector<float> data(4096, static_cast<float>(r + 1));
@@ -255,7 +255,7 @@ void abort_unblocks(const std::string& engine, const detail::Platform& platform,
 }
 
 TEST(AbortFromAnotherThread, UnblocksACallWaitingInGloo) {
-  abort_unblocks("gloo", detail::builtin_platform(), 2);
+  abort_unblocks("gloo", runtime::builtin_platform(), 2);
 }
 
 TEST(AbortFromAnotherThread, UnblocksACallWaitingInHiersGlooStage) {
@@ -282,7 +282,7 @@ TEST(HierOnThreads, CreateDestroyCyclesLeaveNoStoreKeys) {
       for (int i = 0; i < cycles; ++i) {
         CommunicatorOptions o;
         o.timeout = 20s;
-        auto comm = detail::create_communicator(bs, o, two_nodes());
+        auto comm = runtime::create_communicator(bs, o, two_nodes());
         EXPECT_EQ(comm->plan().ops.at(Op::kAllReduce).table[0].backend, Backend::kHier);
         float x = static_cast<float>(r + 1);
         comm->all_reduce(&x, &x, 1, DataType::kFloat32, ReduceOp::kSum);

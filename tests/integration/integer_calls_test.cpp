@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/communicator_impl.hpp"
+#include "runtime/communicator_state.hpp"
 #include "simulated_nodes.hpp"
 #include "thread_ranks.hpp"
 #include "tpcomm/error.hpp"
@@ -185,7 +185,7 @@ TEST(IntegerCalls, EveryElementOverHierWithRanksDealtToNodesInTurn) {
   test::on_ranks(make_thread_group(4), [&](int, std::shared_ptr<Bootstrap> bs) {
     CommunicatorOptions o;
     o.timeout = 60s;
-    auto comm = detail::create_communicator(bs, o, test::nodes_in_turn(2));
+    auto comm = runtime::create_communicator(bs, o, test::nodes_in_turn(2));
     ASSERT_EQ(comm->plan().ops.at(Op::kAllReduce).table.front().backend, Backend::kHier);
     check_every_call(*comm, {1, 7, 1001, 70001});
   });

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/communicator_impl.hpp"
+#include "runtime/communicator_state.hpp"
 #include "simulated_nodes.hpp"
 #include "thread_ranks.hpp"
 
@@ -40,7 +40,7 @@ TEST(ShmSpinSharing, ANodeStageWaiterSleepsWhenTheGroupOutnumbersTheCores) {
   test::on_ranks(group, [&](int r, std::shared_ptr<Bootstrap> bs) {
     CommunicatorOptions o;
     o.timeout = 20s;
-    auto comm = detail::create_communicator(bs, o, test::consecutive_nodes_of(2));
+    auto comm = runtime::create_communicator(bs, o, test::consecutive_nodes_of(2));
     ASSERT_EQ(comm->plan().ops.at(Op::kAllReduce).table.at(0).backend, Backend::kHier);
     std::vector<float> data(1024, static_cast<float>(r + 1));
     comm->all_reduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);

@@ -1,5 +1,5 @@
 """tpcomm for PyTorch programs: `import tpcomm.torch` registers the torch.distributed backend
-"tpcomm" for cpu and cuda (docs/python.md, "torch.distributed backend"):
+"tpcomm" for cpu and cuda (docs/torch-backend.md):
 
     import tpcomm.torch
     torch.distributed.init_process_group("tpcomm")            # or "cpu:gloo,cuda:tpcomm"

@@ -240,8 +240,10 @@ void GraphBuffers::exchange_vmm(RegistrationRound& round, Bootstrap& bootstrap, 
 // Whether this GPU can read `address` directly: yes on the same device unless it is VMM memory
 // this device was not granted; on another device of this process after enabling peer access
 // (refused, with the reason, where the devices cannot, or where a VMM buffer's owner did not
-// grant this device access: peer_reach.hpp).
-bool GraphBuffers::peer_access_to(const void* address, std::string* why) {
+// grant this device access: peer_reach.hpp). `vmm`: the buffer is a VMM mapping, as its
+// description found (cuMemRetainAllocationHandle); only then is cuMemGetAccess asked, since
+// for cudaMalloc memory its answer is not "no VMM access" on every driver.
+bool GraphBuffers::peer_access_to(const void* address, bool vmm, std::string* why) {
   cudaPointerAttributes attr{};
   if (cudaPointerGetAttributes(&attr, address) != cudaSuccess) {
     cudaGetLastError();
@@ -262,8 +264,7 @@ bool GraphBuffers::peer_access_to(const void* address, std::string* why) {
   here.id = device_;
   unsigned long long flags = 0;
   const DriverApi& api = driver_api();
-  // Fails (CUDA_ERROR_INVALID_VALUE) for memory that is not a VMM mapping: cudaMalloc memory.
-  if (api.mem_get_access != nullptr &&
+  if (vmm && api.mem_get_access != nullptr &&
       api.mem_get_access(&flags, &here, reinterpret_cast<CUdeviceptr>(address)) == CUDA_SUCCESS) {
     f.vmm_access = flags;
   }
@@ -292,7 +293,8 @@ void GraphBuffers::open_peers(RegistrationRound& round, std::size_t i, int me) {
     auto& word = round.words[i][1 + static_cast<std::size_t>(r)];
     if (r == me || s.process == this_process()) {
       // A thread of this process: its address as is, once this GPU may read the one it is on.
-      if (r != me && !peer_access_to(reinterpret_cast<const void*>(s.address), &round.why[i])) {
+      if (r != me &&
+          !peer_access_to(reinterpret_cast<const void*>(s.address), how == kVmmFd, &round.why[i])) {
         round.usable[i] = 0;
         break;
       }

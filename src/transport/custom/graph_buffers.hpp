@@ -66,7 +66,7 @@ class GraphBuffers {
   void exchange_vmm(RegistrationRound& round, Bootstrap& bootstrap, int listener,
                     const FdChannelAuth& auth, const Deadline& deadline);
   void open_peers(RegistrationRound& round, std::size_t i, int me);
-  bool peer_access_to(const void* address, std::string* why);
+  bool peer_access_to(const void* address, bool vmm, std::string* why);
   std::size_t write_slots(RegistrationRound& round, int me);
   void* open_ipc(const cudaIpcMemHandle_t& handle);
   void* open_peer_vmm(const RegistrationRound& round, int rank, const SharedBuffer& buffer);

@@ -1,0 +1,178 @@
+// A call's way from the gate to a backend (dispatch.hpp): check, route, execute.
+#include "dispatch.hpp"
+
+#include <map>
+
+#include <fmt/format.h>
+
+#include "call_checks.hpp"
+#include "common/log_format.hpp"
+#include "common/rank_list.hpp"
+#include "control/store_request_deadline.hpp"
+#include "graph_copy_algorithm.hpp"
+#include "transport/common/call_text.hpp"
+
+namespace tpcomm::runtime {
+namespace {
+
+// A GPU kernel that gave up after an earlier call returned: its failure is this call's error.
+void take_async_failures(CommunicatorState& c) {
+  for (const auto& [kind, backend] : c.backends.all()) {
+    if (auto failure = backend->take_async_failure()) {
+      c.group_abort.abort_with(Error(
+          ErrorCode::kTimeout, fmt::format("rank {}: {} failed after an earlier call returned: {}",
+                                           c.bootstrap->rank(), to_string(kind), *failure)));
+    }
+  }
+}
+
+// Everything about a call that this rank can check alone, before it is numbered.
+void check_call(CommunicatorState& c, const transport::Call& call, bool device_call) {
+  const int rank = c.bootstrap->rank();
+  const DeviceType device = c.plan.device_type;
+  if (device == DeviceType::kCuda) take_async_failures(c);
+  c.group_abort.throw_if_aborted();
+  if (device_call != (device == DeviceType::kCuda)) {
+    throw invalid_input(fmt::format(
+        "rank {}: {} called {} a stream on a {} communicator ({})", rank, to_string(call.op),
+        device_call ? "with" : "without", to_string(device),
+        device_call ? "create it with CommunicatorOptions::device = kCuda for device buffers"
+                    : "device buffers need the overload that takes a CUDA stream"));
+  }
+  if (!is_floating(call.type) && call.reduce == ReduceOp::kAvg && call.op != Op::kAllGather) {
+    throw invalid_input(
+        fmt::format("rank {}: {} of {}: avg is for floating-point types (an integer "
+                    "average would round); use sum and divide",
+                    rank, to_string(call.op), to_string(call.type)));
+  }
+  c.refuse_unusable_buffers([&] {
+    if (call.count > 0 && (call.input == nullptr || call.output == nullptr)) {
+      throw invalid_input(fmt::format("rank {}: {}: null buffer for {} elements", rank,
+                                      to_string(call.op), call.count));
+    }
+    check_call_buffers(call, rank, c.bootstrap->size());
+  });
+}
+
+// The row that carries `call` (route_call), refused where nothing here may carry it. Every rank
+// has the same plan and backends: every rank refuses the same calls, and none waits for another.
+TableRow route(const CommunicatorState& c, const Plan& table, const transport::Call& call) {
+  const TableRow row = route_call(table, call.op, call_bytes(call, c.bootstrap->size()), call.type);
+  const std::string which = fmt::format("rank {}: {} #{}", c.bootstrap->rank(),
+                                        transport::call_signature(call), call.sequence);
+  if (c.options.caller_serves_fallback && row.backend == fallback_backend(table.device_type)) {
+    throw invalid_input(
+        fmt::format("{}: the plan gives it to {}, which the caller serves "
+                    "(CommunicatorOptions::caller_serves_fallback): check the plan (route()) first",
+                    which, to_string(row.backend)));
+  }
+  if (!c.backends.has(row.backend)) {
+    const Backend planned =
+        table.ops.at(call.op).row_for(call_bytes(call, c.bootstrap->size())).backend;
+    throw Error(ErrorCode::kUnavailable,
+                fmt::format("{}: {} has no {} kernels, and {}, which carries such calls on a {} "
+                            "communicator, is not set up here (the plan does not use it)",
+                            which, to_string(planned), to_string(call.type), to_string(row.backend),
+                            to_string(table.device_type)));
+  }
+  return row;
+}
+
+// With TPCOMM_CHECK=1: the call's signature on every rank, compared (kMismatch names both sides).
+void check_across_ranks(CommunicatorState& c, const transport::Call& call) {
+  const std::string mine = transport::call_signature(call);
+  auto all = c.bootstrap->all_gather(Bytes(mine.begin(), mine.end()),
+                                     fmt::format("call check #{}", call.sequence), c.deadline());
+  std::map<std::string, std::vector<int>> by_signature;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    by_signature[std::string(all[r].begin(), all[r].end())].push_back(static_cast<int>(r));
+  }
+  if (by_signature.size() == 1) return;
+  std::vector<std::string> sides;
+  for (const auto& [sig, ranks] : by_signature) {
+    sides.push_back(fmt::format("{} called {}", detail::rank_set_text(ranks), sig));
+  }
+  throw Error(ErrorCode::kMismatch,
+              fmt::format("call #{} does not match across ranks (TPCOMM_CHECK=1): {}",
+                          call.sequence, fmt::join(sides, "; ")));
+}
+
+// Counts a completed call (Communicator::stats()): a barrier as one, a broadcast's chunks as the
+// one broadcast they make, any other as its collective.
+void count_call(CommunicatorState& c, const transport::Call& call, const TableRow& row) {
+  if (call.barrier) {
+    c.counters.add(Collective::kBarrier, row.backend, row.algorithm, 1, size_of(call.type));
+  } else if (c.broadcast_chunks >= 0) {
+    c.counters.add(Collective::kBroadcast, row.backend, row.algorithm,
+                   c.broadcast_chunks++ == 0 ? 1 : 0, call.count * size_of(call.type));
+  } else {
+    c.counters.add(static_cast<Collective>(call.op), row.backend, row.algorithm, 1,
+                   call_bytes(call, c.bootstrap->size()));
+  }
+}
+
+// Runs the routed call; any failure aborts the communicator, naming the call and the peers.
+void execute(CommunicatorState& c, const transport::Call& call, const TableRow& row) {
+  try {
+    // No store request of the call waits past its deadline (the report below has its own bound).
+    const control::ScopedStoreDeadline bound(c.deadline());
+    if (c.check_calls) check_across_ranks(c, call);
+    c.faults.apply_fail_or_stall("call", static_cast<std::int64_t>(call.sequence));
+    c.backends.at(row.backend).run(call);
+    count_call(c, call, row);
+  } catch (const Error& e) {
+    const std::string peers =
+        e.code() == ErrorCode::kMismatch
+            ? std::string()
+            : c.group_abort.peer_report(e.code() == ErrorCode::kTimeout, call.sequence);
+    Error full(e.code(), fmt::format("rank {}: {} #{} via {} failed: {}{}", c.bootstrap->rank(),
+                                     transport::call_signature(call), call.sequence,
+                                     to_string(row.backend), e.what(), peers));
+    TPCOMM_LOG(kError, "comm", "{}", full.what());
+    c.group_abort.abort_with(full);
+    throw full;
+  }
+}
+
+}  // namespace
+
+std::uint64_t call_bytes(const transport::Call& call, int size) {
+  const std::uint64_t per = call.count * size_of(call.type);
+  const std::uint64_t input =
+      call.op == Op::kReduceScatter ? per * static_cast<std::uint64_t>(size) : per;
+  return routed_bytes(call.op, input, size);
+}
+
+void run_call(CommunicatorState& c, transport::Call call, bool device_call) {
+  check_call(c, call, device_call);
+  call.sequence = ++c.sequence;
+  call.captured = device_call && stream_is_capturing(call.stream);
+  const Plan& table = call.captured ? c.graph_plan : c.eager_plan;
+  const TableRow row = route(c, table, call);
+  call.algorithm = row.algorithm;
+  if (call.captured) {
+    call.unregistered_algorithm = unregistered_replay_algorithm(
+        row, c.eager_plan.ops.at(call.op).row_for(call_bytes(call, c.bootstrap->size())));
+  }
+  call.blocks = row.blocks.value_or(0);
+  call.step_bytes = row.step_bytes.value_or(0);
+  execute(c, call, row);
+}
+
+std::size_t register_graph_buffers(CommunicatorState& c) {
+  c.group_abort.throw_if_aborted();
+  std::size_t registered = 0;
+  try {
+    for (const auto& [kind, backend] : c.backends.all())
+      registered += backend->register_graph_buffers(c.deadline());
+  } catch (const Error& e) {
+    Error full(e.code(), fmt::format("rank {}: register_graph_buffers failed: {}{}",
+                                     c.bootstrap->rank(), e.what(), c.group_abort.peer_report()));
+    TPCOMM_LOG(kError, "comm", "{}", full.what());
+    c.group_abort.abort_with(full);
+    throw full;
+  }
+  return registered;
+}
+
+}  // namespace tpcomm::runtime
