@@ -1,5 +1,5 @@
 # tpcomm: the two commands that matter are `make run` and `make test`; both set themselves up.
-.PHONY: all build test test-engines run bench format format-check clean
+.PHONY: all build test test-engines run bench format format-check lint tidy clean
 
 BIN := build/bin/tpcomm
 # TPCOMM_PRESET=debug selects the sanitizer build of the in-process tiers, debug-full of every
@@ -56,6 +56,23 @@ format:
 
 format-check:
 	clang-format --dry-run --Werror $$(git ls-files '*.cpp' '*.hpp' '*.c' '*.cu' '*.cuh')
+
+# ruff (ruff.toml) over python/ and tests/python/: lint, then the format, both as checks. Its own
+# environment, .venv-lint, pinned by python/requirements-lint.txt.
+lint: .venv-lint/requirements-installed.txt
+	.venv-lint/bin/ruff check python tests/python
+	.venv-lint/bin/ruff format --check python tests/python
+
+.venv-lint/requirements-installed.txt: python/requirements-lint.txt
+	rm -rf .venv-lint
+	/usr/bin/python3 -m venv .venv-lint
+	.venv-lint/bin/pip install -q --disable-pip-version-check -r python/requirements-lint.txt
+	cp python/requirements-lint.txt $@
+
+# clang-tidy (.clang-tidy) over every C++ source of src/, tools/ and python/src/ (scripts/tidy.sh;
+# .ci/run lints the ones changed since the last release tag).
+tidy: build
+	scripts/tidy.sh --all
 
 clean:
 	rm -rf build build-debug build-debug-full

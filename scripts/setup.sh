@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 packages=(cmake ninja-build g++ make pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
           libgtest-dev libgmock-dev libssl-dev libbenchmark-dev libgloo-dev
           libopenmpi-dev openmpi-bin libhwloc-dev gnuplot-nox universal-ctags clang-format
+          clang-tidy
           python3-dev python3-pybind11 pybind11-dev python3-torch python3-numpy python3-pytest
           python3-venv
           iproute2 nftables spin)

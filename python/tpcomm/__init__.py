@@ -11,17 +11,40 @@ import atexit
 import json
 
 from . import _tpcomm
-from ._tpcomm import (AbortedError, Error, InternalError, InvalidInputError, MismatchError,
-                      StoreHost, TimeoutError, UnavailableError, set_log_file, set_log_level,
-                      set_log_sink)
+from ._tpcomm import (
+    AbortedError,
+    Error,
+    InternalError,
+    InvalidInputError,
+    MismatchError,
+    StoreHost,
+    TimeoutError,
+    UnavailableError,
+    set_log_file,
+    set_log_level,
+    set_log_sink,
+)
 from .communicator import Communicator
 
 __version__ = _tpcomm.__version__
 cuda_build_status = _tpcomm.cuda_build_status
 
-__all__ = ["Communicator", "Error", "InvalidInputError", "UnavailableError", "TimeoutError",
-           "MismatchError", "AbortedError", "InternalError", "StoreHost", "plan_file",
-           "set_log_level", "set_log_file", "set_log_sink", "__version__"]
+__all__ = [
+    "Communicator",
+    "Error",
+    "InvalidInputError",
+    "UnavailableError",
+    "TimeoutError",
+    "MismatchError",
+    "AbortedError",
+    "InternalError",
+    "StoreHost",
+    "plan_file",
+    "set_log_level",
+    "set_log_file",
+    "set_log_sink",
+    "__version__",
+]
 
 
 def plan_file(path, mode="eager", tuning=None):

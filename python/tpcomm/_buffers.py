@@ -35,7 +35,7 @@ class View:
 
     @property
     def where(self):
-        """"cpu", or "cuda:1": the device as torch writes it."""
+        """ "cpu", or "cuda:1": the device as torch writes it."""
         return f"cuda:{self.gpu}" if self.device == "cuda" else self.device
 
     @property
@@ -66,12 +66,16 @@ def _torch_view(t, what):
     if logical:
         dtype = "uint8"
     elif dtype is None:
-        raise ValueError(f"{what}: dtype {t.dtype} is not one of "
-                         + ", ".join(f"torch.{name}" for name in DTYPE_NAMES + ("bool",)))
+        raise ValueError(
+            f"{what}: dtype {t.dtype} is not one of "
+            + ", ".join(f"torch.{name}" for name in DTYPE_NAMES + ("bool",))
+        )
     if t.layout is not _STRIDED[0]:
         # Sparse and other layouts have no one buffer of numel elements to send.
-        raise ValueError(f"{what}: a tensor of layout {t.layout}; tpcomm takes dense tensors "
-                         f"(layout torch.strided): pass t.to_dense()")
+        raise ValueError(
+            f"{what}: a tensor of layout {t.layout}; tpcomm takes dense tensors "
+            f"(layout torch.strided): pass t.to_dense()"
+        )
     if not t.is_contiguous():
         raise ValueError(f"{what}: the tensor is not contiguous (pass t.contiguous())")
     # is_cuda / is_cpu are plain flags; t.device builds an object (a quarter of a microsecond).
@@ -93,9 +97,11 @@ def _numpy_view(a, what):
     if logical:
         dtype = "uint8"
     elif dtype is None:
-        raise ValueError(f"{what}: dtype {a.dtype} is not one of "
-                         + ", ".join(f"numpy.{name}" for name in DTYPE_NAMES if name != "bfloat16")
-                         + ", numpy.bool_ (numpy has no bfloat16: use a torch tensor)")
+        raise ValueError(
+            f"{what}: dtype {a.dtype} is not one of "
+            + ", ".join(f"numpy.{name}" for name in DTYPE_NAMES if name != "bfloat16")
+            + ", numpy.bool_ (numpy has no bfloat16: use a torch tensor)"
+        )
     if not a.flags.c_contiguous:
         raise ValueError(f"{what}: the array is not C-contiguous (pass numpy.ascontiguousarray(a))")
     return View(a, _tpcomm.buffer_address(a), a.size, dtype, "cpu", "numpy", logical=logical)
@@ -131,8 +137,10 @@ def registered_empty(native, shape, dtype):
     # A torch dtype, or a name while torch is imported: a tensor; a numpy dtype: an array.
     as_tensor = torch is not None and isinstance(dtype, (str, torch.dtype))
     if not as_tensor and (np is None or name == "bfloat16"):
-        raise ValueError(f"empty: a {name} buffer needs torch imported"
-                         + ("" if np is None else " (numpy has no bfloat16)"))
+        raise ValueError(
+            f"empty: a {name} buffer needs torch imported"
+            + ("" if np is None else " (numpy has no bfloat16)")
+        )
     memory = native.allocate(nbytes)
     if as_tensor:
         return torch.frombuffer(memory, dtype=getattr(torch, name), count=numel).view(shape)

@@ -49,8 +49,10 @@ def torch_group_address(group, timeout_s):
     import torch.distributed as dist
 
     if not dist.is_available() or not dist.is_initialized():
-        raise ValueError("from_torch: call torch.distributed.init_process_group first "
-                         "(or use tpcomm.Communicator.from_env)")
+        raise ValueError(
+            "from_torch: call torch.distributed.init_process_group first "
+            "(or use tpcomm.Communicator.from_env)"
+        )
     rank = dist.get_rank(group)
     if rank < 0:
         raise ValueError("from_torch: this process is not a member of the group")
@@ -71,6 +73,7 @@ def torch_group_address(group, timeout_s):
     except RuntimeError as e:
         raise _tpcomm.TimeoutError(
             f"from_torch: rank 0 of the group (global rank {ranks[0]}) did not publish tpcomm's "
-            f"store address in torch.distributed's store within {wait_s:g} s: {e}") from None
+            f"store address in torch.distributed's store within {wait_s:g} s: {e}"
+        ) from None
     text = store.get(key).decode()
     return PublishedAddress(store, key, text), rank, size, None, backend

@@ -3,8 +3,7 @@
 import json
 import operator
 
-from . import _buffers
-from . import _tpcomm
+from . import _buffers, _tpcomm
 from ._rendezvous import torch_group_address
 
 _OP_CODES = _tpcomm.OP_CODES  # name -> the library's value of the reduction
@@ -70,7 +69,9 @@ def _reduction(v, op):
     if not v.logical:
         return _OP_CODES[op]
     if op == "avg":
-        raise ValueError("op 'avg' is not defined for bool (sum is a logical or, min a logical and)")
+        raise ValueError(
+            "op 'avg' is not defined for bool (sum is a logical or, min a logical and)"
+        )
     return _OP_CODES["max" if op == "sum" else op]
 
 
@@ -96,7 +97,7 @@ def _leading(shape, d):
 
 
 def _with(shape, d, size):
-    return shape[:d] + (size,) + shape[d + 1:]
+    return shape[:d] + (size,) + shape[d + 1 :]
 
 
 class Communicator:
@@ -115,8 +116,9 @@ class Communicator:
     # --- creation ------------------------------------------------------------------------------
 
     @classmethod
-    def from_env(cls, timeout=None, device="cpu", cuda_device=-1, threads=None,
-                 caller_serves_fallback=False):
+    def from_env(
+        cls, timeout=None, device="cpu", cuda_device=-1, threads=None, caller_serves_fallback=False
+    ):
         """The group of this launch: tpcomm run, torchrun (default or --standalone rendezvous),
         mpirun or srun (see docs/python.md). `timeout` in seconds for every wait (default:
         TPCOMM_TIMEOUT_MS); device "cuda" for CUDA tensors; `threads`: the rank's team for large
@@ -124,12 +126,27 @@ class Communicator:
         caller_serves_fallback: the caller runs the calls the plan gives the fallback engine (nccl
         on cuda, gloo on cpu) itself, so tpcomm does not set it up and refuses such a call; ask
         route() first (an inference engine with its own NCCL communicator)."""
-        return cls(_tpcomm.Comm.from_env(_seconds(timeout), device, cuda_device,
-                                         _threads(threads), bool(caller_serves_fallback)), device)
+        return cls(
+            _tpcomm.Comm.from_env(
+                _seconds(timeout),
+                device,
+                cuda_device,
+                _threads(threads),
+                bool(caller_serves_fallback),
+            ),
+            device,
+        )
 
     @classmethod
-    def from_torch(cls, group=None, timeout=None, device=None, cuda_device=-1, threads=None,
-                   caller_serves_fallback=False):
+    def from_torch(
+        cls,
+        group=None,
+        timeout=None,
+        device=None,
+        cuda_device=-1,
+        threads=None,
+        caller_serves_fallback=False,
+    ):
         """The ranks of a torch.distributed group (default: the world), after
         init_process_group. They meet through torch.distributed's store on a port of tpcomm's
         own that the kernel picks. device: default "cuda" when the group's backend is nccl;
@@ -138,9 +155,17 @@ class Communicator:
         if device is None:
             device = "cuda" if backend == "nccl" else "cpu"
         try:
-            native = _tpcomm.Comm.from_address(address.text, rank, size, _seconds(timeout),
-                                               device, cuda_device, host, _threads(threads),
-                                               bool(caller_serves_fallback))
+            native = _tpcomm.Comm.from_address(
+                address.text,
+                rank,
+                size,
+                _seconds(timeout),
+                device,
+                cuda_device,
+                host,
+                _threads(threads),
+                bool(caller_serves_fallback),
+            )
         finally:
             address.done(rank)
         return cls(native, device)
@@ -170,12 +195,16 @@ class Communicator:
     def _input(self, t, what="input", writable=False):
         v = _buffers.view(t, what, writable)
         if v.device != self.device:
-            raise ValueError(f"{what}: a {v.device} buffer on a {self.device} communicator "
-                             f"(create it with device=\"{v.device}\")")
+            raise ValueError(
+                f"{what}: a {v.device} buffer on a {self.device} communicator "
+                f'(create it with device="{v.device}")'
+            )
         if self._cuda and v.gpu != self._gpu:
             # The call would run on this GPU's stream over another GPU's memory.
-            raise ValueError(f"{what}: a tensor on {v.where}, but this communicator's calls run on "
-                             f"cuda:{self._gpu} (one communicator per GPU; cuda_device= picks it)")
+            raise ValueError(
+                f"{what}: a tensor on {v.where}, but this communicator's calls run on "
+                f"cuda:{self._gpu} (one communicator per GPU; cuda_device= picks it)"
+            )
         return v
 
     def _output(self, out, like, numel, shape, what="out"):
@@ -183,11 +212,15 @@ class Communicator:
             return _buffers.view(_buffers.empty_like(like, shape), what)
         v = _buffers.view(out, what, writable=True)
         if v.type_name != like.type_name or v.where != like.where:
-            raise ValueError(f"{what}: {v.type_name} on {v.where}, but the input is "
-                             f"{like.type_name} on {like.where}")
+            raise ValueError(
+                f"{what}: {v.type_name} on {v.where}, but the input is "
+                f"{like.type_name} on {like.where}"
+            )
         if v.numel != numel:
-            raise ValueError(f"{what}: {v.numel} elements (shape {v.shape}), the call writes "
-                             f"{numel} (shape {shape})")
+            raise ValueError(
+                f"{what}: {v.numel} elements (shape {v.shape}), the call writes "
+                f"{numel} (shape {shape})"
+            )
         return v
 
     def all_reduce(self, t, op="sum", out=None):
@@ -198,17 +231,27 @@ class Communicator:
         # error, goes the checked way below.
         if out is None and type(t) is _buffers.TENSOR and op in _OP_CODES:
             code = _buffers.TORCH_CODES.get(t.dtype)
-            if code is not None and t.is_contiguous() and (
-                    t.is_cuda and t.get_device() == self._gpu if self._cuda else t.is_cpu):
+            if (
+                code is not None
+                and t.is_contiguous()
+                and (t.is_cuda and t.get_device() == self._gpu if self._cuda else t.is_cpu)
+            ):
                 ptr = t.data_ptr()
-                self._native.all_reduce(ptr, ptr, t.numel(), code, _OP_CODES[op],
-                                        _buffers.cuda_stream(t) if self._cuda else None)
+                self._native.all_reduce(
+                    ptr,
+                    ptr,
+                    t.numel(),
+                    code,
+                    _OP_CODES[op],
+                    _buffers.cuda_stream(t) if self._cuda else None,
+                )
                 return t
         _check_op(op)
         v = self._input(t, writable=out is None)
         o = v if out is None else self._output(out, v, v.numel, v.shape)
-        self._native.all_reduce(v.ptr, o.ptr, v.numel, v.code, _reduction(v, op),
-                                _buffers.stream_of(v))
+        self._native.all_reduce(
+            v.ptr, o.ptr, v.numel, v.code, _reduction(v, op), _buffers.stream_of(v)
+        )
         return o.obj
 
     def all_gather(self, t, out=None, dim=0):
@@ -229,7 +272,7 @@ class Communicator:
         self._native.all_gather(v.ptr, blocks.ptr, v.numel, v.code, _buffers.stream_of(v))
         # result[..., q * n + i, ...] = blocks[q][..., i, ...]: split the gathered dimension
         # into (rank, index) and copy the rank-major blocks there.
-        split = v.shape[:d] + (self.size, v.shape[d]) + v.shape[d + 1:]
+        split = v.shape[:d] + (self.size, v.shape[d]) + v.shape[d + 1 :]
         _buffers.copy_into(o, split, _buffers.moved(blocks, 0, d))
         return o.obj
 
@@ -242,11 +285,14 @@ class Communicator:
         v = self._input(t)
         d = 0 if dim.__class__ is int and dim == 0 else _dimension("reduce_scatter", dim, v.shape)
         if d != 0 and v.shape[d] % self.size:
-            raise ValueError(f"reduce_scatter: dimension {d} of shape {v.shape} has "
-                             f"{v.shape[d]} elements, which do not divide among {self.size} ranks")
+            raise ValueError(
+                f"reduce_scatter: dimension {d} of shape {v.shape} has "
+                f"{v.shape[d]} elements, which do not divide among {self.size} ranks"
+            )
         if v.numel % self.size:
-            raise ValueError(f"reduce_scatter: {v.numel} elements do not divide among "
-                             f"{self.size} ranks")
+            raise ValueError(
+                f"reduce_scatter: {v.numel} elements do not divide among {self.size} ranks"
+            )
         if v.shape and v.shape[d] % self.size == 0:
             shape = _with(v.shape, d, v.shape[d] // self.size)
         else:
@@ -254,10 +300,11 @@ class Communicator:
         o = self._output(out, v, v.numel // self.size, shape)
         if d != 0 and _leading(v.shape, d) != 1:
             # Rank q's part t[..., q * m:(q + 1) * m, ...] moved to the front, contiguous.
-            split = v.shape[:d] + (self.size, v.shape[d] // self.size) + v.shape[d + 1:]
+            split = v.shape[:d] + (self.size, v.shape[d] // self.size) + v.shape[d + 1 :]
             v = _buffers.contiguous_moved(v, split, d, "reduce_scatter")
-        self._native.reduce_scatter(v.ptr, o.ptr, o.numel, v.code, _reduction(v, op),
-                                    _buffers.stream_of(v))
+        self._native.reduce_scatter(
+            v.ptr, o.ptr, o.numel, v.code, _reduction(v, op), _buffers.stream_of(v)
+        )
         return o.obj
 
     def broadcast(self, t, src=0):

@@ -16,7 +16,7 @@ void BackendSet::add(Backend kind, std::unique_ptr<transport::CollectiveBackend>
 }
 
 bool BackendSet::has(Backend kind) const {
-  return map_.count(kind) > 0;
+  return map_.contains(kind);
 }
 
 transport::CollectiveBackend& BackendSet::at(Backend kind) const {

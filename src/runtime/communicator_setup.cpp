@@ -233,7 +233,7 @@ std::optional<std::string> read_plan_inputs(CommunicatorState& c,
                                             const std::map<Backend, BackendFactory>& factories) {
   c.plan_options.mode = options.mode;
   for (Backend b : backends_of(c.facts.ranks.at(0).device.type)) {
-    if (!factories.count(b)) c.plan_options.disabled[b] = "not available in this build yet";
+    if (!factories.contains(b)) c.plan_options.disabled[b] = "not available in this build yet";
   }
   try {
     for (Backend b : parse_disabled_backends(env_string("TPCOMM_DISABLE"), "TPCOMM_DISABLE")) {

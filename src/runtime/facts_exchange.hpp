@@ -18,7 +18,7 @@ constexpr std::uint32_t kRecordMagic = 0x52465054;  // "TPFR"
 // transport/gloo/gloo_opening_exchange.hpp. 3: the facts may say `mpi`, and the hier_mpi backend
 // exists.
 constexpr std::uint16_t kRecordVersion = 3;
-constexpr std::size_t kMaxRecordBytes = 64 * 1024;
+constexpr std::size_t kMaxRecordBytes = std::size_t{64} * 1024;
 
 struct RankRecord {
   RankFacts facts;

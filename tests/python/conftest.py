@@ -11,7 +11,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 import rank_support
 from rank_support import RANK_HELPERS
 
@@ -42,7 +41,6 @@ REPO = {repo!r}
 PREAMBLE = PREAMBLE_HEAD + RANK_HELPERS
 
 
-
 @pytest.fixture(autouse=True)
 def time_limit():
     with rank_support.time_limit(TEST_TIME_LIMIT_S):
@@ -61,8 +59,10 @@ ENGINES = {
 def engine_setup(engine):
     """ENGINES[engine], or a pytest skip saying why that engine cannot run here."""
     if engine == "hier" and os.geteuid() != 0:
-        pytest.skip("hier needs simulated nodes (tpcomm run --nodes), which need root for "
-                    "their namespaces; not root here")
+        pytest.skip(
+            "hier needs simulated nodes (tpcomm run --nodes), which need root for "
+            "their namespaces; not root here"
+        )
     return ENGINES[engine]
 
 
@@ -71,6 +71,7 @@ def free_port():
     below the kernel's ephemeral range, so that no outgoing connection of a test running in
     parallel takes P + 1 as its local port between now and the launch."""
     import random
+
     while True:
         port = random.randrange(20000, 32000)
         if _bindable(port) and _bindable(port + 2):
@@ -100,21 +101,37 @@ def env_for_ranks(extra=None):
 def run_ranks(tmp_path, code, n=2, launcher="tpcomm", env=None, timeout=120, args=()):
     """Runs `code` (after PREAMBLE) as every rank of a group of n; returns a Run."""
     script = tmp_path / "rank.py"
-    script.write_text(PREAMBLE.format(pythonpath=str(BUILD / "python"), repo=str(REPO)) + textwrap.dedent(code))
+    script.write_text(
+        PREAMBLE.format(pythonpath=str(BUILD / "python"), repo=str(REPO)) + textwrap.dedent(code)
+    )
     if launcher == "srun":  # the environment srun gives its tasks (no Slurm here)
         return _run_as_srun(script, n, env, timeout)
     if launcher == "tpcomm":
         cmd = [str(TPCOMM), "run", "-n", str(n), *args, "--", PYTHON, str(script)]
     elif launcher == "mpirun":
-        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", str(n), PYTHON,
-               str(script)]
+        cmd = [
+            "mpirun",
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-n",
+            str(n),
+            PYTHON,
+            str(script),
+        ]
     else:  # torchrun, with its default (static) rendezvous unless args say --standalone
         port = [] if "--standalone" in args else ["--master_port", str(free_port())]
         cmd = [*TORCHRUN, "--nproc_per_node", str(n), *port, *args, str(script)]
         if env and env.get("TPCOMM_STORE_PORT") == "MASTER":  # torchrun's own port
             env = dict(env, TPCOMM_STORE_PORT=port[1])
-    proc = subprocess.run(cmd, env=env_for_ranks(env), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=timeout, cwd=tmp_path)
+    proc = subprocess.run(
+        cmd,
+        env=env_for_ranks(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
+        cwd=tmp_path,
+    )
     return Run(proc)
 
 
@@ -135,18 +152,32 @@ def _bindable(port):
 def _run_as_srun(script, n, env, timeout):
     # The store port derives from the job id (20000 + job x 16 mod 12000): one whose port is
     # free now.
-    job = next(j for j in range(os.getpid() % 700, 100000)
-               if _bindable(20000 + (j * 16) % 12000))
+    job = next(j for j in range(os.getpid() % 700, 100000) if _bindable(20000 + (j * 16) % 12000))
     procs = []
     for r in range(n):
         rank_env = env_for_ranks(env)
         for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"):
             rank_env.pop(name, None)
-        rank_env.update(SLURM_PROCID=str(r), SLURM_NTASKS=str(n), SLURM_LOCALID=str(r),
-                        SLURM_STEP_NODELIST="localhost", SLURM_STEP_NUM_NODES="1",
-                        SLURM_JOB_ID=str(job), SLURM_STEP_ID="0", RANK_FOR_TEST=str(r))
-        procs.append(subprocess.Popen([PYTHON, str(script)], env=rank_env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True, cwd=script.parent))
+        rank_env.update(
+            SLURM_PROCID=str(r),
+            SLURM_NTASKS=str(n),
+            SLURM_LOCALID=str(r),
+            SLURM_STEP_NODELIST="localhost",
+            SLURM_STEP_NUM_NODES="1",
+            SLURM_JOB_ID=str(job),
+            SLURM_STEP_ID="0",
+            RANK_FOR_TEST=str(r),
+        )
+        procs.append(
+            subprocess.Popen(
+                [PYTHON, str(script)],
+                env=rank_env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                cwd=script.parent,
+            )
+        )
     outputs, status = [], 0
     for p in procs:
         out, _ = p.communicate(timeout=timeout)

@@ -23,8 +23,10 @@ def refused(call, says, kind=ValueError):
 @contextlib.contextmanager
 def time_limit(seconds):
     """A SIGALRM that fails the test after `seconds` (an autouse fixture yields inside it)."""
+
     def expired(signum, frame):
         raise TimeoutError(f"the test ran past its limit of {seconds} s")
+
     previous = signal.signal(signal.SIGALRM, expired)
     signal.alarm(seconds)
     try:

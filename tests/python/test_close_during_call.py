@@ -10,9 +10,12 @@ from conftest import ENGINES, engine_setup, run_ranks
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_close_from_another_thread_during_calls_ends_them_with_an_error_not_a_crash(
-        tmp_path, engine):
+    tmp_path, engine
+):
     env, n, args = engine_setup(engine)
-    run = run_ranks(tmp_path, """
+    run = run_ranks(
+        tmp_path,
+        """
         import threading, time
         comm = tpcomm.Communicator.from_env(timeout=10)
         n, r = comm.size, comm.rank
@@ -48,5 +51,9 @@ def test_close_from_another_thread_during_calls_ends_them_with_an_error_not_a_cr
         refused(lambda: comm.barrier(), "this communicator was closed")
         comm.close()  # twice is fine
         ok()
-    """, n=n, env=env, args=args)
+    """,
+        n=n,
+        env=env,
+        args=args,
+    )
     run.expect_ok(n)

@@ -9,7 +9,9 @@ from conftest import engine_setup, run_ranks
 
 
 def test_every_call_and_dtype_on_torch_tensors(tmp_path):
-    run_ranks(tmp_path, """
+    run_ranks(
+        tmp_path,
+        """
         comm = tpcomm.Communicator.from_env(timeout=30)
         n, r = comm.size, comm.rank
         base = torch.arange(1000, dtype=torch.float32) % 50
@@ -47,11 +49,15 @@ def test_every_call_and_dtype_on_torch_tensors(tmp_path):
         assert torch.equal(x, torch.full((100,), sum(range(1, n + 1)) / n))
         comm.barrier()
         ok()
-    """, n=3).expect_ok(3)
+    """,
+        n=3,
+    ).expect_ok(3)
 
 
 def test_in_place_all_reduce_of_a_plain_tensor_skips_the_checked_path_and_others_take_it(tmp_path):
-    run_ranks(tmp_path, """
+    run_ranks(
+        tmp_path,
+        """
         from tpcomm import _buffers
         comm = tpcomm.Communicator.from_env(timeout=30)
         n, r = comm.size, comm.rank
@@ -78,11 +84,15 @@ def test_in_place_all_reduce_of_a_plain_tensor_skips_the_checked_path_and_others
             refused(lambda: comm.all_reduce(bad, op=op), says)
         comm.barrier()
         ok()
-    """, n=2).expect_ok(2)
+    """,
+        n=2,
+    ).expect_ok(2)
 
 
 def test_random_fp16_and_bf16_round_as_one_fp32_addition_rounded_to_nearest_even(tmp_path):
-    run_ranks(tmp_path, """
+    run_ranks(
+        tmp_path,
+        """
         comm = tpcomm.Communicator.from_env(timeout=30)
         r = comm.rank
         def data(q):
@@ -100,11 +110,15 @@ def test_random_fp16_and_bf16_round_as_one_fp32_addition_rounded_to_nearest_even
         want = (others[0].astype(np.float32) + others[1].astype(np.float32)).astype(np.float16)
         assert np.array_equal(a.view(np.uint16), want.view(np.uint16))
         ok()
-    """, n=2).expect_ok(2)
+    """,
+        n=2,
+    ).expect_ok(2)
 
 
 def test_numpy_arrays(tmp_path):
-    run_ranks(tmp_path, """
+    run_ranks(
+        tmp_path,
+        """
         comm = tpcomm.Communicator.from_env(timeout=30)
         n, r = comm.size, comm.rank
         for dt in (np.float32, np.float16):
@@ -119,11 +133,15 @@ def test_numpy_arrays(tmp_path):
             comm.broadcast(b, src=0)
             assert np.array_equal(b, np.full((5,), 10, dtype=dt))
         ok()
-    """, n=2).expect_ok(2)
+    """,
+        n=2,
+    ).expect_ok(2)
 
 
 def test_integer_and_bool_tensors_and_arrays_reduce_exactly_as_torch_and_numpy_do(tmp_path):
-    run_ranks(tmp_path, """
+    run_ranks(
+        tmp_path,
+        """
         comm = tpcomm.Communicator.from_env(timeout=30)
         n, r = comm.size, comm.rank
         for dt in (torch.int32, torch.int64, torch.uint8):
@@ -182,11 +200,15 @@ def test_integer_and_bool_tensors_and_arrays_reduce_exactly_as_torch_and_numpy_d
             assert a.dtype == dt and np.array_equal(a, want.astype(dt)), dt
         comm.barrier()
         ok()
-    """, n=3).expect_ok(3)
+    """,
+        n=3,
+    ).expect_ok(3)
 
 
 def test_all_gather_and_reduce_scatter_along_any_dimension_as_torch_cat_and_chunk(tmp_path):
-    run_ranks(tmp_path, """
+    run_ranks(
+        tmp_path,
+        """
         comm = tpcomm.Communicator.from_env(timeout=30)
         n, r = comm.size, comm.rank
         def mine(q, shape, dt):  # every element tells rank and position apart
@@ -235,11 +257,15 @@ def test_all_gather_and_reduce_scatter_along_any_dimension_as_torch_cat_and_chun
             refused(call, says)
         comm.barrier()
         ok()
-    """, n=3).expect_ok(3)
+    """,
+        n=3,
+    ).expect_ok(3)
 
 
 def test_split_forms_groups_ranked_by_key_and_a_negative_color_gets_none(tmp_path):
-    run_ranks(tmp_path, """
+    run_ranks(
+        tmp_path,
+        """
         comm = tpcomm.Communicator.from_env(timeout=30)
         r = comm.rank
         # DP x TP = 2 x 2: TP groups {0,1} and {2,3}, ranked in reverse by key.
@@ -253,11 +279,15 @@ def test_split_forms_groups_ranked_by_key_and_a_negative_color_gets_none(tmp_pat
         if odd is not None:
             assert odd.size == 2 and odd.plan()["ops"]["all_reduce"]["table"]
         ok()
-    """, n=4).expect_ok(4)
+    """,
+        n=4,
+    ).expect_ok(4)
 
 
 def test_plan_route_plan_text_and_plan_file(tmp_path):
-    run_ranks(tmp_path, """
+    run_ranks(
+        tmp_path,
+        """
         comm = tpcomm.Communicator.from_env(timeout=30)
         plan = comm.plan()
         assert plan["device"] == "cpu" and plan["nodes"] == 1
@@ -283,11 +313,15 @@ def test_plan_route_plan_text_and_plan_file(tmp_path):
         except tpcomm.InvalidInputError as e:
             assert e.code == "invalid_input" and isinstance(e, ValueError), e
         ok()
-    """, n=2).expect_ok(2)
+    """,
+        n=2,
+    ).expect_ok(2)
 
 
 def test_registered_buffers_from_empty_are_read_in_place_and_give_the_same_results(tmp_path):
-    run_ranks(tmp_path, """
+    run_ranks(
+        tmp_path,
+        """
         import numpy as np
         comm = tpcomm.Communicator.from_env(timeout=30)
         n, r = comm.size, comm.rank
@@ -322,12 +356,16 @@ def test_registered_buffers_from_empty_are_read_in_place_and_give_the_same_resul
         except tpcomm.UnavailableError as e:
             assert "/dev/shm" in str(e), e
         ok()
-    """, n=2).expect_ok(2)
+    """,
+        n=2,
+    ).expect_ok(2)
 
 
 def test_stage_times_put_a_late_ranks_wait_in_the_stage_that_waited(tmp_path):
     env, n, args = engine_setup("hier")  # ranks 0-1 on node 0, 2-3 on node 1
-    run_ranks(tmp_path, """
+    run_ranks(
+        tmp_path,
+        """
         import time
         comm = tpcomm.Communicator.from_env(timeout=30)
         assert comm.route("all_reduce", 16384, "float32")[0] == "hier"
@@ -347,11 +385,17 @@ def test_stage_times_put_a_late_ranks_wait_in_the_stage_that_waited(tmp_path):
         if RANK == 2:  # waited for rank 0, its lane peer, between the nodes
             assert inter >= 0.25 and intra < 0.15, spent
         ok()
-    """, n=n, env=env, args=args).expect_ok(n)
+    """,
+        n=n,
+        env=env,
+        args=args,
+    ).expect_ok(n)
 
 
 def test_the_threads_keyword_sets_each_ranks_team_and_its_calls_stay_exact(tmp_path):
-    run = run_ranks(tmp_path, """
+    run = run_ranks(
+        tmp_path,
+        """
         refused(lambda: tpcomm.Communicator.from_env(threads=2.5), "integer", TypeError)
         refused(lambda: tpcomm.Communicator.from_env(threads=True), "got bool", TypeError)
         comm = tpcomm.Communicator.from_env(timeout=30, threads=3)
@@ -360,15 +404,20 @@ def test_the_threads_keyword_sets_each_ranks_team_and_its_calls_stay_exact(tmp_p
         comm.all_reduce(t)
         assert torch.equal(t, torch.arange(n, dtype=torch.float32) * 3), t
         ok()
-    """, env={"TPCOMM_LOG": "debug"})
+    """,
+        env={"TPCOMM_LOG": "debug"},
+    )
     run.expect_ok(2)
     said = "team of 3 threads (TPCOMM_THREADS or CommunicatorOptions::threads"
     assert run.output.count(said) == 2, run.output
 
 
 def test_a_threads_keyword_out_of_range_is_an_invalid_input_error_on_every_rank(tmp_path):
-    run_ranks(tmp_path, """
+    run_ranks(
+        tmp_path,
+        """
         refused(lambda: tpcomm.Communicator.from_env(timeout=30, threads=257),
                 "CommunicatorOptions::threads = 257", tpcomm.InvalidInputError)
         ok()
-    """).expect_ok(2)
+    """,
+    ).expect_ok(2)

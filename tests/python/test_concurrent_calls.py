@@ -14,7 +14,9 @@ from conftest import ENGINES, engine_setup, run_ranks
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_two_threads_calling_one_communicator_get_every_element_right(tmp_path, engine):
     env, n, args = engine_setup(engine)
-    run_ranks(tmp_path, """
+    run_ranks(
+        tmp_path,
+        """
         import threading
         comm = tpcomm.Communicator.from_env(timeout=20)
         n, r = comm.size, comm.rank
@@ -62,4 +64,9 @@ def test_two_threads_calling_one_communicator_get_every_element_right(tmp_path, 
         assert not failures, failures[:5]
         comm.barrier()
         ok(f"{2 * rounds * 2} calls from two threads")
-    """, n=n, env=env, args=args, timeout=140).expect_ok(n)
+    """,
+        n=n,
+        env=env,
+        args=args,
+        timeout=140,
+    ).expect_ok(n)

@@ -7,13 +7,16 @@ from conftest import run_ranks
 
 
 def test_dropping_a_gloo_communicator_whose_store_thread_logs_to_a_python_sink_does_not_hang(
-        tmp_path):
+    tmp_path,
+):
     # Both ranks in this one process (two threads), rank 0 serving the store (StoreHost), so
     # that this process's garbage collection is what stops the store's thread. A stranger's
     # bad frame makes that thread log a warning through the sink, which releases the GIL for a
     # moment (as a sink writing to a file does): the main thread drops rank 0's communicator
     # meanwhile, whose destruction waits on the store's thread (the goodbye, then the join).
-    run_ranks(tmp_path, """
+    run_ranks(
+        tmp_path,
+        """
         import faulthandler, gc, socket, threading, time
         from tpcomm import _tpcomm
 
@@ -70,4 +73,8 @@ def test_dropping_a_gloo_communicator_whose_store_thread_logs_to_a_python_sink_d
         assert any(s == "store" and "dropped" in m for s, m in lines), lines
         print(f"rank 0's communicator destroyed in {took:.2f} s", flush=True)
         ok()
-    """, n=1, env={"TPCOMM_DISABLE": "shm"}, timeout=60).expect_ok(1)
+    """,
+        n=1,
+        env={"TPCOMM_DISABLE": "shm"},
+        timeout=60,
+    ).expect_ok(1)

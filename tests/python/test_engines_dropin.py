@@ -26,7 +26,9 @@ def run(tmp_path, body):
 
 
 def test_custom_all_reduce_sums_every_dtype_out_of_place(tmp_path):
-    run(tmp_path, """
+    run(
+        tmp_path,
+        """
     for dt in (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64,
                torch.uint8):
         x = (torch.arange(1000) % 50 + 3 * r).to(dt)
@@ -51,11 +53,14 @@ def test_custom_all_reduce_sums_every_dtype_out_of_place(tmp_path):
         x = torch.ones(16, dtype=dt)
         assert not ca.should_custom_ar(x) and ca.custom_all_reduce(x) is None, dt
     ok()
-    """)
+    """,
+    )
 
 
 def test_the_gate_declines_what_the_plan_gives_to_nccl_and_caches_its_answer(tmp_path):
-    run(tmp_path, """
+    run(
+        tmp_path,
+        """
     # Every rank sees the same plan; here a plan that gives 8 KiB and more to NCCL, as a CUDA
     # group's plan does for large calls.
     real, asked = ca.comm.route, []
@@ -88,11 +93,14 @@ def test_the_gate_declines_what_the_plan_gives_to_nccl_and_caches_its_answer(tmp
     assert torch.equal(ca.custom_all_reduce(x), torch.full((8,), float(2 ** n - 1))), \\
         "the shared communicator outlives the object that borrowed it"
     ok()
-    """)
+    """,
+    )
 
 
 def test_capture_registers_the_graph_buffers_once_after_a_normal_exit(tmp_path):
-    run(tmp_path, """
+    run(
+        tmp_path,
+        """
     calls = []
     real = ca.comm.register_graph_buffers
     def register():
@@ -113,11 +121,14 @@ def test_capture_registers_the_graph_buffers_once_after_a_normal_exit(tmp_path):
         pass
     assert calls == [False] and not ca._IS_CAPTURING, "no registration after a failed capture"
     ok()
-    """)
+    """,
+    )
 
 
 def test_bad_input_names_the_cause_and_close_disables(tmp_path):
-    run(tmp_path, """
+    run(
+        tmp_path,
+        """
     refused(lambda: ca.should_custom_ar([1.0, 2.0]), "expected a torch.Tensor, got list",
             TypeError)
     refused(lambda: ca.custom_all_reduce(torch.ones(4, device="meta")),
@@ -136,13 +147,16 @@ def test_bad_input_names_the_cause_and_close_disables(tmp_path):
     refused(comm.barrier, "this communicator was closed")
     ca.close()  # twice is fine
     ok()
-    """)
+    """,
+    )
 
 
 def test_capture_without_registration_and_the_capture_count(tmp_path):
     # vLLM's cuMem graph pool (sleep mode): its buffers cannot be shared by IPC handles, so
     # vLLM builds its custom all-reduce with register_graph_buffers=False; tpcomm's likewise.
-    run(tmp_path, """
+    run(
+        tmp_path,
+        """
     calls = []
     real = ca.comm.register_graph_buffers
     def register():
@@ -163,11 +177,14 @@ def test_capture_without_registration_and_the_capture_count(tmp_path):
     assert calls == [1] and ca.captures == 1, "the default registers, once"
     cumem.close()
     ok()
-    """)
+    """,
+    )
 
 
 def test_stats_count_the_calls_served_and_those_handed_back(tmp_path):
-    run(tmp_path, """
+    run(
+        tmp_path,
+        """
     ca.reset_stats()
     empty = ca.stats()
     assert all(v == {"calls": 0, "bytes": 0, "routes": {}} for v in empty.values()), empty
@@ -196,11 +213,14 @@ def test_stats_count_the_calls_served_and_those_handed_back(tmp_path):
     s = ca.stats()
     assert s["all_reduce"]["calls"] == 0 and s["all_gather"]["calls"] == 0, s
     ok()
-    """)
+    """,
+    )
 
 
 def test_serves_follows_the_plan_for_each_collective_and_the_vllm_attributes(tmp_path):
-    run(tmp_path, """
+    run(
+        tmp_path,
+        """
     real, asked = ca.comm.route, []
     def route(op, nbytes, dtype, mode="eager"):
         asked.append((op, nbytes))
@@ -223,4 +243,5 @@ def test_serves_follows_the_plan_for_each_collective_and_the_vllm_attributes(tmp
     out = ca.custom_all_reduce(torch.full((5,), float(r * 3)))
     assert torch.equal(out, torch.full((5,), float(3 * sum(range(n)))))
     ok()
-    """)
+    """,
+    )

@@ -6,7 +6,9 @@ from conftest import run_ranks
 
 
 def test_bad_arguments_are_value_errors_before_any_rank_blocks(tmp_path):
-    run_ranks(tmp_path, """
+    run_ranks(
+        tmp_path,
+        """
         comm = tpcomm.Communicator.from_env(timeout=20)
         r = comm.size and comm.rank
         ro = np.ones(4, np.float32)
@@ -35,11 +37,14 @@ def test_bad_arguments_are_value_errors_before_any_rank_blocks(tmp_path):
         comm.all_reduce(t)
         assert torch.equal(t, torch.full((8,), 2.0)), t
         ok(f"{len(cases)} refusals")
-    """).expect_ok(2)
+    """,
+    ).expect_ok(2)
 
 
 def test_a_dead_peer_raises_on_the_survivor_naming_it(tmp_path):
-    run = run_ranks(tmp_path, """
+    run = run_ranks(
+        tmp_path,
+        """
         comm = tpcomm.Communicator.from_env(timeout=10)
         comm.all_reduce(torch.ones(16))
         if comm.rank == 1:
@@ -56,27 +61,35 @@ def test_a_dead_peer_raises_on_the_survivor_naming_it(tmp_path):
                 ok("then AbortedError")
         else:
             raise SystemExit("the call on a dead peer returned")
-    """, args=("--keep-going",))
+    """,
+        args=("--keep-going",),
+    )
     assert run.returncode != 0, run.output  # rank 1 exited 3
     assert run.ok_ranks() == [0], run.output
 
 
 def test_calls_that_differ_across_ranks_are_a_mismatch_error_on_every_rank(tmp_path):
-    run_ranks(tmp_path, """
+    run_ranks(
+        tmp_path,
+        """
         comm = tpcomm.Communicator.from_env(timeout=20)
         try:
             comm.all_reduce(torch.ones(8 if comm.rank == 0 else 16))
         except tpcomm.MismatchError as e:
             assert e.code == "mismatch" and "does not match across ranks" in str(e), str(e)
             ok()
-    """, env={"TPCOMM_CHECK": "1"}).expect_ok(2)
+    """,
+        env={"TPCOMM_CHECK": "1"},
+    ).expect_ok(2)
 
 
 def test_a_rank_that_does_not_come_is_a_timeout_error_which_is_a_builtin_timeout_error(tmp_path):
     # The timeout also bounds creation, which under the sanitizers with other tests beside took
     # more than 2 s on the 2-vCPU VM: 8 s, and rank 1 stays alive (absent, not dead: that would
     # be another error) until rank 0 has had its timeout, however long creation took.
-    run = run_ranks(tmp_path, """
+    run = run_ranks(
+        tmp_path,
+        """
         import time
         comm = tpcomm.Communicator.from_env(timeout=8)
         done = os.path.join(os.getcwd(), "rank0-done")
@@ -94,12 +107,16 @@ def test_a_rank_that_does_not_come_is_a_timeout_error_which_is_a_builtin_timeout
             ok()
         finally:
             open(done, "w").close()
-    """, args=("--keep-going",))
+    """,
+        args=("--keep-going",),
+    )
     assert run.ok_ranks() == [0], run.output
 
 
 def test_log_sink_receives_the_librarys_lines(tmp_path):
-    run_ranks(tmp_path, """
+    run_ranks(
+        tmp_path,
+        """
         lines = []
         tpcomm.set_log_level("info")
         tpcomm.set_log_sink(lambda level, subsystem, message: lines.append((level, subsystem, message)))
@@ -116,18 +133,22 @@ def test_log_sink_receives_the_librarys_lines(tmp_path):
         except ValueError as e:
             assert "loud" in str(e)
         ok()
-    """).expect_ok(2)
+    """,
+    ).expect_ok(2)
 
 
 def test_a_store_port_held_by_a_socket_that_does_not_listen_is_named(tmp_path):
     # A bound socket that never listens (an outgoing connection's local port looks the same):
     # rank 0 cannot serve there and nobody answers; the error says why, not only "cannot reach".
     import socket
+
     holder = socket.socket()
     holder.bind(("127.0.0.1", 0))
     port = holder.getsockname()[1]
     try:
-        run = run_ranks(tmp_path, """
+        run = run_ranks(
+            tmp_path,
+            """
             try:
                 tpcomm.Communicator.from_env(timeout=3)
             except tpcomm.Error as e:
@@ -135,7 +156,10 @@ def test_a_store_port_held_by_a_socket_that_does_not_listen_is_named(tmp_path):
                     assert "rank 0 could not serve the store there itself" in str(e), str(e)
                     assert "Address already in use" in str(e), str(e)
                 ok()
-        """, launcher="srun", env={"TPCOMM_STORE_PORT": str(port)})
+        """,
+            launcher="srun",
+            env={"TPCOMM_STORE_PORT": str(port)},
+        )
         run.expect_ok(2)
     finally:
         holder.close()
@@ -146,7 +170,9 @@ def test_a_tensor_on_another_gpu_than_the_communicators_is_refused_before_any_ca
     # machine one), so the package is handed a communicator's native side that says its GPU is
     # cuda:0 and fails if called, and a CPU tensor that says it is on cuda:1 the way torch says
     # so (is_cuda, get_device()); the package's own buffer checks run unchanged.
-    run_ranks(tmp_path, """
+    run_ranks(
+        tmp_path,
+        """
         from tpcomm.communicator import Communicator
         comm = tpcomm.Communicator.from_env(timeout=20)
         assert comm.cuda_device is None, comm.cuda_device
@@ -184,4 +210,5 @@ def test_a_tensor_on_another_gpu_than_the_communicators_is_refused_before_any_ca
                 "out: float32 on cuda:1, but the input is float32 on cuda:0")
         comm.barrier()
         ok("refused")
-    """).expect_ok(2)
+    """,
+    ).expect_ok(2)

@@ -15,13 +15,24 @@ def ranks_correct(output, n):
 
 
 def test_tp_mlp_under_tpcomm_run_with_4_ranks():
-    p = subprocess.run([str(TPCOMM), "run", "-n", "4", "--", PYTHON, EXAMPLE], env=env_for_ranks(),
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    p = subprocess.run(
+        [str(TPCOMM), "run", "-n", "4", "--", PYTHON, EXAMPLE],
+        env=env_for_ranks(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0 and ranks_correct(p.stdout, 4) == [0, 1, 2, 3], p.stdout
 
 
 def test_tp_mlp_under_torchrun_default_rendezvous():
-    p = subprocess.run([*TORCHRUN, "--nproc_per_node", "2", "--master_port", str(free_port()),
-                        EXAMPLE], env=env_for_ranks(), stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True, timeout=120)
+    p = subprocess.run(
+        [*TORCHRUN, "--nproc_per_node", "2", "--master_port", str(free_port()), EXAMPLE],
+        env=env_for_ranks(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0 and ranks_correct(p.stdout, 2) == [0, 1], p.stdout

@@ -9,10 +9,11 @@ from conftest import ENGINES, engine_setup, run_ranks
 
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
-def test_a_forked_child_cannot_call_and_its_exit_leaves_the_parents_group_working(
-        tmp_path, engine):
+def test_a_forked_child_cannot_call_and_its_exit_leaves_the_parents_group_working(tmp_path, engine):
     env, n, args = engine_setup(engine)
-    run_ranks(tmp_path, """
+    run_ranks(
+        tmp_path,
+        """
         import gc
         comm = tpcomm.Communicator.from_env(timeout=10)
         n, r = comm.size, comm.rank
@@ -49,7 +50,12 @@ def test_a_forked_child_cannot_call_and_its_exit_leaves_the_parents_group_workin
             assert os.waitstatus_to_exitcode(status) == 0, f"the child ended with {status:#x}"
             group_works(1 if drop else 2)
         ok("the group works after two forked children")
-    """, n=n, env=env, args=args, timeout=60).expect_ok(n)
+    """,
+        n=n,
+        env=env,
+        args=args,
+        timeout=60,
+    ).expect_ok(n)
 
 
 def test_close_in_a_forked_child_waits_for_the_childs_own_calls(tmp_path):
@@ -59,7 +65,9 @@ def test_close_in_a_forked_child_waits_for_the_childs_own_calls(tmp_path):
     # not for the parent's, whose threads do not exist in the child. Many close()s (nine
     # communicators in each of many children, eight children at a time), since each lands at a
     # random point of the threads' calls.
-    run_ranks(tmp_path, """
+    run_ranks(
+        tmp_path,
+        """
         import threading, time
         comm = tpcomm.Communicator.from_env(timeout=10)
         n, r = comm.size, comm.rank
@@ -128,4 +136,7 @@ def test_close_in_a_forked_child_waits_for_the_childs_own_calls(tmp_path):
             group_works(b + 1)
         ok(f"{batches * at_once} children closed {len(comms)} inherited communicators each "
            "under their calls")
-    """, n=2, timeout=120).expect_ok(2)
+    """,
+        n=2,
+        timeout=120,
+    ).expect_ok(2)

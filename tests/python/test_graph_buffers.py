@@ -8,7 +8,9 @@ from conftest import run_ranks
 
 
 def test_register_graph_buffers_on_a_cpu_communicator_returns_zero_on_every_rank(tmp_path):
-    run_ranks(tmp_path, """
+    run_ranks(
+        tmp_path,
+        """
         comm = tpcomm.Communicator.from_env(timeout=30)
         n, r = comm.size, comm.rank
         x = torch.arange(64, dtype=torch.float32) * (r + 1)
@@ -23,11 +25,15 @@ def test_register_graph_buffers_on_a_cpu_communicator_returns_zero_on_every_rank
         comm.close()
         refused(comm.register_graph_buffers, "this communicator was closed")
         ok()
-    """, n=2).expect_ok(2)
+    """,
+        n=2,
+    ).expect_ok(2)
 
 
 def test_route_takes_the_mode_and_a_cpu_communicator_has_no_graph_table(tmp_path):
-    run_ranks(tmp_path, """
+    run_ranks(
+        tmp_path,
+        """
         comm = tpcomm.Communicator.from_env(timeout=30)
         for nbytes in (0, 4096, 1 << 20):
             assert comm.route("all_reduce", nbytes, "float32", mode="eager") == \\
@@ -38,4 +44,6 @@ def test_route_takes_the_mode_and_a_cpu_communicator_has_no_graph_table(tmp_path
                 "mode 'replay' is not one of eager, graph")
         comm.close()
         ok()
-    """, n=2).expect_ok(2)
+    """,
+        n=2,
+    ).expect_ok(2)

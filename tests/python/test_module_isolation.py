@@ -19,8 +19,13 @@ def module_path():
 
 
 def test_the_module_exports_only_its_init_symbol():
-    nm = subprocess.run(["nm", "-D", "--defined-only", str(module_path())], stdout=subprocess.PIPE,
-                        stderr=subprocess.STDOUT, text=True, timeout=60)
+    nm = subprocess.run(
+        ["nm", "-D", "--defined-only", str(module_path())],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=60,
+    )
     assert nm.returncode == 0, nm.stdout
     names = {line.split()[-1] for line in nm.stdout.splitlines() if line.strip()}
     print(f"{module_path().name} exports {len(names)} dynamic symbol(s)")
@@ -30,7 +35,9 @@ def test_the_module_exports_only_its_init_symbol():
 def test_torch_and_tpcomm_map_one_copy_of_each_shared_library(tmp_path):
     # Two ranks on the Gloo engine, so that Gloo's code runs in the process beside torch's.
     env, n, args = engine_setup("gloo")
-    run = run_ranks(tmp_path, f"""
+    run = run_ranks(
+        tmp_path,
+        f"""
         comm = tpcomm.Communicator.from_env(timeout=20)
         assert comm.route("all_reduce", 4000)[0] == "gloo", comm.route("all_reduce", 4000)
         t = torch.arange(1000, dtype=torch.float32) * (comm.rank + 1)
@@ -56,6 +63,10 @@ def test_torch_and_tpcomm_map_one_copy_of_each_shared_library(tmp_path):
             assert len(files.get(lib, ())) == 1, (lib, files.get(lib))
         assert "libmpi.so" not in files, ("libmpi mapped without MPI", files["libmpi.so"])
         ok("one copy each, no libmpi")
-    """, n=n, env=env, args=args)
+    """,
+        n=n,
+        env=env,
+        args=args,
+    )
     print(run.output)
     run.expect_ok(n)

@@ -6,7 +6,9 @@ from conftest import run_ranks
 
 
 def test_empty_buffers_outlive_close_free_and_garbage_collection(tmp_path):
-    run_ranks(tmp_path, """
+    run_ranks(
+        tmp_path,
+        """
         import gc
         count = 70_000  # 280 kB of float32: several pages, read in place by the peer
         comm = tpcomm.Communicator.from_env(timeout=20)
@@ -46,4 +48,6 @@ def test_empty_buffers_outlive_close_free_and_garbage_collection(tmp_path):
         del closed, freed, a, dropped
         gc.collect()  # the last tensors over the buffers go: their memory with them
         ok()
-    """, n=2).expect_ok(2)
+    """,
+        n=2,
+    ).expect_ok(2)

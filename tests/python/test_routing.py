@@ -11,7 +11,9 @@ torch = pytest.importorskip("torch")
 
 
 def test_python_route_is_the_route_calls_take(tmp_path):
-    run_ranks(tmp_path, """
+    run_ranks(
+        tmp_path,
+        """
         comm = tpcomm.Communicator.from_env(timeout=20)
         n, r = comm.size, comm.rank
         unit = 8 * n  # every dtype and op divides it
@@ -38,4 +40,5 @@ def test_python_route_is_the_route_calls_take(tmp_path):
                     checked += 1
         assert edges >= 1 and checked >= 3 * 2 * 6, (edges, checked)
         ok(f"{checked} routes, {edges} table edges")
-    """).expect_ok(2)
+    """,
+    ).expect_ok(2)

@@ -14,8 +14,10 @@ from conftest import BUILD, PYTHON, run_ranks
 torch = pytest.importorskip("torch")
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 needs_torch2 = pytest.mark.skipif(
-    not TORCH2, reason=f"torch {torch.__version__}: the backend needs torch 2.x (a Python-"
-    "subclassable torch.distributed Backend); this interpreter runs the 1.13 test below instead")
+    not TORCH2,
+    reason=f"torch {torch.__version__}: the backend needs torch 2.x (a Python-"
+    "subclassable torch.distributed Backend); this interpreter runs the 1.13 test below instead",
+)
 
 SETUP = """
 import torch.distributed as dist
@@ -33,7 +35,9 @@ for name in ("allreduce", "allgather", "all_gather_single", "reduce_scatter_sing
     counted(name)
 """
 
-COLLECTIVES = SETUP + """
+COLLECTIVES = (
+    SETUP
+    + """
 dist.init_process_group("tpcomm")
 r, w = dist.get_rank(), dist.get_world_size()
 n = 37
@@ -77,6 +81,7 @@ assert CALLS["allreduce"] == 3 * 4 + 3 * 3 and CALLS["barrier"] == 6, CALLS  # a
 dist.destroy_process_group()
 ok(f"every collective and dtype, {CALLS}")
 """
+)
 
 
 @needs_torch2
@@ -84,7 +89,9 @@ def test_every_collective_and_dtype_matches_the_reference(tmp_path):
     run_ranks(tmp_path, COLLECTIVES, n=3, launcher="torchrun").expect_ok(3)
 
 
-REFUSALS = SETUP + """
+REFUSALS = (
+    SETUP
+    + """
 dist.init_process_group("tpcomm")
 r = dist.get_rank()
 if r == 0:  # rank 1 makes none of these calls: each fails here, before anything waits
@@ -103,6 +110,7 @@ assert torch.equal(t, torch.full((5,), 3.0)), t
 dist.destroy_process_group()
 ok("refused")
 """
+)
 
 
 @needs_torch2
@@ -110,7 +118,9 @@ def test_unsupported_ops_dtypes_and_collectives_fail_on_the_calling_rank_alone(t
     run_ranks(tmp_path, REFUSALS, launcher="torchrun").expect_ok(2)
 
 
-GROUPS = SETUP + """
+GROUPS = (
+    SETUP
+    + """
 dist.init_process_group("cpu:tpcomm,cuda:gloo")
 r, w = dist.get_rank(), dist.get_world_size()
 world = dist.group.WORLD
@@ -135,6 +145,7 @@ assert CALLS["allreduce"] == before.get("allreduce", 0) + 1, (CALLS, before)
 dist.destroy_process_group()
 ok("groups")
 """
+)
 
 
 @needs_torch2
@@ -142,7 +153,9 @@ def test_new_group_and_the_mixed_form_route_each_device_to_its_backend(tmp_path)
     run_ranks(tmp_path, GROUPS, n=3, launcher="torchrun").expect_ok(3)
 
 
-TP_BLOCK = SETUP + """
+TP_BLOCK = (
+    SETUP
+    + """
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.distributed.device_mesh import init_device_mesh
@@ -193,6 +206,7 @@ torch.save(parallel, os.environ["TP_OUT"] + f".{r}")
 dist.destroy_process_group()
 ok(f"TP block on {w} ranks over {BACKEND}, tpcomm calls {CALLS}")
 """
+)
 
 
 @needs_torch2
@@ -201,21 +215,37 @@ def test_parallelize_module_on_tpcomm_matches_gloo_and_the_whole_block(tmp_path,
     results = {}
     for backend in ("gloo", "tpcomm"):
         out = tmp_path / backend
-        run_ranks(tmp_path, TP_BLOCK, n=ranks, launcher="torchrun", timeout=140,
-                  env={"TP_BACKEND": backend, "TP_OUT": str(out)}).expect_ok(ranks)
+        run_ranks(
+            tmp_path,
+            TP_BLOCK,
+            n=ranks,
+            launcher="torchrun",
+            timeout=140,
+            env={"TP_BACKEND": backend, "TP_OUT": str(out)},
+        ).expect_ok(ranks)
         results[backend] = [torch.load(f"{out}.{r}") for r in range(ranks)]
     for r in range(ranks):
         for name, on_gloo in results["gloo"][r].items():
             on_tpcomm = results["tpcomm"][r][name]
             # Equal up to the order of the ranks' float additions (bit for bit at W = 2).
             scale = max(1.0, on_gloo.abs().max().item())
-            assert torch.allclose(on_tpcomm, on_gloo, rtol=1e-5, atol=1e-5 * scale), \
-                (r, name, (on_tpcomm - on_gloo).abs().max(), scale)
+            assert torch.allclose(on_tpcomm, on_gloo, rtol=1e-5, atol=1e-5 * scale), (
+                r,
+                name,
+                (on_tpcomm - on_gloo).abs().max(),
+                scale,
+            )
 
 
-@pytest.mark.skipif(TORCH2, reason=f"torch {torch.__version__} has the backend; the tests above "
-                    "run it")
+@pytest.mark.skipif(
+    TORCH2, reason=f"torch {torch.__version__} has the backend; the tests above run it"
+)
 def test_import_on_torch_1_says_the_backend_needs_torch_2():
-    proc = subprocess.run([PYTHON, "-c", "import tpcomm.torch"], capture_output=True, text=True,
-                          timeout=60, env=dict(os.environ, PYTHONPATH=str(BUILD / "python")))
+    proc = subprocess.run(
+        [PYTHON, "-c", "import tpcomm.torch"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(BUILD / "python")),
+    )
     assert proc.returncode != 0 and "the backend needs torch 2.x" in proc.stderr, proc.stderr

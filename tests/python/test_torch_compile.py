@@ -23,8 +23,10 @@ from conftest import BUILD, PYTHON, run_ranks
 torch = pytest.importorskip("torch")
 HAS_FAKE = hasattr(torch.library, "register_fake")
 needs_fake = pytest.mark.skipif(
-    not HAS_FAKE, reason=f"torch {torch.__version__} has no torch.library.register_fake (PyTorch "
-    "2.4+), which the ops' fake implementations need; the .venv (torch 2.x) row runs these")
+    not HAS_FAKE,
+    reason=f"torch {torch.__version__} has no torch.library.register_fake (PyTorch "
+    "2.4+), which the ops' fake implementations need; the .venv (torch 2.x) row runs these",
+)
 
 SETUP = """
 import traceback
@@ -203,9 +205,10 @@ def _program():
     for section, body in SECTIONS.items():
         indented = "".join("    " + line + "\n" for line in body.strip("\n").splitlines())
         parts.append(f"def section_{section}():\n{indented}")
-    parts.append("""
+    parts.append(
+        """
 world = comm
-for section in %r:
+for section in SECTION_NAMES:
     torch._dynamo.reset()
     comm = world.split(0)  # the section's own: a failure there leaves the next one alone
     name = ops.name_of(comm)
@@ -217,7 +220,8 @@ for section in %r:
         print(f"SECTION {section} FAILED rank {r}:\\n{traceback.format_exc()}", flush=True)
         comm.abort(f"section {section} failed on rank {r}")  # a peer waiting there fails now
 ok()
-""" % (list(SECTIONS),))
+""".replace("SECTION_NAMES", repr(list(SECTIONS)))
+    )
     return "\n".join(parts)
 
 
@@ -257,13 +261,19 @@ def test_bad_inputs_are_refused_on_the_calling_rank_before_anything_blocks(ranks
     expect_section(ranks, "refusals")
 
 
-@pytest.mark.skipif(os.environ.get("TPCOMM_TEST_INDUCTOR") != "1",
-                    reason="inductor's first compile of the block takes 40 to 55 s with both "
-                    "ranks compiling on this 2-core machine; TPCOMM_TEST_INDUCTOR=1 runs it "
-                    "(the other tests compile with aot_eager, the same graph)")
+@pytest.mark.skipif(
+    os.environ.get("TPCOMM_TEST_INDUCTOR") != "1",
+    reason="inductor's first compile of the block takes 40 to 55 s with both "
+    "ranks compiling on this 2-core machine; TPCOMM_TEST_INDUCTOR=1 runs it "
+    "(the other tests compile with aot_eager, the same graph)",
+)
 @needs_fake
 def test_a_tp_block_compiled_by_inductor_matches_eager(tmp_path):
-    run_ranks(tmp_path, SETUP + BLOCK + """
+    run_ranks(
+        tmp_path,
+        SETUP
+        + BLOCK
+        + """
 with torch.no_grad():
     block = TPBlock(name)
     out = torch.compile(block, fullgraph=True)(x)
@@ -271,14 +281,24 @@ with torch.no_grad():
     assert torch.allclose(out, want, rtol=1e-5, atol=1e-5), (out - want).abs().max()
     assert torch.allclose(out.double(), reference(x), rtol=1e-5, atol=1e-5)
 ok()
-""", env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}, timeout=140).expect_ok(2)
+""",
+        env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")},
+        timeout=140,
+    ).expect_ok(2)
 
 
-@pytest.mark.skipif(HAS_FAKE, reason=f"torch {torch.__version__} has torch.library.register_fake;"
-                    " the tests above run the ops")
+@pytest.mark.skipif(
+    HAS_FAKE,
+    reason=f"torch {torch.__version__} has torch.library.register_fake;"
+    " the tests above run the ops",
+)
 def test_import_on_a_torch_without_register_fake_says_why_it_fails():
-    proc = subprocess.run([PYTHON, "-c", "import tpcomm.torch.ops"], capture_output=True,
-                          text=True, timeout=60,
-                          env=dict(os.environ, PYTHONPATH=str(BUILD / "python")))
+    proc = subprocess.run(
+        [PYTHON, "-c", "import tpcomm.torch.ops"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(BUILD / "python")),
+    )
     assert proc.returncode != 0 and "ImportError" in proc.stderr, proc.stderr
     assert f"torch {torch.__version__}" in proc.stderr, proc.stderr

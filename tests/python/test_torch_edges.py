@@ -12,8 +12,10 @@ from conftest import run_ranks
 torch = pytest.importorskip("torch")
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 needs_torch2 = pytest.mark.skipif(
-    not TORCH2, reason=f"torch {torch.__version__}: the backend needs torch 2.x (a Python-"
-    "subclassable torch.distributed Backend)")
+    not TORCH2,
+    reason=f"torch {torch.__version__}: the backend needs torch 2.x (a Python-"
+    "subclassable torch.distributed Backend)",
+)
 
 INIT_UNDER_RUN = """
 import torch.distributed as dist

@@ -45,13 +45,17 @@ def test_from_torch_meets_through_torchs_store_for_the_world_and_a_sub_group(tmp
 
 
 def test_from_torch_before_init_process_group_says_so(tmp_path):
-    run_ranks(tmp_path, """
+    run_ranks(
+        tmp_path,
+        """
         try:
             tpcomm.Communicator.from_torch()
         except ValueError as e:
             assert "init_process_group" in str(e), str(e)
             ok()
-    """, n=1).expect_ok(1)
+    """,
+        n=1,
+    ).expect_ok(1)
 
 
 TORCHRUN_BODY = """
@@ -77,25 +81,36 @@ def test_torchrun_default_rendezvous_from_env(tmp_path):
 
 
 def test_torchrun_default_rendezvous_after_init_process_group(tmp_path):
-    run_ranks(tmp_path, TORCHRUN_BODY, launcher="torchrun",
-              env={"TEST_TORCH_FIRST": "1"}).expect_ok(2)
+    run_ranks(
+        tmp_path, TORCHRUN_BODY, launcher="torchrun", env={"TEST_TORCH_FIRST": "1"}
+    ).expect_ok(2)
 
 
 def test_torchrun_standalone_after_init_process_group(tmp_path):
-    run_ranks(tmp_path, TORCHRUN_BODY, launcher="torchrun", args=("--standalone",),
-              env={"TEST_TORCH_FIRST": "1"}).expect_ok(2)
+    run_ranks(
+        tmp_path,
+        TORCHRUN_BODY,
+        launcher="torchrun",
+        args=("--standalone",),
+        env={"TEST_TORCH_FIRST": "1"},
+    ).expect_ok(2)
 
 
 def test_a_foreign_server_on_tpcomms_port_is_named_not_unreachable(tmp_path):
     # Under torchrun, TPCOMM_STORE_PORT pointed at torchrun's own store: the error says what
     # is there.
-    run = run_ranks(tmp_path, """
+    run = run_ranks(
+        tmp_path,
+        """
         try:
             tpcomm.Communicator.from_env(timeout=10)
         except tpcomm.Error as e:
             assert "is not a tpcomm store" in str(e) and "unreachable" not in str(e), str(e)
             ok()
-    """, launcher="torchrun", env={"TPCOMM_STORE_PORT": "MASTER"})
+    """,
+        launcher="torchrun",
+        env={"TPCOMM_STORE_PORT": "MASTER"},
+    )
     run.expect_ok(2)
 
 

@@ -32,8 +32,10 @@ def _wait_for_abandoned():
     exit waits for it, saying so."""
     for worker in _abandoned:
         if worker.is_alive():
-            log.warning("tpcomm: waiting for an abandoned set-up (%s) to reach its deadline "
-                        "before exit", worker.name)
+            log.warning(
+                "tpcomm: waiting for an abandoned set-up (%s) to reach its deadline before exit",
+                worker.name,
+            )
             worker.join()
 
 
@@ -45,8 +47,11 @@ class SetupRefused(RuntimeError):
 def _store_and_ranks(group):
     import torch.distributed as dist
 
-    return dist.distributed_c10d._get_default_store(), _group_ranks(dist, group), \
-        dist.get_rank(group)
+    return (
+        dist.distributed_c10d._get_default_store(),
+        _group_ranks(dist, group),
+        dist.get_rank(group),
+    )
 
 
 def create_agreed(group, create, what, timeout_s=None):
@@ -68,7 +73,7 @@ def create_agreed(group, create, what, timeout_s=None):
     def run():
         try:
             comm = create()
-        except BaseException as e:  # noqa: BLE001 (any failure is the group's)
+        except BaseException as e:
             outcome["error"] = e
             return
         with lock:
@@ -86,8 +91,11 @@ def create_agreed(group, create, what, timeout_s=None):
     failure = None
     while True:
         if not published and not worker.is_alive():
-            mine = ("ok" if "comm" in outcome
-                    else f"rank {rank}: {type(outcome['error']).__name__}: {outcome['error']}")
+            mine = (
+                "ok"
+                if "comm" in outcome
+                else f"rank {rank}: {type(outcome['error']).__name__}: {outcome['error']}"
+            )
             store.set(prefix + str(rank), mine)
             published = True
             give_up = time.monotonic() + wait_s
@@ -103,8 +111,9 @@ def create_agreed(group, create, what, timeout_s=None):
         if failure is not None or (published and not pending):
             break
         if give_up is not None and time.monotonic() > give_up:
-            failure = (f"ranks {pending} of the group did not report their set-up within "
-                       f"{wait_s:g} s")
+            failure = (
+                f"ranks {pending} of the group did not report their set-up within {wait_s:g} s"
+            )
             break
         time.sleep(POLL_S)
     if failure is None:

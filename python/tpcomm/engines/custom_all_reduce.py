@@ -32,6 +32,7 @@ ENGINE_BACKENDS = ("nccl", "gloo")
 
 def _torch():
     import torch
+
     return torch
 
 
@@ -40,8 +41,9 @@ def _device(device):
     a torch.device, "cuda:1", "cpu", or a bare CUDA index (vLLM's int)."""
     torch = _torch()
     if isinstance(device, bool) or device is None:
-        raise ValueError(f"device: expected a torch.device, a device string or a CUDA index, "
-                         f"got {device!r}")
+        raise ValueError(
+            f"device: expected a torch.device, a device string or a CUDA index, got {device!r}"
+        )
     if isinstance(device, int):
         device = torch.device("cuda", device)
     try:
@@ -51,14 +53,17 @@ def _device(device):
     if device.type == "cpu":
         return device, "cpu", -1
     if device.type != "cuda":
-        raise ValueError(f"device {device}: tpcomm serves cpu and cuda devices, not "
-                         f"{device.type} (the engine's own all-reduce serves it)")
+        raise ValueError(
+            f"device {device}: tpcomm serves cpu and cuda devices, not "
+            f"{device.type} (the engine's own all-reduce serves it)"
+        )
     index = torch.cuda.current_device() if device.index is None else device.index
     return torch.device("cuda", index), "cuda", index
 
 
 def _group_size(group):
     import torch.distributed as dist
+
     return dist.get_world_size(group)
 
 
@@ -79,8 +84,9 @@ class TpcommCustomAllreduce:
     disabled = True
     _IS_CAPTURING = False  # inside capture(); SGLang's fused paths read it through getattr
 
-    def __init__(self, group, device, max_size=None, *, comm=None, timeout=None,
-                 register_graph_buffers=True):
+    def __init__(
+        self, group, device, max_size=None, *, comm=None, timeout=None, register_graph_buffers=True
+    ):
         self.registered_buffers = 0  # what the last capture's registration returned
         self.captures = 0  # how many times capture() was entered: graphs may hold its calls
         self.register_graph_buffers = bool(register_graph_buffers)
@@ -94,22 +100,26 @@ class TpcommCustomAllreduce:
         self.max_size = sys.maxsize if max_size is None else int(max_size)
         if comm is None:
             if group is None:
-                raise ValueError("group: the TP group's CPU (Gloo) process group is needed to "
-                                 "create the communicator (or pass comm=)")
+                raise ValueError(
+                    "group: the TP group's CPU (Gloo) process group is needed to "
+                    "create the communicator (or pass comm=)"
+                )
             comm = Communicator.from_torch(group, timeout=timeout, device=kind, cuda_device=index)
             self._owned = True
         else:
             if not isinstance(comm, Communicator):
-                raise ValueError(f"comm: expected a tpcomm.Communicator, got "
-                                 f"{type(comm).__name__}")
+                raise ValueError(f"comm: expected a tpcomm.Communicator, got {type(comm).__name__}")
             if comm.device != kind or (kind == "cuda" and comm.cuda_device != index):
-                raise ValueError(f"comm: a {comm.device} communicator"
-                                 + (f" of cuda:{comm.cuda_device}" if comm.cuda_device is not None
-                                    else "") + f", but the device is {self.device}")
+                raise ValueError(
+                    f"comm: a {comm.device} communicator"
+                    + (f" of cuda:{comm.cuda_device}" if comm.cuda_device is not None else "")
+                    + f", but the device is {self.device}"
+                )
             self._owned = False
         if group is not None and _group_size(group) != comm.size:
-            raise ValueError(f"group: {_group_size(group)} ranks, but the communicator has "
-                             f"{comm.size}")
+            raise ValueError(
+                f"group: {_group_size(group)} ranks, but the communicator has {comm.size}"
+            )
         self.comm = comm
         self.rank, self.world_size = comm.rank, comm.size
         self._cuda = kind == "cuda"
@@ -145,7 +155,7 @@ class TpcommCustomAllreduce:
         return answer
 
     def _mode(self, inp):
-        """"graph" while the tensor's stream is being captured (every rank captures the same
+        """ "graph" while the tensor's stream is being captured (every rank captures the same
         graphs together), else "eager"."""
         if self._cuda and _torch().cuda.is_current_stream_capturing():
             return "graph"
@@ -156,8 +166,9 @@ class TpcommCustomAllreduce:
         if not isinstance(inp, torch.Tensor):
             raise TypeError(f"{what}: expected a torch.Tensor, got {type(inp).__name__}")
         if inp.device != self.device:
-            raise ValueError(f"{what}: a tensor on {inp.device}, but this custom all-reduce "
-                             f"serves {self.device}")
+            raise ValueError(
+                f"{what}: a tensor on {inp.device}, but this custom all-reduce serves {self.device}"
+            )
 
     def should_custom_ar(self, inp):
         """The engines' gate: whether custom_all_reduce(inp) serves inp (see gate())."""
@@ -166,7 +177,7 @@ class TpcommCustomAllreduce:
         self._check(inp, "should_custom_ar")
         return self.gate(inp.numel() * inp.element_size(), inp.dtype, self._mode(inp))
 
-    def custom_all_reduce(self, input):  # noqa: A002 (the engines' parameter name)
+    def custom_all_reduce(self, input):
         """The sum over the group of `input`, as a new tensor (the input is left as it is), or
         None where the gate says no: the engine's own all-reduce serves it then (counted under
         "engine" in stats())."""
@@ -217,7 +228,8 @@ class TpcommCustomAllreduce:
                 return False
             eligible = self.comm.plan()["ops"]["all_reduce"]["eligible"]
             self._fully_connected = bool(
-                "multimem" in eligible or ("custom" in eligible and self.world_size > 2))
+                "multimem" in eligible or ("custom" in eligible and self.world_size > 2)
+            )
         return self._fully_connected
 
     def custom_all_gather(self, inp):

@@ -28,8 +28,7 @@ class PassedOn:
         """stats_dict of `comm`'s calls (none if comm is None) and of the calls passed on."""
         out = comm.stats() if comm is not None else stats_dict([])
         with self._lock:
-            rows = [(c, ENGINE_ROUTE, calls, nbytes)
-                    for c, (calls, nbytes) in self._counts.items()]
+            rows = [(c, ENGINE_ROUTE, calls, nbytes) for c, (calls, nbytes) in self._counts.items()]
         return add_stats(out, rows)
 
 

@@ -92,13 +92,15 @@ class SglangCpuAllReduce:
                     # SGLang runs Gloo itself: tpcomm sets up none (the calls its plan gives
                     # Gloo are SGLang's, takes()).
                     self.comm = create_agreed(
-                        cpu_group, lambda: Communicator.from_torch(
-                            cpu_group, device="cpu", caller_serves_fallback=True),
-                        f"SGLang's CPU all-reduce of group {self.group_name}")
+                        cpu_group,
+                        lambda: Communicator.from_torch(
+                            cpu_group, device="cpu", caller_serves_fallback=True
+                        ),
+                        f"SGLang's CPU all-reduce of group {self.group_name}",
+                    )
                 except SetupRefused as e:
                     self.refused = str(e)
-                    log.warning("%s; SGLang's own CPU all-reduce serves this group from now on",
-                                e)
+                    log.warning("%s; SGLang's own CPU all-reduce serves this group from now on", e)
             return self.comm
 
     def takes(self, t):
@@ -133,8 +135,15 @@ class SglangCpuAllReduce:
                 self.comm.close()
 
     def __repr__(self):
-        state = ("closed" if self.closed else f"refused ({self.refused})" if self.refused
-                 else "not set up" if self.comm is None else repr(self.comm))
+        state = (
+            "closed"
+            if self.closed
+            else f"refused ({self.refused})"
+            if self.refused
+            else "not set up"
+            if self.comm is None
+            else repr(self.comm)
+        )
         return f"<tpcomm SGLang CPU all-reduce of {self.group_name}: {state}>"
 
 
@@ -144,8 +153,12 @@ def _attach(group):
     state = None
     name = getattr(group, "unique_name", "") or ""
     device = getattr(group, "device", None)
-    if (name.split(":", 1)[0] in SERVED_GROUPS and getattr(group, "world_size", 1) >= 2
-            and device is not None and _torch.device(device).type == "cpu"):
+    if (
+        name.split(":", 1)[0] in SERVED_GROUPS
+        and getattr(group, "world_size", 1) >= 2
+        and device is not None
+        and _torch.device(device).type == "cpu"
+    ):
         state = SglangCpuAllReduce(name, group.world_size)
     setattr(group, ATTR, state)
     return state
@@ -154,10 +167,13 @@ def _attach(group):
 def _served(t):
     """Whether tpcomm reduces t: a dense CPU tensor of tpcomm's dtypes whose elements are
     distinct memory (an expanded tensor, a stride of 0, is SGLang's own)."""
-    return (isinstance(t, _torch.Tensor) and t.is_cpu and t.dtype in _dtypes
-            and t.layout == _torch.strided
-            and (t.is_contiguous() or all(st != 0 or n == 1
-                                          for st, n in zip(t.stride(), t.shape))))
+    return (
+        isinstance(t, _torch.Tensor)
+        and t.is_cpu
+        and t.dtype in _dtypes
+        and t.layout == _torch.strided
+        and (t.is_contiguous() or all(st != 0 or n == 1 for st, n in zip(t.stride(), t.shape)))
+    )
 
 
 def all_reduce(original, group, *args, **kwargs):
@@ -174,8 +190,7 @@ def all_reduce(original, group, *args, **kwargs):
             return ca.count_call(original, group, *args, **kwargs)
         return original(group, *args, **kwargs)
     t = args[0] if args else kwargs.get("input_")
-    if (len(args) + len(kwargs) != 1 or state.closed or state.refused is not None
-            or not _served(t)):
+    if len(args) + len(kwargs) != 1 or state.closed or state.refused is not None or not _served(t):
         state.passed_on(t)
         return original(group, *args, **kwargs)
     comm = state.comm if state.comm is not None else state.set_up(group.cpu_group)

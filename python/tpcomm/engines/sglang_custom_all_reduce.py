@@ -24,19 +24,22 @@ class SglangCustomAllreduce(TpcommCustomAllreduce):
     communicator it creates (caller_serves_fallback=True) and closes. Collective: every rank of
     the group creates it, in the same order (the plugin does so through create_agreed)."""
 
-    def __init__(self, group, device, max_size=None, *, timeout=None,
-                 register_graph_buffers=True):
+    def __init__(self, group, device, max_size=None, *, timeout=None, register_graph_buffers=True):
         if group is None:
-            raise ValueError("group: the TP group's CPU (Gloo) process group is needed to "
-                             "create the communicator")
+            raise ValueError(
+                "group: the TP group's CPU (Gloo) process group is needed to "
+                "create the communicator"
+            )
         kind, index = _kind_and_index(device)
         if kind not in ("cpu", "cuda"):
             raise ValueError(f"device {device}: tpcomm serves cpu and cuda devices, not {kind}")
-        comm = Communicator.from_torch(group, timeout=timeout, device=kind, cuda_device=index,
-                                       caller_serves_fallback=True)
+        comm = Communicator.from_torch(
+            group, timeout=timeout, device=kind, cuda_device=index, caller_serves_fallback=True
+        )
         try:
-            super().__init__(group, device, max_size, comm=comm,
-                             register_graph_buffers=register_graph_buffers)
+            super().__init__(
+                group, device, max_size, comm=comm, register_graph_buffers=register_graph_buffers
+            )
         except BaseException:
             comm.close()
             raise
@@ -45,7 +48,7 @@ class SglangCustomAllreduce(TpcommCustomAllreduce):
 
     served = 0  # the calls custom_all_reduce() carried
 
-    def custom_all_reduce(self, input):  # noqa: A002 (the engines' parameter name)
+    def custom_all_reduce(self, input):
         out = super().custom_all_reduce(input)
         if out is not None:
             self.served += 1

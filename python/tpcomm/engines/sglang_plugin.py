@@ -39,27 +39,44 @@ TAKEOVER = "TPCOMM_SGLANG_TAKEOVER"
 # of the package is here (tests/engines/test_sglang.py checks it against the installed SGLang),
 # and the gate that reads attributes only CustomAllReduceV2 has (ca_comm.obj, .has_multicast).
 V2_FEATURES = (
-    ("sglang.srt.layers.dp_attention",
-     "the DP-attention SUM_LEN gather (one TP all-reduce of the summed decode buffer)"),
+    (
+        "sglang.srt.layers.dp_attention",
+        "the DP-attention SUM_LEN gather (one TP all-reduce of the summed decode buffer)",
+    ),
     ("sglang.srt.layers.communication.k3_ar_fusion", "K3 all-reduce + residual fusion"),
-    ("sglang.srt.layers.communication.k3_sp_collective",
-     "K3 sequence-parallel MoE collectives (MNNVL reduce-scatter/all-gather)"),
-    ("sglang.srt.layers.moe.qwen4_decode",
-     "Qwen4 single-token decode MoE (finalize + shared gate + TP4 collective)"),
+    (
+        "sglang.srt.layers.communication.k3_sp_collective",
+        "K3 sequence-parallel MoE collectives (MNNVL reduce-scatter/all-gather)",
+    ),
+    (
+        "sglang.srt.layers.moe.qwen4_decode",
+        "Qwen4 single-token decode MoE (finalize + shared gate + TP4 collective)",
+    ),
     ("sglang.srt.models.beam", "the Beam model's fused MoE all-reduce"),
-    ("sglang.srt.layers.communication.muse_spark_gemm_ag",
-     "Muse Spark GEMM + all-gather push workspace"),
-    ("sglang.kernels.ops.communication.muse_spark_all_gather",
-     "Muse Spark multicast GEMM all-gather"),
-    ("sglang.kernels.ops.communication.muse_spark_all_gather_norm_residual",
-     "Muse Spark all-gather + FFN norm-residual fusion"),
-    ("sglang.srt.models.muse_spark",
-     "Muse Spark MoE finalize + all-reduce fusion (SGLANG_ENABLE_MUSE_SPARK_FINALIZE_AR)"),
-    ("sglang.srt.layers.quantization.mxfp4_flashinfer_trtllm_moe",
-     "the mxfp4 MoE fused finalize + shared-expert add + TP all-reduce, and the layer-boundary "
-     "all-reduce + residual + RMSNorm fusions on its push plane"),
+    (
+        "sglang.srt.layers.communication.muse_spark_gemm_ag",
+        "Muse Spark GEMM + all-gather push workspace",
+    ),
+    (
+        "sglang.kernels.ops.communication.muse_spark_all_gather",
+        "Muse Spark multicast GEMM all-gather",
+    ),
+    (
+        "sglang.kernels.ops.communication.muse_spark_all_gather_norm_residual",
+        "Muse Spark all-gather + FFN norm-residual fusion",
+    ),
+    (
+        "sglang.srt.models.muse_spark",
+        "Muse Spark MoE finalize + all-reduce fusion (SGLANG_ENABLE_MUSE_SPARK_FINALIZE_AR)",
+    ),
+    (
+        "sglang.srt.layers.quantization.mxfp4_flashinfer_trtllm_moe",
+        "the mxfp4 MoE fused finalize + shared-expert add + TP all-reduce, and the layer-boundary "
+        "all-reduce + residual + RMSNorm fusions on its push plane",
+    ),
     ("sglang.srt.distributed.device_communicators.vocab_gather", "the NVLink vocab gather"),
 )
+
 
 def _once(key, level, message, *args):
     log_once(log, level, key, message, *args)
@@ -73,8 +90,13 @@ def takeover():
         return False
     if value == "1":
         return True
-    _once(("bad", value), logging.WARNING,
-          "tpcomm: %s=%r is not 0 or 1; SGLang keeps its own custom all-reduce", TAKEOVER, value)
+    _once(
+        ("bad", value),
+        logging.WARNING,
+        "tpcomm: %s=%r is not 0 or 1; SGLang keeps its own custom all-reduce",
+        TAKEOVER,
+        value,
+    )
     return False
 
 
@@ -110,15 +132,22 @@ class TakeOver:
             # graph pool (cuMem buffers cannot be shared by IPC handles): neither does ours.
             ours["register_graph_buffers"] = False
         try:
-            made = create_agreed(group, lambda: self.builds(group=group, device=device, **ours),
-                                 "SGLang's custom all-reduce (TPCOMM_SGLANG_TAKEOVER=1)")
+            made = create_agreed(
+                group,
+                lambda: self.builds(group=group, device=device, **ours),
+                "SGLang's custom all-reduce (TPCOMM_SGLANG_TAKEOVER=1)",
+            )
         except SetupRefused as e:
             log.warning("%s; SGLang's own custom all-reduce serves this group", e)
             return self._own(*self._args, **self._kwargs)(group=group, device=device, **kwargs)
-        _once("takeover", logging.WARNING,
-              "tpcomm: %s=1: tpcomm's custom all-reduce replaces SGLang's CustomAllReduceV2; "
-              "these SGLang features, which need SGLang's own class, turn off: %s",
-              TAKEOVER, _features_line())
+        _once(
+            "takeover",
+            logging.WARNING,
+            "tpcomm: %s=1: tpcomm's custom all-reduce replaces SGLang's CustomAllReduceV2; "
+            "these SGLang features, which need SGLang's own class, turn off: %s",
+            TAKEOVER,
+            _features_line(),
+        )
         return made
 
     def __repr__(self):
@@ -145,9 +174,11 @@ def destroy(original, group, *args, **kwargs):
 
     try:
         sglang_cpu_all_reduce.close_group(group)
-    except Exception:  # noqa: BLE001 (SGLang's teardown goes on regardless)
-        log.exception("tpcomm: closing the communicators of SGLang group %s failed",
-                      getattr(group, "unique_name", "?"))
+    except Exception:
+        log.exception(
+            "tpcomm: closing the communicators of SGLang group %s failed",
+            getattr(group, "unique_name", "?"),
+        )
     return original(group, *args, **kwargs)
 
 

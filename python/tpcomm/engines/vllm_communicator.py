@@ -46,8 +46,9 @@ def _log_once(level, key, message, *args):
 
 def _check_dim(what, input_, dim):
     if isinstance(dim, bool) or not isinstance(dim, int) or not -input_.dim() <= dim < input_.dim():
-        raise ValueError(f"{what}: dim {dim!r} is not a dimension of a tensor of shape "
-                         f"{tuple(input_.shape)}")
+        raise ValueError(
+            f"{what}: dim {dim!r} is not a dimension of a tensor of shape {tuple(input_.shape)}"
+        )
     return dim % input_.dim()
 
 
@@ -99,10 +100,13 @@ class _TpcommServed:
         self._tpcomm_batch_invariant = _batch_invariant()
         if self._tpcomm_batch_invariant:
             self._tpcomm_left = ("all_reduce", "reduce_scatter")
-            _log_once(logging.INFO, "batch-invariant",
-                      "tpcomm: VLLM_BATCH_INVARIANT is set: all_reduce and reduce_scatter of "
-                      "vLLM's TP group stay vLLM's (and its custom all-reduce); tpcomm serves "
-                      "all_gather")
+            _log_once(
+                logging.INFO,
+                "batch-invariant",
+                "tpcomm: VLLM_BATCH_INVARIANT is set: all_reduce and reduce_scatter of "
+                "vLLM's TP group stay vLLM's (and its custom all-reduce); tpcomm serves "
+                "all_gather",
+            )
         self._tpcomm_create()
 
     def _tpcomm_refusal(self):
@@ -113,11 +117,15 @@ class _TpcommServed:
         device = self.device if self.device is not None else torch.device("cpu")
         kind = torch.device(device).type
         if kind not in SERVED_DEVICES:
-            return (f"device {device}: tpcomm serves cpu and cuda devices, not {kind}; "
-                    f"{type(self).__mro__[2].__name__} serves this group")
+            return (
+                f"device {device}: tpcomm serves cpu and cuda devices, not {kind}; "
+                f"{type(self).__mro__[2].__name__} serves this group"
+            )
         if kind == "cuda" and getattr(torch.version, "hip", None):
-            return (f"ROCm (torch {torch.__version__}, HIP {torch.version.hip}): tpcomm's CUDA "
-                    f"backends do not serve AMD GPUs; vLLM's ROCm communicators serve this group")
+            return (
+                f"ROCm (torch {torch.__version__}, HIP {torch.version.hip}): tpcomm's CUDA "
+                f"backends do not serve AMD GPUs; vLLM's ROCm communicators serve this group"
+            )
         return None
 
     def _tpcomm_decline(self, reason):
@@ -125,9 +133,13 @@ class _TpcommServed:
         self.tpcomm_ar = None
         self.tpcomm_reason = reason
         level = logging.INFO if reason.startswith("device ") else logging.WARNING
-        _log_once(level, ("declined", self.unique_name, reason),
-                  "tpcomm: vLLM's %s group keeps vLLM's own communicator: %s",
-                  self.unique_name, reason)
+        _log_once(
+            level,
+            ("declined", self.unique_name, reason),
+            "tpcomm: vLLM's %s group keeps vLLM's own communicator: %s",
+            self.unique_name,
+            reason,
+        )
 
     def _tpcomm_create(self):
         """Creates the communicator, agreed by the group (agreed_setup.create_agreed): every
@@ -140,16 +152,20 @@ class _TpcommServed:
         # tpcomm sets up neither, and the gate sends the calls its plan gives them to vLLM.
         try:
             comm = create_agreed(
-                group, lambda: Communicator.from_torch(group, device=kind, cuda_device=index,
-                                                       caller_serves_fallback=True),
-                f"vLLM's {self.unique_name} device communicator")
+                group,
+                lambda: Communicator.from_torch(
+                    group, device=kind, cuda_device=index, caller_serves_fallback=True
+                ),
+                f"vLLM's {self.unique_name} device communicator",
+            )
         except SetupRefused as e:
             self._tpcomm_decline(str(e))
             return False
         self.tpcomm = comm
         self.tpcomm_reason = None
-        self.tpcomm_ar = TpcommCustomAllreduce(group, device, comm=comm,
-                                               register_graph_buffers=_register_graph_buffers())
+        self.tpcomm_ar = TpcommCustomAllreduce(
+            group, device, comm=comm, register_graph_buffers=_register_graph_buffers()
+        )
         self.tpcomm_ar.passed_on = self.tpcomm_passed  # one account: this object's stats()
         if hasattr(self, "ca_comm") and not self._tpcomm_batch_invariant:
             own = self.ca_comm
@@ -164,13 +180,21 @@ class _TpcommServed:
         group's device of a dtype tpcomm carries, of a size the plan keeps off NCCL (which
         vLLM's own chain serves). A pure function of what every rank sees alike."""
         ar = self.tpcomm_ar
-        if (self.tpcomm is None or ar.disabled or op in self._tpcomm_left
-                or input_.device != ar.device or input_.dtype not in ar._dtypes):
+        if (
+            self.tpcomm is None
+            or ar.disabled
+            or op in self._tpcomm_left
+            or input_.device != ar.device
+            or input_.dtype not in ar._dtypes
+        ):
             return False
         mode = ar._mode(input_)
         size = nbytes(input_)
-        taken = ar.gate(size, input_.dtype, mode) if op == "all_reduce" else \
-            ar.serves(op, size, input_.dtype, mode)
+        taken = (
+            ar.gate(size, input_.dtype, mode)
+            if op == "all_reduce"
+            else ar.serves(op, size, input_.dtype, mode)
+        )
         if taken and mode == "graph":
             self._tpcomm_graph_calls = True
         return taken
@@ -198,8 +222,10 @@ class _TpcommServed:
         """This rank's part of the sum, `dim` split in rank order into world_size parts."""
         d = _check_dim("reduce_scatter", input_, dim)
         if input_.shape[d] % self.world_size:
-            raise ValueError(f"reduce_scatter: dimension {d} of shape {tuple(input_.shape)} does "
-                             f"not divide among {self.world_size} ranks")
+            raise ValueError(
+                f"reduce_scatter: dimension {d} of shape {tuple(input_.shape)} does "
+                f"not divide among {self.world_size} ranks"
+            )
         if not self._tpcomm_takes("reduce_scatter", input_):
             self.tpcomm_passed.add("reduce_scatter", nbytes(input_))
             return super().reduce_scatter(input_, dim)
@@ -228,8 +254,9 @@ class _TpcommServed:
     def _tpcomm_in_graphs(self):
         """Whether CUDA graphs may hold tpcomm's calls: vLLM entered capture() of our custom
         all-reduce, or one of our calls ran while a stream was being captured."""
-        return self._tpcomm_graph_calls or (self.tpcomm_ar is not None
-                                            and self.tpcomm_ar.captures > 0)
+        return self._tpcomm_graph_calls or (
+            self.tpcomm_ar is not None and self.tpcomm_ar.captures > 0
+        )
 
     def suspend(self):
         """vLLM's sleep (collective: every rank of every group, the groups in the same order).
@@ -241,11 +268,15 @@ class _TpcommServed:
         if self.tpcomm is None or self._tpcomm_suspended:
             return
         if self._tpcomm_in_graphs():
-            _log_once(logging.WARNING, ("suspend-kept", self.unique_name),
-                      "tpcomm: sleep keeps the device memory of vLLM's %s group's tpcomm "
-                      "communicator: CUDA graphs captured with its calls read its buffers and "
-                      "are replayed after waking up (run with enforce_eager, or without the "
-                      "plugin, for sleep to free it)", self.unique_name)
+            _log_once(
+                logging.WARNING,
+                ("suspend-kept", self.unique_name),
+                "tpcomm: sleep keeps the device memory of vLLM's %s group's tpcomm "
+                "communicator: CUDA graphs captured with its calls read its buffers and "
+                "are replayed after waking up (run with enforce_eager, or without the "
+                "plugin, for sleep to free it)",
+                self.unique_name,
+            )
             return
         self._tpcomm_retired.append(self.tpcomm.stats())
         self.tpcomm_ar.close()
@@ -284,10 +315,16 @@ def communicator_class(base):
 
     # The constructor takes what the base's does (vLLM passes keywords); inspect sees that.
     __init__.__signature__ = inspect.signature(base.__init__)
-    cls = type("TpcommDeviceCommunicator", (_TpcommServed, base),
-               {"__init__": __init__, "__module__": __name__,
-                "__doc__": f"{base.__name__} whose TP group's all_reduce, all_gather and "
-                           "reduce_scatter tpcomm serves (tpcomm.engines.vllm_communicator)."})
+    cls = type(
+        "TpcommDeviceCommunicator",
+        (_TpcommServed, base),
+        {
+            "__init__": __init__,
+            "__module__": __name__,
+            "__doc__": f"{base.__name__} whose TP group's all_reduce, all_gather and "
+            "reduce_scatter tpcomm serves (tpcomm.engines.vllm_communicator).",
+        },
+    )
     _classes[base] = cls
     return cls
 

@@ -10,13 +10,18 @@ It needs a torch whose torch.distributed Backend takes Python subclasses (2.15 i
 import torch
 import torch.distributed as dist
 
-if not hasattr(torch._C, "_distributed_c10d") or not hasattr(
-        torch._C._distributed_c10d, "Backend") or not hasattr(dist, "Work"):
-    raise ImportError(f"tpcomm.torch: torch {torch.__version__} has no torch.distributed Backend "
-                      "that Python can subclass (the backend needs torch 2.x; docs/python.md)")
+if (
+    not hasattr(torch._C, "_distributed_c10d")
+    or not hasattr(torch._C._distributed_c10d, "Backend")
+    or not hasattr(dist, "Work")
+):
+    raise ImportError(
+        f"tpcomm.torch: torch {torch.__version__} has no torch.distributed Backend "
+        "that Python can subclass (the backend needs torch 2.x; docs/python.md)"
+    )
 
-from . import _registry  # noqa: E402
-from ._backend import TpcommBackend, create  # noqa: E402
+from . import _registry  # noqa: F401 (imported for its registrations)
+from ._backend import TpcommBackend, create
 
 BACKEND_NAME = "tpcomm"
 
@@ -24,8 +29,7 @@ BACKEND_NAME = "tpcomm"
 def _register():
     if "TPCOMM" in getattr(dist.Backend, "_plugins", {}):
         return
-    dist.Backend.register_backend(BACKEND_NAME, create, extended_api=True,
-                                  devices=["cpu", "cuda"])
+    dist.Backend.register_backend(BACKEND_NAME, create, extended_api=True, devices=["cpu", "cuda"])
 
 
 _register()

@@ -27,7 +27,7 @@ _OPS = (
     (dist.ReduceOp.MAX, "max"),
 )
 
-_P2P = "a group of backend gloo or nccl (torch.distributed.new_group(backend=\"gloo\"))"
+_P2P = 'a group of backend gloo or nccl (torch.distributed.new_group(backend="gloo"))'
 # What a program should use for each collective tpcomm does not serve.
 _INSTEAD = {
     "reduce": "all_reduce (every rank gets the result)",
@@ -57,8 +57,10 @@ def _op_name(opts, what):
         if opts.reduceOp == known:
             return name
     op = str(getattr(opts.reduceOp, "op", opts.reduceOp)).rsplit(".", 1)[-1]  # RedOpType.PRODUCT
-    raise ValueError(f"tpcomm backend: {what} with op {op} is not supported (tpcomm "
-                     "reduces with SUM, AVG, MIN, MAX); use a gloo or nccl group for it")
+    raise ValueError(
+        f"tpcomm backend: {what} with op {op} is not supported (tpcomm "
+        "reduces with SUM, AVG, MIN, MAX); use a gloo or nccl group for it"
+    )
 
 
 def _seconds(timeout):
@@ -70,6 +72,7 @@ def _seconds(timeout):
 def _refuse(name):
     def method(self, *args, **kwargs):
         raise ValueError(f"tpcomm backend: {name} is not supported; use {_INSTEAD[name]}")
+
     method.__name__ = name
     return method
 
@@ -137,13 +140,17 @@ class TpcommBackend(_C10dBackend):
         if not isinstance(tensor, torch.Tensor):
             raise ValueError(f"tpcomm backend: {what} takes tensors, not {type(tensor).__name__}")
         if tensor.layout is not _STRIDED:
-            raise ValueError(f"tpcomm backend: {what} of a tensor of layout {tensor.layout}: "
-                             "tpcomm serves dense tensors (layout torch.strided); pass "
-                             "t.to_dense(), or use a gloo group for sparse tensors")
+            raise ValueError(
+                f"tpcomm backend: {what} of a tensor of layout {tensor.layout}: "
+                "tpcomm serves dense tensors (layout torch.strided); pass "
+                "t.to_dense(), or use a gloo group for sparse tensors"
+            )
         device = tensor.device
         if device.type not in ("cpu", "cuda"):
-            raise ValueError(f"tpcomm backend: {what} on a {device.type} tensor; tpcomm serves "
-                             "cpu and cuda tensors")
+            raise ValueError(
+                f"tpcomm backend: {what} on a {device.type} tensor; tpcomm serves "
+                "cpu and cuda tensors"
+            )
         key = "cpu" if device.type == "cpu" else f"cuda:{device.index}"
         with self._lock:
             comm = self._comms.get(key)
@@ -168,13 +175,15 @@ class TpcommBackend(_C10dBackend):
             except RuntimeError as e:
                 raise _tpcomm.TimeoutError(
                     f"tpcomm backend: rank 0 of group {self._group_id} did not publish tpcomm's "
-                    f"store address within {wait:g} s: {e}") from None
+                    f"store address within {wait:g} s: {e}"
+                ) from None
             text = self._store.get(store_key).decode()
         kind = device.type
         gpu = -1 if kind == "cpu" else device.index
         try:
-            native = _tpcomm.Comm.from_address(text, self._rank, self._size, self._timeout_s,
-                                               kind, gpu, host)
+            native = _tpcomm.Comm.from_address(
+                text, self._rank, self._size, self._timeout_s, kind, gpu, host
+            )
         finally:
             PublishedAddress(self._store, store_key, text).done(self._rank)
         comm = Communicator(native, kind)
@@ -197,8 +206,10 @@ class TpcommBackend(_C10dBackend):
     def allgather(self, output_lists, inputs, opts):
         for outs, t in zip(output_lists, inputs):
             if len(outs) != self._size:
-                raise ValueError(f"tpcomm backend: all_gather into {len(outs)} tensors, the "
-                                 f"group has {self._size} ranks")
+                raise ValueError(
+                    f"tpcomm backend: all_gather into {len(outs)} tensors, the "
+                    f"group has {self._size} ranks"
+                )
             gathered = self._comm(t, "all_gather").all_gather(t.contiguous().reshape(-1))
             for out, part in zip(outs, gathered.chunk(self._size)):
                 out.copy_(part.view(out.shape))
@@ -212,8 +223,9 @@ class TpcommBackend(_C10dBackend):
 
     def reduce_scatter_single(self, output, input, opts):
         op = _op_name(opts, "reduce_scatter_tensor")
-        self._comm(input, "reduce_scatter_tensor").reduce_scatter(input.contiguous(), op,
-                                                                  out=output)
+        self._comm(input, "reduce_scatter_tensor").reduce_scatter(
+            input.contiguous(), op, out=output
+        )
         return DoneWork([output])
 
     _reduce_scatter_base = reduce_scatter_single
@@ -296,5 +308,11 @@ for _name in _INSTEAD:
 
 def create(opts, backend_options):
     """torch.distributed's creator (extended form: it names the group and its global ranks)."""
-    return TpcommBackend(opts.store, opts.group_rank, opts.group_size, opts.timeout,
-                         opts.group_id, list(opts.global_ranks_in_group))
+    return TpcommBackend(
+        opts.store,
+        opts.group_rank,
+        opts.group_size,
+        opts.timeout,
+        opts.group_id,
+        list(opts.global_ranks_in_group),
+    )

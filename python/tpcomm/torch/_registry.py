@@ -29,6 +29,8 @@ def lookup(name):
     garbage-collected, or never registered in this process)."""
     comm = _by_name.get(name)
     if comm is None or comm._native.closed:
-        raise ValueError(f"no open tpcomm communicator is registered as {name!r} in this process "
-                         f"(closed, or created under another name)")
+        raise ValueError(
+            f"no open tpcomm communicator is registered as {name!r} in this process "
+            f"(closed, or created under another name)"
+        )
     return comm

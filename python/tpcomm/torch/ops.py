@@ -19,7 +19,8 @@ if not hasattr(torch.library, "register_fake"):
     raise ImportError(
         f"tpcomm.torch.ops needs torch.library.register_fake (PyTorch 2.4 or later) to give "
         f"torch.compile the ops' fake implementations; this is torch {torch.__version__}. The "
-        f"Communicator's own calls work on any torch")
+        f"Communicator's own calls work on any torch"
+    )
 
 __all__ = ["all_reduce", "all_gather", "reduce_scatter", "name_of"]
 
@@ -53,21 +54,28 @@ def _check_input(what, t, comm):
     if _DTYPES is None:
         _DTYPES = {getattr(torch, name) for name in _buffers.DTYPE_NAMES + ("bool",)}
     if t.dtype not in _DTYPES:
-        raise ValueError(f"{what}: dtype {t.dtype} is not one of "
-                         + ", ".join(f"torch.{n}" for n in _buffers.DTYPE_NAMES + ("bool",)))
+        raise ValueError(
+            f"{what}: dtype {t.dtype} is not one of "
+            + ", ".join(f"torch.{n}" for n in _buffers.DTYPE_NAMES + ("bool",))
+        )
     if t.device.type != comm.device:
-        raise ValueError(f"{what}: a {t.device.type} buffer on a {comm.device} communicator "
-                         f"(create it with device=\"{t.device.type}\")")
+        raise ValueError(
+            f"{what}: a {t.device.type} buffer on a {comm.device} communicator "
+            f'(create it with device="{t.device.type}")'
+        )
     if comm.device == "cuda" and t.device.index != comm.cuda_device:
-        raise ValueError(f"{what}: a tensor on {t.device}, but this communicator's calls run on "
-                         f"cuda:{comm.cuda_device}")
+        raise ValueError(
+            f"{what}: a tensor on {t.device}, but this communicator's calls run on "
+            f"cuda:{comm.cuda_device}"
+        )
 
 
 def _check_reduction(what, t, op):
     _check_op(op)
     if op == "avg" and t.dtype == torch.bool:
-        raise ValueError(f"{what}: op 'avg' is not defined for bool (sum is a logical or, min a "
-                         f"logical and)")
+        raise ValueError(
+            f"{what}: op 'avg' is not defined for bool (sum is a logical or, min a logical and)"
+        )
 
 
 def _gathered_shape(t, dim, size):
@@ -82,8 +90,10 @@ def _scattered_shape(t, dim, size):
     shape = tuple(t.shape)
     d = _dimension("reduce_scatter", dim, shape)
     if d != 0 and shape[d] % size:
-        raise ValueError(f"reduce_scatter: dimension {d} of shape {shape} has {shape[d]} "
-                         f"elements, which do not divide among {size} ranks")
+        raise ValueError(
+            f"reduce_scatter: dimension {d} of shape {shape} has {shape[d]} "
+            f"elements, which do not divide among {size} ranks"
+        )
     numel = t.numel()
     if numel % size:
         raise ValueError(f"reduce_scatter: {numel} elements do not divide among {size} ranks")
@@ -111,8 +121,11 @@ def _reduce_scatter(input, comm, op="sum", dim=0):
     return _registry.lookup(comm).reduce_scatter(input.contiguous(), op=op, dim=dim)
 
 
-for _name, _impl in (("all_reduce", _all_reduce), ("all_gather", _all_gather),
-                     ("reduce_scatter", _reduce_scatter)):
+for _name, _impl in (
+    ("all_reduce", _all_reduce),
+    ("all_gather", _all_gather),
+    ("reduce_scatter", _reduce_scatter),
+):
     for _key in ("CPU", "CUDA"):
         _lib.impl(_name, _impl, _key)
 
@@ -155,17 +168,20 @@ def name_of(comm):
     if isinstance(comm, str):
         return comm
     if not isinstance(comm, Communicator):
-        raise ValueError(f"comm: a tpcomm.Communicator or the name of one, not "
-                         f"{type(comm).__name__}")
+        raise ValueError(
+            f"comm: a tpcomm.Communicator or the name of one, not {type(comm).__name__}"
+        )
     name = getattr(comm, _NAME_ATTRIBUTE, None)
     if name is None:
         if torch.compiler.is_compiling():
             # Registering is a side effect on the registry that torch.compile cannot put in a
             # graph: it would break the graph (an error under fullgraph=True).
-            raise ValueError("tpcomm.torch.ops: this communicator has no name yet, and code "
-                             "being compiled cannot register one; call "
-                             "tpcomm.torch.ops.name_of(comm) once before compiling and pass "
-                             "the name (or call an op on comm eagerly first)")
+            raise ValueError(
+                "tpcomm.torch.ops: this communicator has no name yet, and code "
+                "being compiled cannot register one; call "
+                "tpcomm.torch.ops.name_of(comm) once before compiling and pass "
+                "the name (or call an op on comm eagerly first)"
+            )
         name = _registry.register(comm)
         setattr(comm, _NAME_ATTRIBUTE, name)
     return name

@@ -3,6 +3,7 @@
 // need). Backend-specific sizes are the backends' own constants.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -61,10 +62,7 @@ struct BackendContext {
 
   // Whether the ranks are on more than one node.
   bool spans_nodes() const {
-    for (int n : node_of_rank) {
-      if (n != node_of_rank.front()) return true;
-    }
-    return false;
+    return std::ranges::any_of(node_of_rank, [&](int n) { return n != node_of_rank.front(); });
   }
 };
 

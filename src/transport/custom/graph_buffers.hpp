@@ -69,7 +69,7 @@ class GraphBuffers {
   bool peer_access_to(const void* address, bool vmm, std::string* why);
   std::size_t write_slots(RegistrationRound& round, int me);
   void* open_ipc(const cudaIpcMemHandle_t& handle);
-  void* open_peer_vmm(const RegistrationRound& round, int rank, const SharedBuffer& buffer);
+  void* open_peer_vmm(const RegistrationRound& round, int r, const SharedBuffer& s);
   void* open_vmm(const VmmImportKey& key, std::size_t bytes, int fd);
 
   std::uint64_t* slots_ = nullptr;  // device memory, capacity_ x kSlotWords

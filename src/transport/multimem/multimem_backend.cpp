@@ -233,7 +233,7 @@ class MultimemBackend final : public CollectiveBackend {
     cudaFree(result);
     cuda::check_cuda(synced, "the multimem probe kernel");
     ctx_.bootstrap->barrier("multimem probe done", deadline);
-    const float want = static_cast<float>(ctx_.size * (ctx_.size + 1) / 2);
+    const float want = static_cast<float>(ctx_.size) * static_cast<float>(ctx_.size + 1) / 2.0f;
     for (float g : got) {
       if (g != want) {
         throw Error(ErrorCode::kUnavailable,
