@@ -211,9 +211,10 @@ class CustomBackend final : public CollectiveBackend {
     for (int p = 0; p < ctx_.size; ++p) {
       const std::uint64_t v = kProbeMagic | (static_cast<std::uint64_t>(ctx_.rank) << 8) |
                               static_cast<std::uint64_t>(p);
-      cuda::check_cuda(cudaMemcpy(static_cast<char*>(base_args_.peers[p]) + at + std::size_t{8} * ctx_.rank, &v,
-                                  8, cudaMemcpyDefault),
-                       "writing the peer probe");
+      cuda::check_cuda(
+          cudaMemcpy(static_cast<char*>(base_args_.peers[p]) + at + std::size_t{8} * ctx_.rank, &v,
+                     8, cudaMemcpyDefault),
+          "writing the peer probe");
     }
     cuda::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (peer probe)");
     ctx_.bootstrap->barrier("custom peer probe", deadline);
