@@ -46,7 +46,7 @@ runtime::Platform plain_gloo_platform() {
   runtime::Platform p = runtime::builtin_platform();
   p.factories[Backend::kGloo] =
       [gloo = p.factories.at(Backend::kGloo)](transport::BackendContext context) {
-        context.gloo_inline = false;
+        context.gloo.inline_small_calls = false;
         return gloo(context);
       };
   return p;

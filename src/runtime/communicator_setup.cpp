@@ -271,23 +271,24 @@ BackendContext backend_context(CommunicatorState& c,
   context.bootstrap = c.bootstrap;
   context.comm_id = c.comm_id;
   context.timeout = c.timeout;
-  context.kernel_timeout = std::chrono::milliseconds(env_integer("TPCOMM_KERNEL_TIMEOUT_MS"));
+  context.cuda.kernel_timeout = std::chrono::milliseconds(env_integer("TPCOMM_KERNEL_TIMEOUT_MS"));
   context.socket_address = socket_address(records);
   context.node_of_rank = node_of;
-  context.shm_workspace_bytes = static_cast<std::size_t>(env_integer("TPCOMM_SHM_WORKSPACE"));
-  context.graph_slots = static_cast<std::size_t>(env_integer("TPCOMM_GRAPH_SLOTS"));
-  context.shm_single_copy = env_flag("TPCOMM_SHM_SINGLE_COPY");
-  context.shm_streaming_fill_bytes =
+  context.shm.workspace_bytes = static_cast<std::size_t>(env_integer("TPCOMM_SHM_WORKSPACE"));
+  context.cuda.graph_slots = static_cast<std::size_t>(env_integer("TPCOMM_GRAPH_SLOTS"));
+  context.shm.single_copy = env_flag("TPCOMM_SHM_SINGLE_COPY");
+  context.shm.streaming_fill_bytes =
       static_cast<std::size_t>(env_integer("TPCOMM_SHM_STREAMING_FILL"));
-  context.shm_spin = std::chrono::microseconds(env_integer("TPCOMM_SHM_SPIN_US"));
-  context.threads = c.options.threads.value_or(static_cast<int>(env_integer("TPCOMM_THREADS")));
-  context.team_min_bytes = static_cast<std::size_t>(find_team_min_bytes(c.tuning, context.size));
+  context.shm.spin = std::chrono::microseconds(env_integer("TPCOMM_SHM_SPIN_US"));
+  context.shm.threads = c.options.threads.value_or(static_cast<int>(env_integer("TPCOMM_THREADS")));
+  context.shm.team_min_bytes =
+      static_cast<std::size_t>(find_team_min_bytes(c.tuning, context.size));
   const std::string& mine = records.at(static_cast<std::size_t>(context.rank)).boot_id;
   context.ranks_on_this_machine = static_cast<int>(std::count_if(
       records.begin(), records.end(), [&](const auto& r) { return r.boot_id == mine; }));
-  context.cuda_device = c.cuda_device;
-  context.zero_copy = c.graph_plan.ops.at(Op::kAllReduce).zero_copy;
-  context.registered = c.heap;
+  context.cuda.device = c.cuda_device;
+  context.cuda.zero_copy = c.graph_plan.ops.at(Op::kAllReduce).zero_copy;
+  context.shm.registered = c.heap;
   CommunicatorState* impl = &c;
   context.on_async_failure = [impl](const std::string& why) {
     impl->group_abort.abort_with(

@@ -169,12 +169,13 @@ std::unique_ptr<CollectiveBackend> set_up(std::shared_ptr<Bootstrap> bs, std::ui
   transport::BackendContext context;
   context.rank = bs->rank();
   context.size = bs->size();
-  context.cuda_device = 0;
+  context.cuda.device = 0;
   context.bootstrap = bs;
   context.comm_id = comm_id;
   context.timeout = timeout;
   context.on_async_failure = std::move(on_failure);
-  context.zero_copy = true;  // captured all-reduces may be registered (one process: raw addresses)
+  context.cuda.zero_copy =
+      true;  // captured all-reduces may be registered (one process: raw addresses)
   auto backend = transport::make_custom_backend(context);
   for (int step = 0; step < backend->setup_steps(); ++step) {
     std::string error;

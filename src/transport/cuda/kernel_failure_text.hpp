@@ -14,7 +14,7 @@ std::string kernel_failure_text(const KernelFailure& f, const std::string& what,
                                 std::chrono::milliseconds budget);
 
 // The device-side wait budget of the kernels: `kernel_timeout` when set (TPCOMM_KERNEL_TIMEOUT_MS,
-// BackendContext::kernel_timeout), else the communicator's timeout.
+// CudaOptions::kernel_timeout), else the communicator's timeout.
 std::chrono::milliseconds kernel_wait_budget(std::chrono::milliseconds timeout,
                                              std::chrono::milliseconds kernel_timeout);
 

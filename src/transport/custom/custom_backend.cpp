@@ -55,7 +55,7 @@ class CustomBackend final : public CollectiveBackend {
   ~CustomBackend() override {
     if (!watchdog_.created()) return;
     watchdog_.abort();
-    if (teardown_device_.enter(ctx_.cuda_device)) cudaDeviceSynchronize();
+    if (teardown_device_.enter(ctx_.cuda.device)) cudaDeviceSynchronize();
     if (abort_stream_ != nullptr) cudaStreamDestroy(abort_stream_);
     cudaGetLastError();
   }
@@ -70,20 +70,20 @@ class CustomBackend final : public CollectiveBackend {
   void run_setup_step(int step, const Deadline& deadline) override {
     if (step == 0) return create_workspace();
     // The caller's current device comes back after each step.
-    const cuda::DeviceGuard on_device(ctx_.cuda_device);
+    const cuda::DeviceGuard on_device(ctx_.cuda.device);
     if (step == 1) return exchange_and_map(deadline);
     probe_peers(deadline);
   }
 
   void setup_complete() override {
     // Kept where VMM graph buffers may need it (their descriptors travel over it).
-    if (!ctx_.zero_copy) listener_.reset();
+    if (!ctx_.cuda.zero_copy) listener_.reset();
     watchdog_.start(ctx_.on_async_failure);
   }
 
   // (A failure of an earlier call is picked up by the communicator before this one.)
   void run(const Call& c) override {
-    const cuda::DeviceGuard on_device(ctx_.cuda_device);
+    const cuda::DeviceGuard on_device(ctx_.cuda.device);
     const std::size_t es = size_of(c.type);
     KernelArgs a = base_args_;
     a.type = static_cast<int>(c.type);
@@ -100,7 +100,7 @@ class CustomBackend final : public CollectiveBackend {
     // One-shot in place cannot read inputs in place: a rank would overwrite its input while
     // peers still read it.
     const bool in_place_one_shot = a.op == KernelOp::kOneShot && c.input == c.output;
-    if (c.captured && ctx_.zero_copy && c.op == Op::kAllReduce && !in_place_one_shot &&
+    if (c.captured && ctx_.cuda.zero_copy && c.op == Op::kAllReduce && !in_place_one_shot &&
         c.count > 0) {
       a.graph_slot = graph_buffers_.claim(c.input, c.count * size_of(c.type));
       a.unregistered_op =
@@ -121,7 +121,7 @@ class CustomBackend final : public CollectiveBackend {
   }
 
   std::size_t register_graph_buffers(const Deadline& deadline) override {
-    const cuda::DeviceGuard on_device(ctx_.cuda_device);
+    const cuda::DeviceGuard on_device(ctx_.cuda.device);
     return graph_buffers_.register_all(*ctx_.bootstrap, listener_.get(), fd_auth_, deadline);
   }
 
@@ -134,7 +134,7 @@ class CustomBackend final : public CollectiveBackend {
     for (int p = 0; p < ctx_.size; ++p) {
       if (base_args_.peers[p] != nullptr) words.push_back(failed_word(p));
     }
-    cuda::publish_group_failure(ctx_.cuda_device, failed_word(ctx_.rank), words,
+    cuda::publish_group_failure(ctx_.cuda.device, failed_word(ctx_.rank), words,
                                 cuda::group_failure_value(2, ctx_.rank), abort_stream_);
   }
 
@@ -142,11 +142,12 @@ class CustomBackend final : public CollectiveBackend {
     if (std::string why = cuda::gpu_unavailable_reason(); !why.empty()) {
       throw Error(ErrorCode::kUnavailable, why);
     }
-    const cuda::DeviceGuard on_device(ctx_.cuda_device);
+    const cuda::DeviceGuard on_device(ctx_.cuda.device);
     const auto layout = cuda::workspace_layout(
-        2 * kBufferBytes, cuda::VmmWorkspace::granularity(ctx_.cuda_device, sharing()));
-    workspace_.create(ctx_.cuda_device, layout.total_bytes, sharing());
-    watchdog_.create("custom kernel", cuda::kernel_wait_budget(ctx_.timeout, ctx_.kernel_timeout));
+        2 * kBufferBytes, cuda::VmmWorkspace::granularity(ctx_.cuda.device, sharing()));
+    workspace_.create(ctx_.cuda.device, layout.total_bytes, sharing());
+    watchdog_.create("custom kernel",
+                     cuda::kernel_wait_budget(ctx_.timeout, ctx_.cuda.kernel_timeout));
     failed_offset_ = layout.failed_offset;
     cuda::check_cuda(cudaStreamCreateWithFlags(&abort_stream_, cudaStreamNonBlocking),
                      "cudaStreamCreateWithFlags (abort stream)");
@@ -157,7 +158,7 @@ class CustomBackend final : public CollectiveBackend {
     base_args_.abort_word = watchdog_.device_abort_word();
     base_args_.failure = watchdog_.device_failure();
     base_args_.wait_budget_ns = watchdog_.wait_budget_ns();
-    graph_buffers_.create(ctx_.cuda_device, ctx_.graph_slots);
+    graph_buffers_.create(ctx_.cuda.device, ctx_.cuda.graph_slots);
     if (!ctx_.spans_nodes()) {
       // A random name (nobody can take it first), announced to the group in custom.exchange.
       cuda::FdListener listener = cuda::listen_fd_channel(ctx_.comm_id, ctx_.rank);

@@ -331,7 +331,7 @@ class GlooBackend final : public CollectiveBackend {
   // Every rank is connected and has read our rendezvous keys.
   void setup_complete() override {
     if (adapter_) adapter_->remove_own_keys();
-    if (ctx_.gloo_inline) {
+    if (ctx_.gloo.inline_small_calls) {
       TPCOMM_LOG(kDebug, "gloo",
                  "rank {}: calls of at most {} bytes per peer travel in the opening exchange",
                  ctx_.rank, gloo_inline_room(ctx_.size));
@@ -346,7 +346,8 @@ class GlooBackend final : public CollectiveBackend {
     const GlooGroup group{context_, ctx_.rank, ctx_.size, ctx_.timeout};
     // The last call's buffers, unless an abandoned job still holds them.
     if (!staged_ || staged_.use_count() > 1) {
-      staged_ = std::make_shared<StagedCall>(ctx_.gloo_inline ? gloo_inline_room(ctx_.size) : 0);
+      staged_ = std::make_shared<StagedCall>(
+          ctx_.gloo.inline_small_calls ? gloo_inline_room(ctx_.size) : 0);
     }
     std::shared_ptr<StagedCall> staged = staged_;
     staged->stage(call, ctx_.size);

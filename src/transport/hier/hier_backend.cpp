@@ -324,7 +324,8 @@ class HierBackend final : public CollectiveBackend {
     node_ctx.bootstrap = node_bs;
     node_ctx.comm_id = ctx_.comm_id ^ static_cast<std::uint64_t>(my_node + 1);
     node_ctx.node_of_rank.clear();
-    node_ctx.registered = nullptr;  // its stage buffers are its own, and its ranks are node-local
+    node_ctx.shm.registered =
+        nullptr;  // its stage buffers are its own, and its ranks are node-local
     shm_ = make_shm_backend(node_ctx);
     BackendContext lane_ctx = ctx_;
     lane_ctx.rank = node_index;

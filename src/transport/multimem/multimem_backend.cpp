@@ -47,7 +47,7 @@ class MultimemBackend final : public CollectiveBackend {
   ~MultimemBackend() override {
     if (!watchdog_.created()) return;
     watchdog_.abort();
-    teardown_device_.enter(ctx_.cuda_device);
+    teardown_device_.enter(ctx_.cuda.device);
     cuda::tear_down_multicast({
         .drain =
             [&] {
@@ -79,7 +79,7 @@ class MultimemBackend final : public CollectiveBackend {
   void run_setup_step(int step, const Deadline& deadline) override {
     if (step == 0) return create(deadline);
     // The caller's current device comes back after each step.
-    const cuda::DeviceGuard on_device(ctx_.cuda_device);
+    const cuda::DeviceGuard on_device(ctx_.cuda.device);
     if (step == 1) return share(deadline);
     if (step == 2) return bind();
     probe(deadline);
@@ -92,7 +92,7 @@ class MultimemBackend final : public CollectiveBackend {
   }
 
   void run(const Call& c) override {
-    const cuda::DeviceGuard on_device(ctx_.cuda_device);
+    const cuda::DeviceGuard on_device(ctx_.cuda.device);
     const std::size_t es = size_of(c.type);
     const bool rs = c.op == Op::kReduceScatter;
     MultimemArgs a = base_;
@@ -133,8 +133,8 @@ class MultimemBackend final : public CollectiveBackend {
     auto* own = reinterpret_cast<std::uint64_t*>(base_.unicast + base_.layout.failed_offset);
     // Only the multicast add writes it (a copy written from the host too would be added to), so
     // the host step only reads this rank's copy: a group that failed already keeps its cause.
-    if (!cuda::publish_group_failure(ctx_.cuda_device, own, {}, value, abort_stream_)) return;
-    const cuda::DeviceGuard on_device(ctx_.cuda_device, std::nothrow);  // abort() never throws
+    if (!cuda::publish_group_failure(ctx_.cuda.device, own, {}, value, abort_stream_)) return;
+    const cuda::DeviceGuard on_device(ctx_.cuda.device, std::nothrow);  // abort() never throws
     if (cuda::launch_multimem_publish_failure(base_.multicast + base_.layout.failed_offset, value,
                                               abort_stream_) == 0) {
       cuda::finished_within_a_second(abort_stream_);
@@ -145,22 +145,22 @@ class MultimemBackend final : public CollectiveBackend {
   std::uint64_t channel() const { return ctx_.comm_id ^ kChannelSalt; }
 
   void create(const Deadline&) {
-    if (std::string why = cuda::MulticastObject::unsupported_reason(ctx_.cuda_device);
+    if (std::string why = cuda::MulticastObject::unsupported_reason(ctx_.cuda.device);
         !why.empty()) {
       throw Error(ErrorCode::kUnavailable, why);
     }
-    const cuda::DeviceGuard on_device(ctx_.cuda_device);
+    const cuda::DeviceGuard on_device(ctx_.cuda.device);
     // Sized once with the VMM granularity, then again so the multicast granularity divides it.
     const auto sharing = ctx_.spans_nodes() ? cuda::VmmWorkspace::Sharing::kFabric
                                             : cuda::VmmWorkspace::Sharing::kPosixFd;
-    const std::size_t vmm_granularity = cuda::VmmWorkspace::granularity(ctx_.cuda_device, sharing);
+    const std::size_t vmm_granularity = cuda::VmmWorkspace::granularity(ctx_.cuda.device, sharing);
     auto layout = cuda::multimem_layout(kAreaBytes, vmm_granularity);
     const std::size_t mc_granularity =
         cuda::MulticastObject::granularity(ctx_.size, layout.total_bytes, ctx_.spans_nodes());
     layout = cuda::multimem_layout(kAreaBytes, std::max(vmm_granularity, mc_granularity));
-    workspace_.create(ctx_.cuda_device, layout.total_bytes, sharing);
+    workspace_.create(ctx_.cuda.device, layout.total_bytes, sharing);
     watchdog_.create("multimem kernel",
-                     cuda::kernel_wait_budget(ctx_.timeout, ctx_.kernel_timeout));
+                     cuda::kernel_wait_budget(ctx_.timeout, ctx_.cuda.kernel_timeout));
     cuda::check_cuda(cudaStreamCreateWithFlags(&abort_stream_, cudaStreamNonBlocking),
                      "cudaStreamCreateWithFlags (abort stream)");
     if (ctx_.rank == 0) multicast_.create(ctx_.size, layout.total_bytes, ctx_.spans_nodes());
@@ -196,7 +196,7 @@ class MultimemBackend final : public CollectiveBackend {
         std::memcpy(&h, handle.data(), sizeof(h));
         multicast_.import(h, base_.layout.total_bytes);
       }
-      multicast_.add_device(ctx_.cuda_device);
+      multicast_.add_device(ctx_.cuda.device);
       return;
     }
     net::Fd mine = ctx_.rank == 0 ? multicast_.export_fd() : net::Fd();
@@ -205,7 +205,7 @@ class MultimemBackend final : public CollectiveBackend {
     net::Fd got = cuda::broadcast_handle(auth, 0, listener_.get(), mine.get(),
                                          base_.layout.total_bytes, deadline);
     if (ctx_.rank != 0) multicast_.import(got.get(), base_.layout.total_bytes);
-    multicast_.add_device(ctx_.cuda_device);
+    multicast_.add_device(ctx_.cuda.device);
   }
 
   void bind() {

@@ -35,7 +35,7 @@ class NcclBackend final : public CollectiveBackend {
   // destroyed or aborted once, never both (docs/gpu.md, "One thread in the communicator at a
   // time").
   ~NcclBackend() override {
-    const cuda::DeviceGuard on_device(ctx_.cuda_device, std::nothrow);  // never throws here
+    const cuda::DeviceGuard on_device(ctx_.cuda.device, std::nothrow);  // never throws here
     if (watchdog_) {
       if (!watchdog_->wait_for_pending(ctx_.timeout)) aborted_ = true;
       watchdog_.reset();
@@ -67,16 +67,16 @@ class NcclBackend final : public CollectiveBackend {
     std::memcpy(&id, got.data(), sizeof(id));
     // The caller's current device comes back after the init (docs/gpu-graphs.md, "The caller's
     // current device").
-    const cuda::DeviceGuard on_device(ctx_.cuda_device);
+    const cuda::DeviceGuard on_device(ctx_.cuda.device);
     init_communicator(id, deadline);
-    watchdog_ = std::make_unique<NcclWatchdog>(*lib_, comm_, gate_, ctx_.cuda_device, ctx_.timeout);
+    watchdog_ = std::make_unique<NcclWatchdog>(*lib_, comm_, gate_, ctx_.cuda.device, ctx_.timeout);
   }
 
   void run(const Call& c) override {
     // The communicator's device for the call and the watchdog's event (recorded on the call's
     // stream, it must be made on that stream's device, else the call goes unwatched); the
     // caller's current device comes back.
-    const cuda::DeviceGuard on_device(ctx_.cuda_device);
+    const cuda::DeviceGuard on_device(ctx_.cuda.device);
     auto stream = static_cast<cudaStream_t>(c.stream);
     {
       // Inside the gate: an abort from another thread waits for this call to leave.

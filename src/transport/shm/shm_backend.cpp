@@ -33,9 +33,9 @@ namespace shm {
 
 void ShmBackend::run_setup_step(int step, const Deadline& deadline) {
   const std::size_t world = static_cast<std::size_t>(ctx_.size);
-  const std::size_t bytes = segment_bytes(world, ctx_.shm_workspace_bytes);
+  const std::size_t bytes = segment_bytes(world, ctx_.shm.workspace_bytes);
   const std::string hint =
-      fmt::format("TPCOMM_SHM_WORKSPACE (now {} bytes per rank)", ctx_.shm_workspace_bytes);
+      fmt::format("TPCOMM_SHM_WORKSPACE (now {} bytes per rank)", ctx_.shm.workspace_bytes);
   if (step == 0) {
     if (ctx_.rank != 0) return;
     std::random_device rd;
@@ -46,7 +46,7 @@ void ShmBackend::run_setup_step(int step, const Deadline& deadline) {
     auto* h = new (segment_.base()) SegmentHeader();
     h->magic = kMagic;
     h->world_size = static_cast<std::uint32_t>(ctx_.size);
-    h->slot_bytes = ctx_.shm_workspace_bytes;
+    h->slot_bytes = ctx_.shm.workspace_bytes;
     for (int r = 0; r < ctx_.size; ++r) new (control(r)) RankControl();
     return;
   }
@@ -56,7 +56,7 @@ void ShmBackend::run_setup_step(int step, const Deadline& deadline) {
       ctx_.bootstrap->broadcast(Bytes(mine.begin(), mine.end()), 0, "shm segment name", deadline);
   if (ctx_.rank != 0) segment_.open(std::string(name.begin(), name.end()), bytes);
   if (header().magic != kMagic || header().world_size != static_cast<std::uint32_t>(ctx_.size) ||
-      header().slot_bytes != ctx_.shm_workspace_bytes) {
+      header().slot_bytes != ctx_.shm.workspace_bytes) {
     throw Error(ErrorCode::kMismatch,
                 "shm: the segment's header does not match this group "
                 "(ranks with different TPCOMM_SHM_WORKSPACE?)");
@@ -64,9 +64,9 @@ void ShmBackend::run_setup_step(int step, const Deadline& deadline) {
   // This rank's slot, which it writes and the others read, on this rank's NUMA node
   // (shm_segment.hpp); nobody touches it before this step's vote.
   const std::size_t mine_at =
-      slots_offset(world) + static_cast<std::size_t>(ctx_.rank) * ctx_.shm_workspace_bytes;
+      slots_offset(world) + static_cast<std::size_t>(ctx_.rank) * ctx_.shm.workspace_bytes;
   place_slot(mine_at);
-  segment_.reserve(mine_at, ctx_.shm_workspace_bytes, hint);
+  segment_.reserve(mine_at, ctx_.shm.workspace_bytes, hint);
   control(ctx_.rank)->pid.store(getpid(), std::memory_order_release);
   control(ctx_.rank)->mapped.store(1, std::memory_order_release);
 }
@@ -75,7 +75,7 @@ void ShmBackend::place_slot(std::size_t offset) {
   // mbind takes whole pages: a page this slot shares with a neighbour's keeps first touch.
   const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   const std::size_t first = (offset + page - 1) / page * page;
-  const std::size_t end = (offset + ctx_.shm_workspace_bytes) / page * page;
+  const std::size_t end = (offset + ctx_.shm.workspace_bytes) / page * page;
   if (end <= first) return;
   slot_pages_ = {static_cast<std::uint8_t*>(segment_.base()) + first, end - first};
   const std::string did = bind_pages(slot_pages_.first, slot_pages_.second, nodes_of_this_rank());
@@ -99,7 +99,7 @@ void ShmBackend::setup_complete() {
   segment_.unlink();
   log_slot_nodes();
   single_copy_ =
-      agree_on_single_copy(*ctx_.bootstrap, ctx_.shm_single_copy, Deadline::after(ctx_.timeout));
+      agree_on_single_copy(*ctx_.bootstrap, ctx_.shm.single_copy, Deadline::after(ctx_.timeout));
   // Every rank stored its pid before that agreement, which waited for all of them.
   for (int r = 0; r < ctx_.size; ++r) {
     peer_pid_[static_cast<std::size_t>(r)] =
@@ -121,10 +121,10 @@ void ShmBackend::make_team() {
     std::memcpy(&group[r], all[r].data(), std::min(all[r].size(), sizeof(cpu_set_t)));
   }
   const int machine = ctx_.ranks_on_this_machine > 0 ? ctx_.ranks_on_this_machine : ctx_.size;
-  const TeamSize size = team_size(ctx_.threads, group, ctx_.rank, machine,
+  const TeamSize size = team_size(ctx_.shm.threads, group, ctx_.rank, machine,
                                   static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
   TPCOMM_LOG(kDebug, "shm", "rank {}: team of {} for calls of {} bytes and more", ctx_.rank,
-             size.why, ctx_.team_min_bytes);
+             size.why, ctx_.shm.team_min_bytes);
   if (size.threads > 1) team_ = std::make_unique<ThreadTeam>(size.threads);
 }
 
@@ -188,8 +188,9 @@ void ShmBackend::register_input(const Call& c) {
       c.op == Op::kAllReduce && c.algorithm != Algorithm::kTwoShot && c.input == c.output;
   mine_at_ = {};
   mine_single_copy_ = 0;
-  if (ctx_.registered && !in_place_one_shot && input_bytes(c) >= registered_min_bytes(ctx_.size)) {
-    mine_at_ = ctx_.registered->find(c.input, input_bytes(c));
+  if (ctx_.shm.registered && !in_place_one_shot &&
+      input_bytes(c) >= registered_min_bytes(ctx_.size)) {
+    mine_at_ = ctx_.shm.registered->find(c.input, input_bytes(c));
   }
 }
 
@@ -218,7 +219,7 @@ void ShmBackend::exchange(std::uint64_t seq, const Call& c, Algorithm algorithm,
     peer_address_[static_cast<std::size_t>(p)] = direct ? source & ~kSingleCopyFlag : 0;
     const auto at = RegisteredAt::unpack(direct ? 0 : source);
     peer_in_[static_cast<std::size_t>(p)] =
-        at.id == 0 ? nullptr : ctx_.registered->peer(p, at, input_bytes(c));
+        at.id == 0 ? nullptr : ctx_.shm.registered->peer(p, at, input_bytes(c));
     any_in_place_ = any_in_place_ || source != 0;
     // Once per kind: what a test or an operator looks for (a rank reads its own input anyway).
     if (source != 0 && !logged_[direct] && !(direct && p == ctx_.rank)) {
@@ -245,7 +246,7 @@ const void* const* ShmBackend::sources(std::uint64_t seq, std::size_t byte_offse
 }
 
 void ShmBackend::fill_lane(const Call& c, void* to, const void* from, std::size_t bytes) {
-  const std::size_t limit = ctx_.shm_streaming_fill_bytes;
+  const std::size_t limit = ctx_.shm.streaming_fill_bytes;
   if (c.op != Op::kAllReduce || limit == 0 || c.count * size_of(c.type) < limit) {
     team_copy(call_team_, to, from, bytes);
     return;
@@ -261,10 +262,10 @@ void ShmBackend::fill_lane(const Call& c, void* to, const void* from, std::size_
 }  // namespace shm
 
 std::unique_ptr<CollectiveBackend> make_shm_backend(const BackendContext& context) {
-  if (context.shm_workspace_bytes < 4096 || context.shm_workspace_bytes % 64 != 0) {
+  if (context.shm.workspace_bytes < 4096 || context.shm.workspace_bytes % 64 != 0) {
     throw invalid_input(
         fmt::format("TPCOMM_SHM_WORKSPACE={}: expected a multiple of 64 bytes, at least 4096",
-                    context.shm_workspace_bytes));
+                    context.shm.workspace_bytes));
   }
   return std::make_unique<shm::ShmBackend>(context);
 }

@@ -27,14 +27,14 @@ class ShmBackend final : public CollectiveBackend {
  public:
   explicit ShmBackend(BackendContext context)
       : ctx_(std::move(context)),
-        lane_bytes_(lane_bytes(ctx_.shm_workspace_bytes)),
+        lane_bytes_(lane_bytes(ctx_.shm.workspace_bytes)),
         sources_(static_cast<std::size_t>(ctx_.size)),
         peer_in_(static_cast<std::size_t>(ctx_.size)),
         peer_address_(static_cast<std::size_t>(ctx_.size)),
         peer_pid_(static_cast<std::size_t>(ctx_.size)),
         spin_(ranks_have_own_cores(ctx_.ranks_on_this_machine > 0 ? ctx_.ranks_on_this_machine
                                                                   : ctx_.size)
-                  ? ctx_.shm_spin
+                  ? ctx_.shm.spin
                   : std::chrono::microseconds(0)) {}
 
   Backend kind() const override { return Backend::kShm; }
@@ -72,7 +72,7 @@ class ShmBackend final : public CollectiveBackend {
   std::uint8_t* lane(int r, std::uint64_t seq) const {
     return static_cast<std::uint8_t*>(segment_.base()) +
            slots_offset(static_cast<std::size_t>(ctx_.size)) +
-           static_cast<std::size_t>(r) * ctx_.shm_workspace_bytes + (seq % kLanes) * lane_bytes_;
+           static_cast<std::size_t>(r) * ctx_.shm.workspace_bytes + (seq % kLanes) * lane_bytes_;
   }
 
   // Bytes a step of this call moves through a lane: the plan row's step, at most a lane.
@@ -160,7 +160,7 @@ class ShmBackend final : public CollectiveBackend {
   // The team that splits this call's copies and reductions (a call of at least
   // team_min_bytes_ when the team has more than one thread), else null: the caller alone.
   ThreadTeam* team_for(const Call& c) const {
-    return team_ && input_bytes(c) >= ctx_.team_min_bytes ? team_.get() : nullptr;
+    return team_ && input_bytes(c) >= ctx_.shm.team_min_bytes ? team_.get() : nullptr;
   }
 
   // Set-up: binds this rank's slot (at `offset`) to the rank's NUMA node before its pages exist
