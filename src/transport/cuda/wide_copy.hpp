@@ -2,9 +2,9 @@
 // alignment"): 16, 8, 4, 2 or 1 bytes, where the kernels used to fall back to one byte per access
 // as soon as either side was not 16-byte aligned (a reduce-scatter input block at q * count * size,
 // an all-gather output block, a user tensor at an odd offset). Written once for the kernels and the
-// host unit tests (tests/unit/wide_copy_test.cpp): nvcc compiles it into the kernels, a plain C++
-// compiler into the tests, so the plan and the access pattern the tests check are the ones the
-// kernels run.
+// host unit tests (tests/unit/transport/wide_copy_test.cpp): nvcc compiles it into the kernels, a
+// plain C++ compiler into the tests, so the plan and the access pattern the tests check are the
+// ones the kernels run.
 #pragma once
 
 #include <cstddef>
