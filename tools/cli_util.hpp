@@ -9,12 +9,14 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/human_text.hpp"
 #include "tpcomm/types.hpp"
 
 namespace tpcomm::cli {
 
-// 262144 -> "256 KiB", 8388608 -> "8 MiB", 1000 -> "1000 B".
-std::string format_bytes(std::uint64_t bytes);
+// Sizes and columns as the plan's text writes them (common/human_text.hpp).
+using detail::format_bytes;
+using detail::pad;
 
 // This program's own path (/proc/self/exe), for re-running it as ranks or sub-steps.
 std::string self_executable();
@@ -24,9 +26,6 @@ std::string self_executable();
 // without the space ("4KiB").
 CLI::Option* add_size_option(CLI::App* cmd, const std::string& flags, std::uint64_t& target,
                              const std::string& help);
-
-// Left-aligns text in a column of `width` characters.
-std::string pad(std::string_view text, std::size_t width);
 
 // An option taking one of the names of a vocabulary enum (types.hpp), or of `allowed` when given.
 template <typename E>

@@ -4,8 +4,8 @@
 
 #include "cli_util.hpp"
 #include "commands.hpp"
-#include "plan_of_file.hpp"
-#include "plan_report.hpp"
+#include "plan/plan_text.hpp"
+#include "runtime/plan_file.hpp"
 #include "tpcomm/plan.hpp"
 
 namespace tpcomm::cli {
@@ -20,8 +20,9 @@ struct PlanArgs {
 };
 
 void run_plan(const PlanArgs& args) {
-  const FilePlan p = plan_of_facts_file(args.file, args.mode, args.tuning, args.disable);
-  std::cout << (args.json ? plan_to_json(p.plan) : format_plan_report(p.facts, p.plan));
+  const runtime::FilePlan p =
+      runtime::plan_of_facts_file(args.file, args.mode, args.tuning, args.disable);
+  std::cout << (args.json ? plan_to_json(p.plan) : plan_detail::plan_text(p.facts, p.plan));
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "bindings.hpp"
-#include "plan_of_file.hpp"
+#include "runtime/plan_file.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/log.hpp"
 #include "tpcomm/plan.hpp"
@@ -21,7 +21,7 @@ std::string plan_file(const std::string& path, const std::string& mode, const st
   auto m = from_string<Mode>(mode);
   if (!m) throw invalid_input("mode '" + mode + "' is not eager or graph");
   py::gil_scoped_release release;
-  return plan_to_json(cli::plan_of_facts_file(path, *m, tuning).plan);
+  return plan_to_json(runtime::plan_of_facts_file(path, *m, tuning).plan);
 }
 
 void bind_logging(py::module_& m) {

@@ -1,5 +1,5 @@
-// plan_of_facts_file (plan_of_file.hpp).
-#include "plan_of_file.hpp"
+// plan_of_facts_file (plan_file.hpp).
+#include "plan_file.hpp"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 #include "tpcomm/facts_json.hpp"
 #include "tpcomm/tuning_file.hpp"
 
-namespace tpcomm::cli {
+namespace tpcomm::runtime {
 
 FilePlan plan_of_facts_file(const std::string& path, Mode mode, const std::string& tuning,
                             std::string_view disable, std::string_view disable_source) {
@@ -34,4 +34,4 @@ FilePlan plan_of_facts_file(const std::string& path, Mode mode, const std::strin
   return out;
 }
 
-}  // namespace tpcomm::cli
+}  // namespace tpcomm::runtime

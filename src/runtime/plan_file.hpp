@@ -8,7 +8,7 @@
 #include "tpcomm/facts.hpp"
 #include "tpcomm/plan.hpp"
 
-namespace tpcomm::cli {
+namespace tpcomm::runtime {
 
 struct FilePlan {
   FactsTable facts;
@@ -22,4 +22,4 @@ FilePlan plan_of_facts_file(const std::string& path, Mode mode, const std::strin
                             std::string_view disable = {},
                             std::string_view disable_source = "--disable");
 
-}  // namespace tpcomm::cli
+}  // namespace tpcomm::runtime

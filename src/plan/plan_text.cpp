@@ -1,15 +1,19 @@
-// Plan report: a header, an aligned size table per operation, then every refusal with its reason.
-#include "plan_report.hpp"
+// The plan as text: a header, an aligned size table per operation, then every refusal with its
+// reason (plan_text.hpp).
+#include "plan_text.hpp"
 
 #include <algorithm>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "cli_util.hpp"
+#include "common/human_text.hpp"
 
-namespace tpcomm::cli {
+namespace tpcomm::plan_detail {
 namespace {
+
+using detail::format_bytes;
+using detail::pad;
 
 std::string group_line(const FactsTable& facts, const Plan& plan) {
   std::vector<std::string> hosts;
@@ -103,7 +107,7 @@ void append_refusals(std::string& out, const Plan& plan) {
 
 }  // namespace
 
-std::string format_plan_report(const FactsTable& facts, const Plan& plan) {
+std::string plan_text(const FactsTable& facts, const Plan& plan) {
   std::string out;
   out += fmt::format("group   {}\n", group_line(facts, plan));
   out += fmt::format("mode    {}\n", to_string(plan.mode));
@@ -116,4 +120,4 @@ std::string format_plan_report(const FactsTable& facts, const Plan& plan) {
   return out;
 }
 
-}  // namespace tpcomm::cli
+}  // namespace tpcomm::plan_detail
