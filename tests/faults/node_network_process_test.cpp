@@ -1,7 +1,7 @@
-// `tpcomm run --nodes K` with the node network (tools/node_network.hpp): every node in a network
-// namespace of its own, linked over a bridge; the store and the ranks' sockets on the links, a
-// link rate and loss that still give correct results, and no namespace left behind, also when the
-// launcher is killed. Each test skips, saying why, where the namespaces cannot be made.
+// `tpcomm run --nodes K` with the node network (tools/sim_nodes/node_network.hpp): every node in
+// a network namespace of its own, linked over a bridge; the store and the ranks' sockets on the
+// links, a link rate and loss that still give correct results, and no namespace left behind, also
+// when the launcher is killed. Each test skips, saying why, where the namespaces cannot be made.
 #include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>

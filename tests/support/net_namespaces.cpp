@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <sstream>
 
-#include "node_links.hpp"
+#include "sim_nodes/node_links.hpp"
 #include "support/test_support.hpp"
 
 namespace tpcomm::test {

@@ -1,7 +1,7 @@
-// Ranks to cores (tools/cpu_binding.hpp) on machines described to hwloc: hardware threads
+// Ranks to cores (tools/launcher/cpu_binding.hpp) on machines described to hwloc: hardware threads
 // numbered side by side (many VMs), numbered a package apart (most bare-metal x86), CPUs this
 // process may not use, and more ranks than cores or threads.
-#include "cpu_binding.hpp"
+#include "launcher/cpu_binding.hpp"
 
 #include <gtest/gtest.h>
 

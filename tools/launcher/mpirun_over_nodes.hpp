@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "sim_nodes.hpp"
+#include "sim_nodes/sim_nodes.hpp"
 
 namespace tpcomm::cli {
 

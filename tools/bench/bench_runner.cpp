@@ -16,7 +16,7 @@
 #include "bench_mpi.hpp"
 #include "bench_report.hpp"
 #include "bench_timing.hpp"
-#include "cpu_binding.hpp"
+#include "launcher/cpu_binding.hpp"
 #include "runtime/communicator_state.hpp"
 #include "tpcomm/tpcomm.hpp"
 

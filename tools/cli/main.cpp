@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
-#include "mpirun_over_nodes.hpp"
+#include "launcher/mpirun_over_nodes.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/version.hpp"
 

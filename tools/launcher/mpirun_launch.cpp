@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "mpirun_over_nodes.hpp"
-#include "node_links.hpp"
+#include "sim_nodes/node_links.hpp"
 #include "tpcomm/error.hpp"
 
 namespace tpcomm::cli {

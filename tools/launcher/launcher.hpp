@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "node_network.hpp"
+#include "sim_nodes/node_network.hpp"
 
 namespace tpcomm::cli {
 
@@ -24,8 +24,9 @@ struct LaunchOptions {
   bool bind_cores = false;
   // With bind_cores: each rank an equal share of the cores (team_launch.hpp), not one.
   bool core_shares = false;
-  // --node-network, --link-rate, --link-loss (node_network.hpp): with --nodes K, each node's own
-  // network namespace, and the store, MASTER_ADDR and TPCOMM_SOCKET_ADDRESS on its links.
+  // --node-network, --link-rate, --link-loss (sim_nodes/node_network.hpp): with --nodes K, each
+  // node's own network namespace, and the store, MASTER_ADDR and TPCOMM_SOCKET_ADDRESS on its
+  // links.
   NodeNetworkOptions node_network;
   // The command is mpirun (mpirun_over_nodes.hpp): one process, in node 0's namespaces, that
   // starts the `ranks` on every node itself through `tpcomm node-agent`. Needs the node network.

@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "control/store_auth.hpp"
-#include "node_links.hpp"
+#include "sim_nodes/node_links.hpp"
 #include "tpcomm/error.hpp"
 
 namespace tpcomm::cli {

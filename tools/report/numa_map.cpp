@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "cpu_binding.hpp"
-#include "team_launch.hpp"
+#include "launcher/cpu_binding.hpp"
+#include "launcher/team_launch.hpp"
 #include "transport/team/team_size.hpp"
 
 namespace tpcomm::cli {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "node_network.hpp"
+#include "sim_nodes/node_network.hpp"
 #include "tpcomm/types.hpp"
 
 namespace tpcomm::cli {
@@ -26,15 +26,17 @@ struct BenchArgs {
   bool check = false;
   std::optional<Backend> backend;  // force one backend (others disabled)
   std::string compare;             // "mpi", "gloo" or "mpi,gloo"
-  std::string launch = "tpcomm";   // who starts the ranks: "tpcomm" or "mpirun" (mpirun_launch.hpp)
-  std::string json;                // write every row here
-  std::string plot;                // draw latency and bus bandwidth per engine into this PNG
-  std::string bind_to = "core";    // "core": one CPU per rank when there are enough; "none"
-  std::string tuning;              // a tuning file for every rank (TPCOMM_TUNING)
-  bool registered = false;         // also time inputs in registered buffers (allocate)
-  std::optional<int> threads;      // --threads: TPCOMM_THREADS for the ranks (team_launch.hpp)
-  // With --nodes: the nodes' network, rate and loss (node_network.hpp); inside the group only
-  // what the header and --json rows report.
+  // Who starts the ranks: "tpcomm" or "mpirun" (launcher/mpirun_launch.hpp).
+  std::string launch = "tpcomm";
+  std::string json;              // write every row here
+  std::string plot;              // draw latency and bus bandwidth per engine into this PNG
+  std::string bind_to = "core";  // "core": one CPU per rank when there are enough; "none"
+  std::string tuning;            // a tuning file for every rank (TPCOMM_TUNING)
+  bool registered = false;       // also time inputs in registered buffers (allocate)
+  // --threads: TPCOMM_THREADS for the ranks (launcher/team_launch.hpp).
+  std::optional<int> threads;
+  // With --nodes: the nodes' network, rate and loss (sim_nodes/node_network.hpp); inside the group
+  // only what the header and --json rows report.
   NodeNetworkOptions node_network;
 };
 

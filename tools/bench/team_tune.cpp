@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "cpu_binding.hpp"
+#include "launcher/cpu_binding.hpp"
 #include "tpcomm/env.hpp"
 
 namespace tpcomm::cli {

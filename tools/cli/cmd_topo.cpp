@@ -7,8 +7,8 @@
 
 #include "cli_util.hpp"
 #include "commands.hpp"
-#include "machine_text.hpp"
-#include "numa_map.hpp"
+#include "report/machine_text.hpp"
+#include "report/numa_map.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/facts_json.hpp"
 #include "tpcomm/probe.hpp"

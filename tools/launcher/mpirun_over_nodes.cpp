@@ -16,8 +16,8 @@
 
 #include <fmt/format.h>
 
-#include "node_links.hpp"
 #include "orphan_reaper.hpp"
+#include "sim_nodes/node_links.hpp"
 
 namespace tpcomm::cli {
 

@@ -11,10 +11,10 @@
 #include "cli_util.hpp"
 #include "commands.hpp"
 #include "control/store_auth.hpp"
-#include "launcher.hpp"
-#include "mpirun_launch.hpp"
-#include "node_network_cli.hpp"
-#include "team_launch.hpp"
+#include "launcher/launcher.hpp"
+#include "launcher/mpirun_launch.hpp"
+#include "launcher/team_launch.hpp"
+#include "sim_nodes/node_network_cli.hpp"
 #include "tpcomm/tcp_store.hpp"
 
 namespace tpcomm::cli {

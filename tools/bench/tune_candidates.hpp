@@ -1,5 +1,5 @@
 // tpcomm tune's arguments, and what times one candidate: the candidates a plan admits, and one
-// `tpcomm bench` run forced to one of them (cmd_tune.cpp chooses among the times).
+// `tpcomm bench` run forced to one of them (cli/cmd_tune.cpp chooses among the times).
 #pragma once
 
 #include <cstdint>

@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "rank_process.hpp"
-#include "sim_nodes.hpp"
+#include "sim_nodes/sim_nodes.hpp"
 #include "tpcomm/tcp_store.hpp"
 
 namespace tpcomm::cli {

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "cpu_binding.hpp"
+#include "launcher/cpu_binding.hpp"
 
 namespace tpcomm::cli {
 

@@ -20,17 +20,17 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/team_tune.hpp"
+#include "bench/tune_candidates.hpp"
 #include "cli_util.hpp"
 #include "commands.hpp"
 #include "common/text_file.hpp"
-#include "machine_text.hpp"
-#include "team_launch.hpp"
-#include "team_tune.hpp"
+#include "launcher/team_launch.hpp"
+#include "report/machine_text.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/plan.hpp"
 #include "tpcomm/probe.hpp"
 #include "tpcomm/tuning.hpp"
-#include "tune_candidates.hpp"
 
 namespace tpcomm::cli {
 namespace {
