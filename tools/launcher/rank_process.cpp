@@ -12,8 +12,6 @@
 
 #include "mpirun_over_nodes.hpp"
 
-extern char** environ;
-
 namespace tpcomm::cli {
 
 namespace {
