@@ -69,7 +69,7 @@ int index_of(const Measured& m, const TableRow& row, std::uint64_t size) {
   for (std::size_t i = 0; i < m.candidates.size(); ++i) {
     const Candidate& c = m.candidates[i];
     if (c.backend == row.backend && c.algorithm == row.algorithm &&
-        c.step_bytes == row.step_bytes && m.times[i].count(size)) {
+        c.step_bytes == row.step_bytes && m.times[i].contains(size)) {
       return static_cast<int>(i);
     }
   }

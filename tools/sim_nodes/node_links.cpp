@@ -103,7 +103,8 @@ std::optional<std::uint64_t> parse_rate(const std::string& text, std::string* wh
 }
 
 std::vector<std::string> rate_limit_args(const std::string& device, std::uint64_t bits_per_s) {
-  const std::uint64_t burst = std::max<std::uint64_t>(bits_per_s / 8 / 100, 64 * 1024);
+  const std::uint64_t burst =
+      std::max<std::uint64_t>(bits_per_s / 8 / 100, std::uint64_t{64} * 1024);
   return {"qdisc",   "replace",
           "dev",     device,
           "root",    "tbf",

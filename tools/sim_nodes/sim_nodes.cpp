@@ -30,12 +30,12 @@ constexpr int kHubHolder = -1;
   int err = 0;
   char hostname[32];
   std::snprintf(hostname, sizeof(hostname), "sim-node-%d", node);
-  if (unshare(flags) != 0) {
-    err = errno;
-  } else if (node != kHubHolder &&
-             (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-              mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0 ||
-              sethostname(hostname, std::strlen(hostname)) != 0)) {
+  // errno of the first call that failed (the others are not made).
+  if (unshare(flags) != 0 ||
+      (node != kHubHolder &&
+       (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0 ||
+        sethostname(hostname, std::strlen(hostname)) != 0))) {
     err = errno;
   }
   [[maybe_unused]] auto n = write(report, &err, sizeof(err));
