@@ -19,6 +19,11 @@ case "${1:-}" in
     if [ -z "$base" ]; then
       base=$(cat .tidy-base)
     fi
+    if ! git cat-file -e "$base^{commit}" 2> /dev/null; then
+      echo "tidy: base $base is not in this clone's history (a shallow clone?): nothing linted;" \
+           "run scripts/tidy.sh --all" >&2
+      exit 0
+    fi
     mapfile -t files < <(git diff --name-only --diff-filter=AMR "$base" -- 'src/*.cpp' \
                            'tools/*.cpp' 'python/src/*.cpp')
     echo "tidy: ${#files[@]} sources changed since $(git rev-parse --short "$base")" ;;

@@ -3,7 +3,6 @@
 #include "group_abort.hpp"
 
 #include <algorithm>
-#include <stdexcept>
 #include <thread>
 
 #include <fmt/format.h>
@@ -40,13 +39,14 @@ void GroupAbort::abort_with(const Error& cause) {
   // first cause, for the peers' messages (peer_report), is published before the backends close
   // the connections whose end the peers notice first; a store that does not answer at once
   // delays the abort by at most this.
-  try {
-    if (!bootstrap_) throw std::runtime_error("closed");
-    const control::ScopedStoreDeadline bound(Deadline::after(std::chrono::milliseconds(250)));
-    const std::string text = cause.what();
-    bootstrap_->store()->compare_set(abort_key(), std::nullopt, Bytes(text.begin(), text.end()));
-  } catch (const std::exception&) {
-    // Best effort: the peers still fail when the connections close, or at their deadlines.
+  if (bootstrap_) {  // released by close(): nobody is left to tell through the store
+    try {
+      const control::ScopedStoreDeadline bound(Deadline::after(std::chrono::milliseconds(250)));
+      const std::string text = cause.what();
+      bootstrap_->store()->compare_set(abort_key(), std::nullopt, Bytes(text.begin(), text.end()));
+    } catch (const std::exception&) {
+      // Best effort: the peers still fail when the connections close, or at their deadlines.
+    }
   }
   // The backends tell the peers (on CUDA: the group's failure word in every workspace) before
   // this communicator refuses a call.
