@@ -8,20 +8,20 @@
 #include <string>
 #include <vector>
 
-#include "transport/shm/shm_reduce.hpp"
-#include "transport/shm/shm_reduce_bf16_pairs.hpp"
+#include "kernels/cpu/reduce.hpp"
+#include "kernels/cpu/reduce_bf16_pairs.hpp"
 
 namespace {
 
-using tpcomm::transport::shm::KernelIsa;
+using tpcomm::kernels::cpu::KernelIsa;
 
 // The floor of any bf16 sum accumulated in fp32, which the kernels do so that every variant gets
 // the same bits: each source's pairs widened (a shift, a mask), two additions, and the results'
 // top halves packed back without rounding, with the kernels' own helpers
-// (shm_reduce_bf16_pairs.hpp). Wrong results on purpose; its time, over float32's, is the least a
+// (reduce_bf16_pairs.hpp). Wrong results on purpose; its time, over float32's, is the least a
 // bf16 kernel of that kind can take per variant, so the rounding is what the kernels add to it.
 // Compiled per variant as the kernels are.
-namespace k = tpcomm::transport::shm::kernels;
+namespace k = tpcomm::kernels::cpu::variants;
 template <int B>
 inline __attribute__((always_inline)) void bf16_floor(const std::uint8_t* a, const std::uint8_t* b,
                                                       std::uint8_t* out, std::size_t bytes) {
@@ -66,7 +66,7 @@ void bf16_floor_baseline(const std::uint8_t* a, const std::uint8_t* b, std::uint
 }
 
 void BM_Bf16Floor(benchmark::State& state, KernelIsa isa) {
-  if (!tpcomm::transport::shm::cpu_runs(isa)) {
+  if (!tpcomm::kernels::cpu::cpu_runs(isa)) {
     state.SkipWithError("this CPU cannot run this variant");
     return;
   }
@@ -81,12 +81,12 @@ void BM_Bf16Floor(benchmark::State& state, KernelIsa isa) {
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 *
                           static_cast<std::int64_t>(bytes));
-  state.SetLabel(tpcomm::transport::shm::to_string(isa));
+  state.SetLabel(tpcomm::kernels::cpu::to_string(isa));
 }
 const bool kFloorRegistered = [] {
   for (KernelIsa isa : {KernelIsa::kAvx512, KernelIsa::kAvx2, KernelIsa::kBaseline}) {
     const std::string name =
-        std::string("BM_Bf16Floor/") + tpcomm::transport::shm::to_string(isa) + "/ranks:2";
+        std::string("BM_Bf16Floor/") + tpcomm::kernels::cpu::to_string(isa) + "/ranks:2";
     benchmark::RegisterBenchmark(name.c_str(), BM_Bf16Floor, isa)
         ->ArgNames({"bytes"})
         ->Arg(64 << 10)

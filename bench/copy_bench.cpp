@@ -12,12 +12,13 @@
 #include <cstring>
 #include <vector>
 
-#include "transport/shm/single_copy.hpp"
-#include "transport/shm/streaming_copy.hpp"
+#include "kernels/cpu/streaming_copy.hpp"
+#include "transport/cpu/single_copy.hpp"
 
 namespace {
 
-namespace shm = tpcomm::transport::shm;
+namespace cpu = tpcomm::transport::cpu;
+namespace kernels = tpcomm::kernels::cpu;
 
 constexpr std::size_t kMaxBlock = 16 << 20;
 
@@ -66,13 +67,13 @@ void BM_PeerRead(benchmark::State& state) {
   }
   std::vector<std::uint8_t> to(bytes);
   const auto address = reinterpret_cast<std::uint64_t>(block.data());
-  shm::read_peer_memory(1, peer.pid(), address, to.data(), bytes);
+  cpu::read_peer_memory(1, peer.pid(), address, to.data(), bytes);
   if (std::memcmp(to.data(), block.data(), bytes) != 0) {
     state.SkipWithError("the peer's bytes read back wrong");
     return;
   }
   for (auto _ : state) {
-    shm::read_peer_memory(1, peer.pid(), address, to.data(), bytes);
+    cpu::read_peer_memory(1, peer.pid(), address, to.data(), bytes);
     benchmark::DoNotOptimize(to.data());
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
@@ -84,7 +85,7 @@ void BM_OwnBlock(benchmark::State& state) {
   const auto bytes = static_cast<std::size_t>(state.range(0));
   std::vector<std::uint8_t> to(bytes);
   for (auto _ : state) {
-    shm::copy_block(to.data(), source().data(), bytes, true);
+    kernels::copy_block(to.data(), source().data(), bytes, true);
     benchmark::DoNotOptimize(to.data());
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *

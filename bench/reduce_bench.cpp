@@ -13,25 +13,25 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/convert.hpp"
+#include "kernels/cpu/reduce.hpp"
 #include "tpcomm/types.hpp"
-#include "transport/common/convert.hpp"
-#include "transport/shm/shm_reduce.hpp"
-#include "transport/shm/shm_team_ops.hpp"
-#include "transport/team/thread_team.hpp"
+#include "transport/cpu/team_ops.hpp"
+#include "transport/cpu/thread_team.hpp"
 
 namespace {
 
-using tpcomm::transport::shm::KernelIsa;
+using tpcomm::kernels::cpu::KernelIsa;
 
 // "BM_<what>/<dtype>_<variant>": every benchmark here is called by its variant's name.
 std::string bench_name(const char* what, tpcomm::DataType type, KernelIsa isa) {
   return std::string(what) + "/" + std::string(tpcomm::to_string(type)) + "_" +
-         tpcomm::transport::shm::to_string(isa);
+         tpcomm::kernels::cpu::to_string(isa);
 }
 
 // False, with the reason on the row, where this CPU cannot run the variant.
 bool runs_here(benchmark::State& state, KernelIsa isa) {
-  if (tpcomm::transport::shm::cpu_runs(isa)) return true;
+  if (tpcomm::kernels::cpu::cpu_runs(isa)) return true;
   state.SkipWithError("this CPU cannot run this variant");
   return false;
 }
@@ -60,7 +60,7 @@ struct Slots {
 void count_input(benchmark::State& state, int ranks, std::size_t bytes, KernelIsa isa) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * ranks *
                           static_cast<std::int64_t>(bytes));
-  state.SetLabel(tpcomm::transport::shm::to_string(isa));
+  state.SetLabel(tpcomm::kernels::cpu::to_string(isa));
 }
 
 void BM_ReduceSlots(benchmark::State& state, tpcomm::DataType type, KernelIsa isa) {
@@ -70,8 +70,8 @@ void BM_ReduceSlots(benchmark::State& state, tpcomm::DataType type, KernelIsa is
   const std::size_t count = bytes / tpcomm::size_of(type);
   Slots in(ranks, bytes, type);
   for (auto _ : state) {
-    tpcomm::transport::shm::reduce_slots_with(isa, in.srcs.data(), ranks, count, type,
-                                              tpcomm::ReduceOp::kSum, in.out.data());
+    tpcomm::kernels::cpu::reduce_slots_with(isa, in.srcs.data(), ranks, count, type,
+                                            tpcomm::ReduceOp::kSum, in.out.data());
     benchmark::DoNotOptimize(in.out.data());
   }
   count_input(state, ranks, bytes, isa);
@@ -81,7 +81,7 @@ void BM_ReduceSlots(benchmark::State& state, tpcomm::DataType type, KernelIsa is
 const bool kRegistered = [] {
   using tpcomm::DataType;
   for (DataType type : {DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16}) {
-    for (KernelIsa isa : tpcomm::transport::shm::kAllKernelIsas) {
+    for (KernelIsa isa : tpcomm::kernels::cpu::kAllKernelIsas) {
       if (isa == KernelIsa::kAvx512Bf16 && type != DataType::kBFloat16) continue;
       const std::string name = bench_name("BM_ReduceSlots", type, isa);
       benchmark::RegisterBenchmark(name.c_str(), BM_ReduceSlots, type, isa)
@@ -108,9 +108,9 @@ void BM_TeamReduce(benchmark::State& state, tpcomm::DataType type, KernelIsa isa
   const int threads = static_cast<int>(state.range(2));
   const std::size_t count = bytes / tpcomm::size_of(type);
   Slots in(ranks, bytes, type);
-  tpcomm::transport::ThreadTeam team(threads);
+  tpcomm::transport::cpu::ThreadTeam team(threads);
   for (auto _ : state) {
-    tpcomm::transport::shm::team_reduce(&team, isa, in.srcs.data(), ranks, count, type,
+    tpcomm::transport::cpu::team_reduce(&team, isa, in.srcs.data(), ranks, count, type,
                                         tpcomm::ReduceOp::kSum, in.out.data());
     benchmark::DoNotOptimize(in.out.data());
   }
@@ -129,7 +129,7 @@ void BM_TeamCeiling(benchmark::State& state, tpcomm::DataType type, KernelIsa is
   const std::size_t count = bytes / tpcomm::size_of(type);
   Slots in(ranks, bytes, type);
   for (auto _ : state) {
-    tpcomm::transport::shm::team_reduce(nullptr, isa, in.srcs.data(), ranks, count, type,
+    tpcomm::transport::cpu::team_reduce(nullptr, isa, in.srcs.data(), ranks, count, type,
                                         tpcomm::ReduceOp::kSum, in.out.data());
     benchmark::DoNotOptimize(in.out.data());
   }
@@ -160,9 +160,9 @@ void BM_OmpReduce(benchmark::State& state, tpcomm::DataType type, KernelIsa isa)
       for (int r = 0; r < ranks; ++r)
         mine[r] =
             static_cast<const std::uint8_t*>(in.srcs[static_cast<std::size_t>(r)]) + first * es;
-      tpcomm::transport::shm::reduce_slots_with(isa, mine, ranks, std::min(kBlock, count - first),
-                                                type, tpcomm::ReduceOp::kSum,
-                                                in.out.data() + first * es);
+      tpcomm::kernels::cpu::reduce_slots_with(isa, mine, ranks, std::min(kBlock, count - first),
+                                              type, tpcomm::ReduceOp::kSum,
+                                              in.out.data() + first * es);
     }
     benchmark::DoNotOptimize(in.out.data());
   }
@@ -177,7 +177,7 @@ void BM_OmpReduce(benchmark::State& state, tpcomm::DataType type, KernelIsa isa)
 const bool kTeamRegistered = [] {
   using tpcomm::DataType;
   for (DataType type : {DataType::kFloat32, DataType::kBFloat16}) {
-    for (KernelIsa isa : tpcomm::transport::shm::kAllKernelIsas) {
+    for (KernelIsa isa : tpcomm::kernels::cpu::kAllKernelIsas) {
       if (isa == KernelIsa::kAvx512Bf16 && type != DataType::kBFloat16) continue;
       const std::string name = bench_name("BM_TeamReduce", type, isa);
       auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_TeamReduce, type, isa)

@@ -1,8 +1,8 @@
-// A rank's thread team alone (transport/team): what waking the sleeping workers for one call and
-// waiting for them costs (BM_TeamWake: an empty call, the team's fixed price per call, which the
-// tuning table's team_min_bytes must repay), and a copy split over the team against the caller
-// alone (BM_TeamCopy: memcpy, then streaming stores), 1 and 2 threads. And the floor under any
-// small shm call: one cache line passed back and forth between two threads pinned to the first
+// A rank's thread team alone (transport/cpu/thread_team): what waking the sleeping workers for one
+// call and waiting for them costs (BM_TeamWake: an empty call, the team's fixed price per call,
+// which the tuning table's team_min_bytes must repay), and a copy split over the team against the
+// caller alone (BM_TeamCopy: memcpy, then streaming stores), 1 and 2 threads. And the floor under
+// any small shm call: one cache line passed back and forth between two threads pinned to the first
 // two usable CPUs (BM_CoreRoundTrip: one round trip per iteration), which shows where the
 // hardware, or the hypervisor's placement of the vCPUs, puts W = 2 small-call latency; and a
 // one-shot exchange of lanes between those two threads (BM_LaneExchange), the floor under a W = 2
@@ -21,12 +21,12 @@
 #include <thread>
 #include <vector>
 
-#include "transport/shm/shm_team_ops.hpp"
-#include "transport/team/thread_team.hpp"
+#include "transport/cpu/team_ops.hpp"
+#include "transport/cpu/thread_team.hpp"
 
 namespace {
 
-using tpcomm::transport::ThreadTeam;
+using tpcomm::transport::cpu::ThreadTeam;
 
 // `gap_us`: the caller works alone that long between calls (untimed), as a rank computes between
 // collectives; the workers' CPUs then go idle, and waking them costs what waking an idle CPU
@@ -60,7 +60,7 @@ void BM_TeamCopy(benchmark::State& state) {
   std::vector<std::uint8_t> from(bytes, 1), to(bytes);
   ThreadTeam team(threads);
   for (auto _ : state) {
-    tpcomm::transport::shm::team_copy(&team, to.data(), from.data(), bytes, streaming);
+    tpcomm::transport::cpu::team_copy(&team, to.data(), from.data(), bytes, streaming);
     benchmark::DoNotOptimize(to.data());
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
@@ -80,7 +80,7 @@ void pin_to(int cpu) {
 
 // The first two usable CPUs, or fewer where there are not two.
 std::vector<int> first_two_cpus() {
-  const cpu_set_t usable = tpcomm::transport::current_cpus();
+  const cpu_set_t usable = tpcomm::transport::cpu::current_cpus();
   std::vector<int> cpus;
   for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c) {
     if (CPU_ISSET(c, &usable)) cpus.push_back(c);
@@ -89,7 +89,7 @@ std::vector<int> first_two_cpus() {
 }
 
 void BM_CoreRoundTrip(benchmark::State& state) {
-  const cpu_set_t usable = tpcomm::transport::current_cpus();
+  const cpu_set_t usable = tpcomm::transport::cpu::current_cpus();
   const auto cpus = first_two_cpus();
   if (cpus.size() < 2) {
     state.SkipWithError("needs two usable CPUs");
@@ -128,7 +128,7 @@ BENCHMARK(BM_CoreRoundTrip)->UseRealTime();
 // whether the machine's cores keep one speed: on the development VM the two vCPUs ran it 1.4-3x
 // apart, and one vCPU's time changed by 1.7x between repetitions, with no steal time counted.
 void BM_CoreSpeed(benchmark::State& state) {
-  const cpu_set_t usable = tpcomm::transport::current_cpus();
+  const cpu_set_t usable = tpcomm::transport::cpu::current_cpus();
   const auto cpus = first_two_cpus();
   const auto nth = static_cast<std::size_t>(state.range(0));
   if (nth >= cpus.size()) {
@@ -156,7 +156,7 @@ BENCHMARK(BM_CoreSpeed)->ArgName("nth_cpu")->Arg(0)->Arg(1);
 // (the host's placement of the vCPUs, its other guests), not with where a run's pages landed.
 void BM_LaneExchange(benchmark::State& state) {
   const auto count = static_cast<std::size_t>(state.range(0)) / sizeof(float);
-  const cpu_set_t usable = tpcomm::transport::current_cpus();
+  const cpu_set_t usable = tpcomm::transport::cpu::current_cpus();
   const auto cpus = first_two_cpus();
   if (cpus.size() < 2) {
     state.SkipWithError("needs two usable CPUs");
@@ -183,7 +183,7 @@ void BM_LaneExchange(benchmark::State& state) {
       if (stop.load(std::memory_order_relaxed)) return false;
     }
     const void* both[2] = {mine.in.data(), peer.lanes[round % 2].data()};
-    tpcomm::transport::shm::team_reduce(nullptr, both, 2, count, tpcomm::DataType::kFloat32,
+    tpcomm::transport::cpu::team_reduce(nullptr, both, 2, count, tpcomm::DataType::kFloat32,
                                         tpcomm::ReduceOp::kSum, mine.out.data());
     return true;
   };

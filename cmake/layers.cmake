@@ -6,14 +6,15 @@
 # What include paths cannot say (no `..` includes, no I/O headers in the pure layers) is checked
 # by cmake/check_layering.cmake on every build.
 
-set(TPCOMM_LAYERS common facts plan probe control transport runtime)
+set(TPCOMM_LAYERS common facts plan probe control kernels transport runtime)
 set(TPCOMM_LAYER_USES_common "")
 set(TPCOMM_LAYER_USES_facts common)
 set(TPCOMM_LAYER_USES_plan facts common)
 set(TPCOMM_LAYER_USES_probe facts common)
 set(TPCOMM_LAYER_USES_control common)
-set(TPCOMM_LAYER_USES_transport control common)
-set(TPCOMM_LAYER_USES_runtime transport control probe plan facts common)
+set(TPCOMM_LAYER_USES_kernels common)
+set(TPCOMM_LAYER_USES_transport kernels control common)
+set(TPCOMM_LAYER_USES_runtime transport kernels control probe plan facts common)
 
 # Every public header belongs to exactly one layer.
 set(TPCOMM_HEADERS_common error.hpp log.hpp env.hpp types.hpp)
@@ -21,7 +22,8 @@ set(TPCOMM_HEADERS_facts facts.hpp facts_json.hpp)
 set(TPCOMM_HEADERS_plan plan.hpp tuning.hpp)
 set(TPCOMM_HEADERS_probe probe.hpp)
 set(TPCOMM_HEADERS_control deadline.hpp store.hpp tcp_store.hpp bootstrap.hpp)
-set(TPCOMM_HEADERS_transport convert.hpp stage_time.hpp)
+set(TPCOMM_HEADERS_kernels convert.hpp)
+set(TPCOMM_HEADERS_transport stage_time.hpp)
 set(TPCOMM_HEADERS_runtime call_stats.hpp communicator.hpp tpcomm.hpp tuning_file.hpp)
 
 # A header in include/tpcomm that no layer owns would be visible to none: refuse to configure.

@@ -6,7 +6,7 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(_tpcomm_layers tpcomm_common tpcomm_facts tpcomm_plan tpcomm_probe tpcomm_control
-    tpcomm_transport tpcomm_runtime tpcomm_cuda_common)
+    tpcomm_kernels tpcomm_transport tpcomm_runtime tpcomm_cuda_common)
 if(TPCOMM_CUDA_ENABLED)
   list(APPEND _tpcomm_layers tpcomm_cuda tpcomm_cuda_kernels)
 endif()

@@ -15,6 +15,7 @@ set(_probe_facts "tpcomm/facts.hpp")
 set(_probe_plan "tpcomm/plan.hpp;plan/group_view.hpp")
 set(_probe_probe "tpcomm/probe.hpp;probe/cuda_driver.hpp")
 set(_probe_control "tpcomm/store.hpp;control/socket_util.hpp")
+set(_probe_kernels "tpcomm/convert.hpp;kernels/cpu/reduce.hpp")
 set(_probe_transport "transport/common/backend.hpp")
 set(_probe_runtime "tpcomm/communicator.hpp;runtime/communicator_state.hpp")
 
@@ -93,7 +94,10 @@ set(_cases
   "pure|facts/sneaky.cpp|#include <fstream>"
   "pure|plan/sneaky.cpp|#include <sys/socket.h>"
   "pure|plan/sneaky.hpp|#include \"tpcomm/env.hpp\""
-  "layer|elsewhere/sneaky.cpp|#include \"tpcomm/error.hpp\"")
+  "pure|kernels/cpu/sneaky.cpp|#include \"tpcomm/env.hpp\""
+  "pure|kernels/cuda/sneaky.cuh|#include <fstream>"
+  "layer|elsewhere/sneaky.cpp|#include \"tpcomm/error.hpp\""
+  "naming|transport/gloo/sneaky.cpp|// a file without the prefix its siblings have")
 set(_tree ${_scratch}/tree)
 file(COPY ${PROJECT_DIR}/src DESTINATION ${_tree})
 execute_process(COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${_tree} -P ${PROJECT_DIR}/cmake/check_layering.cmake

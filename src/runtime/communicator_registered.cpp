@@ -1,4 +1,4 @@
-// Communicator::allocate and free: registered host buffers (transport/shm/registered_heap.hpp,
+// Communicator::allocate and free: registered host buffers (transport/shm/shm_registered_heap.hpp,
 // docs/registered.md). Both are collective; an argument or space problem fails on every rank
 // and leaves the communicator usable, a missing or dead peer aborts it as a failed call does.
 #include <fmt/format.h>

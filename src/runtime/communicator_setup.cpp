@@ -29,7 +29,7 @@
 #include "tpcomm/probe.hpp"
 #include "tpcomm/tuning_file.hpp"
 #include "tpcomm/version.hpp"
-#include "transport/team/thread_team.hpp"
+#include "transport/cpu/thread_team.hpp"
 
 namespace tpcomm {
 
@@ -240,11 +240,11 @@ std::optional<std::string> read_plan_inputs(CommunicatorState& c,
       c.plan_options.disabled[b] = "TPCOMM_DISABLE";
     }
     if (options.threads &&
-        (*options.threads < 0 || *options.threads > transport::kMaxTeamThreads)) {
+        (*options.threads < 0 || *options.threads > transport::cpu::kMaxTeamThreads)) {
       throw invalid_input(
           fmt::format("CommunicatorOptions::threads = {}: expected 0 (the default "
                       "share of the rank's CPUs) to {}",
-                      *options.threads, transport::kMaxTeamThreads));
+                      *options.threads, transport::cpu::kMaxTeamThreads));
     }
     for (Backend b : options.disabled) {
       if (b == fallback_backend(DeviceType::kCuda) || b == fallback_backend(DeviceType::kCpu)) {

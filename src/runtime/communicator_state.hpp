@@ -24,7 +24,7 @@
 #include "tpcomm/probe.hpp"
 #include "transport/common/backend.hpp"
 #include "transport/common/backend_context.hpp"
-#include "transport/shm/registered_heap.hpp"
+#include "transport/shm/shm_registered_heap.hpp"
 
 namespace tpcomm::runtime {
 

@@ -45,10 +45,10 @@
 #include "communicator_check.hpp"
 #include "cuda_check.hpp"
 #include "failure_check.hpp"
+#include "kernels/cpu/convert.hpp"
 #include "registration_check.hpp"
 #include "tpcomm/bootstrap.hpp"
 #include "tpcomm/error.hpp"
-#include "transport/common/convert.hpp"
 #include "transport/cuda/driver_api.hpp"
 #include "transport/cuda/vmm_workspace.hpp"
 #include "transport/custom/custom_backend.hpp"
@@ -58,12 +58,12 @@ namespace tpcomm {
 namespace {
 
 using gpu_check::check_cuda;
-using transport::bf16_to_float;
+using kernels::cpu::bf16_to_float;
+using kernels::cpu::float_to_bf16;
+using kernels::cpu::float_to_fp16;
+using kernels::cpu::fp16_to_float;
 using transport::Call;
 using transport::CollectiveBackend;
-using transport::float_to_bf16;
-using transport::float_to_fp16;
-using transport::fp16_to_float;
 
 constexpr int kSkip = 77;
 // Thread blocks per kernel: the W ranks' kernels share one GPU and must all be resident at once

@@ -24,8 +24,8 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/cuda/kernel_common.cuh"
 #include "latency_harness.cuh"
-#include "transport/cuda/kernel_common.cuh"
 
 namespace tpcomm::latency {
 
@@ -34,7 +34,7 @@ int capture_query();  // one_gpu_experiments.cu
 
 namespace {
 
-namespace cuda = transport::cuda;
+namespace cuda = kernels::cuda;
 using bf16 = __nv_bfloat16;
 constexpr int kProductionBlocks = 36;
 

@@ -4,12 +4,12 @@
 #include <cstring>
 #include <thread>
 
+#include "kernels/cuda/cuda_layout.hpp"
 #include "latency_harness.cuh"
-#include "transport/cuda/cuda_layout.hpp"
 
 namespace tpcomm::latency {
 
-namespace cuda = transport::cuda;
+namespace cuda = kernels::cuda;
 
 Ranks::Ranks(int world) : ranks_(static_cast<std::size_t>(world)) {
   const cuda::WorkspaceLayout layout = cuda::workspace_layout(2 * kHalfBytes, 0);

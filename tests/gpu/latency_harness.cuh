@@ -15,12 +15,12 @@
 #include <functional>
 #include <vector>
 
-#include "transport/custom/custom_kernel_args.hpp"
+#include "kernels/cuda/custom_kernel_args.hpp"
 
 namespace tpcomm::latency {
 
-using transport::cuda::KernelArgs;
-using transport::cuda::KernelFailure;
+using kernels::cuda::KernelArgs;
+using kernels::cuda::KernelFailure;
 
 // Fails the program with what failed: a benchmark with a broken CUDA call has no result to show.
 inline void check(cudaError_t e, const char* what) {

@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <thread>
 
+#include "kernels/cuda/kernel_common.cuh"
 #include "latency_harness.cuh"
-#include "transport/cuda/kernel_common.cuh"
 
 namespace tpcomm::runtime {
 bool stream_is_capturing(void* stream);  // src/runtime/gpu_backends.cpp, what every call asks
@@ -18,7 +18,7 @@ bool stream_is_capturing(void* stream);  // src/runtime/gpu_backends.cpp, what e
 namespace tpcomm::latency {
 namespace {
 
-namespace cuda = transport::cuda;
+namespace cuda = kernels::cuda;
 constexpr int kBlocks = 36;
 constexpr int kRounds = 10000;
 

@@ -1,7 +1,7 @@
-// Each rank's shm slot on the rank's NUMA node (transport/numa): ranks bound to a CPU each (as
-// tpcomm run --bind-to core binds them) say in the debug log that their slot was bound to the node
-// sysfs gives for their CPU, and that every page of it is there once populated. On a machine of
-// one node that node is 0 for everyone; the test says so.
+// Each rank's shm slot on the rank's NUMA node (transport/cpu/numa_placement): ranks bound to a CPU
+// each (as tpcomm run --bind-to core binds them) say in the debug log that their slot was bound to
+// the node sysfs gives for their CPU, and that every page of it is there once populated. On a
+// machine of one node that node is 0 for everyone; the test says so.
 #include <gtest/gtest.h>
 
 #include <dirent.h>

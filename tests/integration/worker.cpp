@@ -31,8 +31,8 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/cpu/convert.hpp"
 #include "tpcomm/tpcomm.hpp"
-#include "transport/common/convert.hpp"
 #include "worker_fork.hpp"
 #include "worker_integers.hpp"
 #include "worker_network.hpp"
@@ -67,8 +67,8 @@ float input_value(int c, int r, std::size_t i, DataType t) {
       mix((static_cast<std::uint64_t>(c) << 48) ^ (static_cast<std::uint64_t>(r) << 36) ^ i);
   float v = static_cast<float>(static_cast<double>(h >> 11) / 9007199254740992.0 * 2.0 - 1.0);
   std::uint16_t bits[1];
-  tpcomm::transport::from_float(&v, t, 1, t == DataType::kFloat32 ? static_cast<void*>(&v) : bits);
-  if (t != DataType::kFloat32) tpcomm::transport::to_float(bits, t, 1, &v);
+  tpcomm::from_float(&v, t, 1, t == DataType::kFloat32 ? static_cast<void*>(&v) : bits);
+  if (t != DataType::kFloat32) tpcomm::to_float(bits, t, 1, &v);
   return v;
 }
 
@@ -77,7 +77,7 @@ std::vector<std::uint8_t> make_buffer(int c, int r, std::size_t count, DataType 
   std::vector<float> f(count);
   for (std::size_t i = 0; i < count; ++i) f[i] = input_value(c, r, offset + i, t);
   std::vector<std::uint8_t> out(count * tpcomm::size_of(t));
-  tpcomm::transport::from_float(f.data(), t, count, out.data());
+  tpcomm::from_float(f.data(), t, count, out.data());
   return out;
 }
 
@@ -104,7 +104,7 @@ struct Checker {
 void check_reduced(Checker& k, const std::string& name, int c, int w, ReduceOp op, DataType t,
                    const std::uint8_t* out, std::size_t count, std::size_t offset) {
   std::vector<float> got(count);
-  tpcomm::transport::to_float(out, t, count, got.data());
+  tpcomm::to_float(out, t, count, got.data());
   for (std::size_t i = 0; i < count; ++i) {
     double ref = 0, mag = 0;
     for (int r = 0; r < w; ++r) {

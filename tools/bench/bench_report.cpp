@@ -10,7 +10,8 @@
 
 #include "bench_data.hpp"
 #include "bench_plot.hpp"
-#include "transport/shm/shm_reduce.hpp"
+#include "kernels/cpu/reduce.hpp"
+#include "transport/cpu/kernel_choice.hpp"
 
 namespace tpcomm::cli {
 namespace {
@@ -110,7 +111,7 @@ void write_json(const BenchArgs& a, int w, const BenchSetting& setting,
                         {"backend_algorithm", r.path},
                         {"plan", setting.digest},
                         {"nodes", setting.nodes},
-                        {"shm_reductions", transport::shm::kernel_isa()},
+                        {"shm_reductions", transport::cpu::kernel_isa()},
                         {"rank_cpus", setting.rank_cpus}};
     if (setting.link_rate_bits) o["link_rate_bits"] = *setting.link_rate_bits;
     if (setting.link_loss_percent) o["link_loss_percent"] = *setting.link_loss_percent;
@@ -169,7 +170,7 @@ void print_table_header(const BenchArgs& a, int w, const BenchSetting& setting) 
       "# tpcomm bench: {} {} {} on {} ranks ({} node{}{}), plan {}, shm reductions {}\n",
       to_string(a.op), to_string(a.dtype), to_string(a.redop), w, setting.nodes,
       setting.nodes == 1 ? "" : "s", links_text(setting), setting.digest,
-      transport::shm::kernel_isa());
+      transport::cpu::kernel_isa());
   std::cout << fmt::format("# CPUs of each rank: {}\n", rank_cpus_text(setting.rank_cpus));
   std::cout << fmt::format(
       "# {:>10} {:>12} {:>9} {:>6} {:>5}   {:>9} {:>7} {:>7} {:>6}   {:>9} {:>7} {:>7} {:>6}  "

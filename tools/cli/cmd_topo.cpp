@@ -7,12 +7,13 @@
 
 #include "cli_util.hpp"
 #include "commands.hpp"
+#include "kernels/cpu/reduce.hpp"
 #include "report/machine_text.hpp"
 #include "report/numa_map.hpp"
 #include "tpcomm/env.hpp"
 #include "tpcomm/facts_json.hpp"
 #include "tpcomm/probe.hpp"
-#include "transport/shm/shm_reduce.hpp"
+#include "transport/cpu/kernel_choice.hpp"
 
 namespace tpcomm::cli {
 namespace {
@@ -30,9 +31,9 @@ std::string yes_no(bool b) {
 // The reduction variants this CPU can run, best first (each is tested and benchmarked by name).
 std::string runnable_kernel_variants() {
   std::string out;
-  for (transport::shm::KernelIsa isa : transport::shm::kAllKernelIsas) {
-    if (!transport::shm::cpu_runs(isa)) continue;
-    out += (out.empty() ? "" : ", ") + std::string(transport::shm::to_string(isa));
+  for (kernels::cpu::KernelIsa isa : kernels::cpu::kAllKernelIsas) {
+    if (!kernels::cpu::cpu_runs(isa)) continue;
+    out += (out.empty() ? "" : ", ") + std::string(kernels::cpu::to_string(isa));
   }
   return out;
 }
@@ -52,7 +53,7 @@ void print_human(const LocalFacts& f, int ranks) {
   std::cout << fmt::format("group   {} ranks with --bind-to core, TPCOMM_THREADS={}:\n{}", ranks,
                            threads, group_node_map(ranks, threads));
   std::cout << fmt::format("kernels shm reductions: {} (this CPU runs {})\n",
-                           transport::shm::kernel_isa(), runnable_kernel_variants());
+                           transport::cpu::kernel_isa(), runnable_kernel_variants());
   std::cout << fmt::format("cuda    {}\n", f.cuda_status);
   std::cout << fmt::format("nvml    {}\n", f.nvml_status);
   if (f.gpus.empty()) return;

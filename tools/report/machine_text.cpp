@@ -5,7 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "transport/shm/shm_reduce.hpp"
+#include "kernels/cpu/reduce.hpp"
+#include "transport/cpu/kernel_choice.hpp"
 
 namespace tpcomm::cli {
 namespace {
@@ -51,7 +52,7 @@ std::string cores_text(const CoreThreads& cores) {
 
 std::string machine_summary() {
   const CoreThreads cores = usable_cores_here();
-  return fmt::format("{}, shm kernels {}, {} cores ({})", cpu_model(), transport::shm::kernel_isa(),
+  return fmt::format("{}, shm kernels {}, {} cores ({})", cpu_model(), transport::cpu::kernel_isa(),
                      cores.size(), threads_text(cores));
 }
 

@@ -10,7 +10,7 @@
 
 #include "launcher/cpu_binding.hpp"
 #include "launcher/team_launch.hpp"
-#include "transport/team/team_size.hpp"
+#include "transport/cpu/team_size.hpp"
 
 namespace tpcomm::cli {
 namespace {
@@ -77,7 +77,8 @@ std::string group_node_map(int ranks, int threads) {
   std::string out;
   for (int r = 0; r < ranks; ++r) {
     const cpu_set_t& cpus = binding.cpus[static_cast<std::size_t>(r)];
-    const transport::TeamSize team = transport::team_size(threads, binding.cpus, r, ranks, online);
+    const transport::cpu::TeamSize team =
+        transport::cpu::team_size(threads, binding.cpus, r, ranks, online);
     out += fmt::format("  rank {}: cpus {}, pages on node {}, team of {}\n", r, cpu_list_text(cpus),
                        nodes_of(cpus, all), team.why);
   }

@@ -1,6 +1,6 @@
 // `tpcomm topo`'s NUMA lines: this machine's nodes and their CPUs, and the group's node map: for
 // N ranks started with --bind-to core, each rank's CPUs, the node(s) its pages are bound to
-// (transport/numa) and the team its calls get (transport/team).
+// (transport/cpu/numa_placement) and the team its calls get (transport/cpu/thread_team).
 #pragma once
 
 #include <string>

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cstddef>
 
-#include "cuda_layout.hpp"
 #include "driver_api.hpp"
 #include "transport/common/backend.hpp"
+#include "transport/cuda/kernel_names.hpp"
 
 namespace tpcomm::transport::cuda {
 

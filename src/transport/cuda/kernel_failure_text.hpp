@@ -5,7 +5,7 @@
 #include <chrono>
 #include <string>
 
-#include "transport/cuda/kernel_codes.hpp"
+#include "transport/cuda/kernel_names.hpp"
 
 namespace tpcomm::transport::cuda {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "transport/cuda/kernel_codes.hpp"
+#include "transport/cuda/kernel_names.hpp"
 
 namespace tpcomm::transport::cuda {
 

@@ -8,7 +8,6 @@
 
 #include <fmt/format.h>
 
-#include "custom_kernel_args.hpp"
 #include "graph_buffers.hpp"
 #include "tpcomm/error.hpp"
 #include "transport/cuda/chunked_launch.hpp"
@@ -17,6 +16,7 @@
 #include "transport/cuda/fd_channel.hpp"
 #include "transport/cuda/group_failure.hpp"
 #include "transport/cuda/kernel_failure_text.hpp"
+#include "transport/cuda/kernel_names.hpp"
 #include "transport/cuda/kernel_watchdog.hpp"
 #include "transport/cuda/vmm_workspace.hpp"
 

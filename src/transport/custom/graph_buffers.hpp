@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "tpcomm/bootstrap.hpp"
-#include "transport/cuda/cuda_layout.hpp"
 #include "transport/cuda/fd_channel.hpp"
 #include "transport/cuda/handle_chunks.hpp"
+#include "transport/cuda/kernel_names.hpp"
 #include "transport/cuda/vmm_workspace.hpp"
 
 namespace tpcomm::transport::cuda {

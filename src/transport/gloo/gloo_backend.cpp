@@ -20,10 +20,10 @@
 #include "gloo_ring_reduce_scatter.hpp"
 #include "gloo_store_adapter.hpp"
 #include "gloo_worker.hpp"
+#include "kernels/cpu/convert.hpp"
+#include "kernels/cpu/int_reduce.hpp"
 #include "tpcomm/error.hpp"
 #include "transport/common/call_identity.hpp"
-#include "transport/common/convert.hpp"
-#include "transport/common/int_reduce.hpp"
 #include "transport/common/sigpipe_guard.hpp"
 #include "transport/common/unpinned_threads.hpp"
 
@@ -103,7 +103,7 @@ void gloo_allreduce_as(const GlooGroup& g, void* data, std::size_t count, DataTy
   opts.setOutput(static_cast<T*>(data), count);
   opts.setReduceFunction([type, op](void* out, const void* a, const void* b, std::size_t n) {
     const void* both[] = {a, b};
-    reduce_ints(both, 2, n, type, op, out);
+    kernels::cpu::reduce_ints(both, 2, n, type, op, out);
   });
   opts.setTag(data_tag(sequence));
   opts.setTimeout(g.timeout);
@@ -224,7 +224,7 @@ void finish_inline(const GlooGroup& g, const Call& c, const OpeningExchange& x,
   if (!is_floating(c.type)) {
     std::vector<const void*> parts(static_cast<std::size_t>(g.size));
     for (int r = 0; r < g.size; ++r) parts[static_cast<std::size_t>(r)] = x.data_from(r);
-    return reduce_ints(parts.data(), g.size, c.count, c.type, c.reduce, c.output);
+    return kernels::cpu::reduce_ints(parts.data(), g.size, c.count, c.type, c.reduce, c.output);
   }
   const GlooReduceFn reduce = reduce_fn(c.reduce);
   if (wide.size() < 2 * c.count) wide.resize(2 * c.count);

@@ -4,8 +4,8 @@
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 
+#include "kernels/cpu/convert.hpp"
 #include "tpcomm/error.hpp"
-#include "transport/common/convert.hpp"
 
 namespace tpcomm::transport {
 namespace {

@@ -17,7 +17,7 @@
 namespace tpcomm::transport {
 
 std::unique_ptr<CollectiveBackend> make_hier_backend(const BackendContext& context);
-// The same with MPI lanes (transport/mpi/mpi_lane_backend.hpp): for a group that is the world
+// The same with MPI lanes (transport/hier_mpi/hier_mpi_backend.hpp): for a group that is the world
 // mpirun started and was bootstrapped through it.
 std::unique_ptr<CollectiveBackend> make_hier_mpi_backend(const BackendContext& context);
 

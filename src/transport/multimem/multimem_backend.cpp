@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 
 #include "multicast_object.hpp"
-#include "multimem_kernel_args.hpp"
 #include "tpcomm/error.hpp"
 #include "transport/cuda/chunked_launch.hpp"
 #include "transport/cuda/device_guard.hpp"
@@ -18,6 +17,7 @@
 #include "transport/cuda/fd_channel.hpp"
 #include "transport/cuda/group_failure.hpp"
 #include "transport/cuda/kernel_failure_text.hpp"
+#include "transport/cuda/kernel_names.hpp"
 #include "transport/cuda/kernel_watchdog.hpp"
 #include "transport/cuda/teardown_barrier.hpp"
 #include "transport/cuda/vmm_workspace.hpp"

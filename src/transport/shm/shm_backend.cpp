@@ -14,19 +14,19 @@
 
 #include "common/log_format.hpp"
 #include "common/segment_names.hpp"
-#include "registered_heap.hpp"
+#include "kernels/cpu/reduce.hpp"
+#include "kernels/cpu/streaming_copy.hpp"
 #include "shm_backend_impl.hpp"
 #include "shm_call_text.hpp"
 #include "shm_layout.hpp"
-#include "shm_reduce.hpp"
+#include "shm_registered_heap.hpp"
 #include "shm_segment.hpp"
-#include "shm_team_ops.hpp"
 #include "shm_wait.hpp"
-#include "single_copy.hpp"
-#include "streaming_copy.hpp"
 #include "tpcomm/error.hpp"
-#include "transport/numa/numa_placement.hpp"
-#include "transport/team/team_size.hpp"
+#include "transport/cpu/numa_placement.hpp"
+#include "transport/cpu/single_copy.hpp"
+#include "transport/cpu/team_ops.hpp"
+#include "transport/cpu/team_size.hpp"
 
 namespace tpcomm::transport {
 namespace shm {
@@ -78,32 +78,33 @@ void ShmBackend::place_slot(std::size_t offset) {
   const std::size_t end = (offset + ctx_.shm.workspace_bytes) / page * page;
   if (end <= first) return;
   slot_pages_ = {static_cast<std::uint8_t*>(segment_.base()) + first, end - first};
-  const std::string did = bind_pages(slot_pages_.first, slot_pages_.second, nodes_of_this_rank());
+  const std::string did =
+      cpu::bind_pages(slot_pages_.first, slot_pages_.second, cpu::nodes_of_this_rank());
   TPCOMM_LOG(kDebug, "shm", "rank {}: slot {}", ctx_.rank, did);
 }
 
 void ShmBackend::log_slot_nodes() const {
   if (!log_enabled(LogLevel::kDebug, "shm") || slot_pages_.first == nullptr) return;
-  const std::vector<int> nodes = nodes_of_pages(slot_pages_.first, slot_pages_.second);
+  const std::vector<int> nodes = cpu::nodes_of_pages(slot_pages_.first, slot_pages_.second);
   std::map<int, int> pages;
   for (int n : nodes) ++pages[n];
   std::vector<std::string> parts;
   for (auto [node, count] : pages) parts.push_back(fmt::format("{} on node {}", count, node));
   TPCOMM_LOG(kDebug, "shm", "rank {}: slot pages: {} (machine: {} NUMA nodes)", ctx_.rank,
              parts.empty() ? std::string("unknown") : fmt::format("{}", fmt::join(parts, ", ")),
-             numa_node_count());
+             cpu::numa_node_count());
 }
 
 void ShmBackend::setup_complete() {
   segment_.populate();  // every slot is reserved: the last step's vote saw every rank's
   segment_.unlink();
   log_slot_nodes();
-  single_copy_ =
-      agree_on_single_copy(*ctx_.bootstrap, ctx_.shm.single_copy, Deadline::after(ctx_.timeout));
+  single_copy_ = cpu::agree_on_single_copy(*ctx_.bootstrap, ctx_.shm.single_copy,
+                                           Deadline::after(ctx_.timeout));
   // Every rank stored its pid before that agreement, which waited for all of them.
   for (int r = 0; r < ctx_.size; ++r) {
     peer_pid_[static_cast<std::size_t>(r)] =
-        peer_process(control(r)->pid.load(std::memory_order_acquire));
+        cpu::peer_process(control(r)->pid.load(std::memory_order_acquire));
   }
   make_team();
 }
@@ -111,7 +112,7 @@ void ShmBackend::setup_complete() {
 void ShmBackend::make_team() {
   // Every rank gathers every rank's CPUs, whatever its own TPCOMM_THREADS: the exchange must be
   // the same on all of them.
-  const cpu_set_t mine = current_cpus();
+  const cpu_set_t mine = cpu::current_cpus();
   const auto* raw = reinterpret_cast<const std::uint8_t*>(&mine);
   const auto all = ctx_.bootstrap->all_gather(Bytes(raw, raw + sizeof(mine)), "shm team CPUs",
                                               Deadline::after(ctx_.timeout));
@@ -121,11 +122,11 @@ void ShmBackend::make_team() {
     std::memcpy(&group[r], all[r].data(), std::min(all[r].size(), sizeof(cpu_set_t)));
   }
   const int machine = ctx_.ranks_on_this_machine > 0 ? ctx_.ranks_on_this_machine : ctx_.size;
-  const TeamSize size = team_size(ctx_.shm.threads, group, ctx_.rank, machine,
-                                  static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+  const cpu::TeamSize size = cpu::team_size(ctx_.shm.threads, group, ctx_.rank, machine,
+                                            static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
   TPCOMM_LOG(kDebug, "shm", "rank {}: team of {} for calls of {} bytes and more", ctx_.rank,
              size.why, ctx_.shm.team_min_bytes);
-  if (size.threads > 1) team_ = std::make_unique<ThreadTeam>(size.threads);
+  if (size.threads > 1) team_ = std::make_unique<cpu::ThreadTeam>(size.threads);
 }
 
 void ShmBackend::abort() {
@@ -248,7 +249,7 @@ const void* const* ShmBackend::sources(std::uint64_t seq, std::size_t byte_offse
 void ShmBackend::fill_lane(const Call& c, void* to, const void* from, std::size_t bytes) {
   const std::size_t limit = ctx_.shm.streaming_fill_bytes;
   if (c.op != Op::kAllReduce || limit == 0 || c.count * size_of(c.type) < limit) {
-    team_copy(call_team_, to, from, bytes);
+    cpu::team_copy(call_team_, to, from, bytes);
     return;
   }
   if (!logged_streaming_) {
@@ -256,7 +257,7 @@ void ShmBackend::fill_lane(const Call& c, void* to, const void* from, std::size_
     TPCOMM_LOG(kDebug, "shm", "rank {}: call #{} fills its lane with streaming stores", ctx_.rank,
                c.sequence);
   }
-  team_copy(call_team_, to, from, bytes, true);
+  cpu::team_copy(call_team_, to, from, bytes, true);
 }
 
 }  // namespace shm

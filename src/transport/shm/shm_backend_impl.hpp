@@ -11,15 +11,15 @@
 #include <utility>
 #include <vector>
 
-#include "registered_heap.hpp"
 #include "shm_call_text.hpp"
 #include "shm_layout.hpp"
+#include "shm_registered_heap.hpp"
 #include "shm_segment.hpp"
 #include "shm_wait.hpp"
 #include "transport/common/backend.hpp"
 #include "transport/common/backend_context.hpp"
-#include "transport/numa/numa_placement.hpp"
-#include "transport/team/thread_team.hpp"
+#include "transport/cpu/numa_placement.hpp"
+#include "transport/cpu/thread_team.hpp"
 
 namespace tpcomm::transport::shm {
 
@@ -159,7 +159,7 @@ class ShmBackend final : public CollectiveBackend {
 
   // The team that splits this call's copies and reductions (a call of at least
   // team_min_bytes_ when the team has more than one thread), else null: the caller alone.
-  ThreadTeam* team_for(const Call& c) const {
+  cpu::ThreadTeam* team_for(const Call& c) const {
     return team_ && input_bytes(c) >= ctx_.shm.team_min_bytes ? team_.get() : nullptr;
   }
 
@@ -193,14 +193,14 @@ class ShmBackend final : public CollectiveBackend {
 
   BackendContext ctx_;
   std::size_t lane_bytes_;
-  std::unique_ptr<ThreadTeam> team_;          // null: one thread
-  ThreadTeam* call_team_ = nullptr;           // team_for(the current call)
+  std::unique_ptr<cpu::ThreadTeam> team_;     // null: one thread
+  cpu::ThreadTeam* call_team_ = nullptr;      // team_for(the current call)
   std::vector<const void*> sources_;          // scratch for lanes_at, so a call allocates nothing
   std::vector<const std::uint8_t*> peer_in_;  // each rank's registered input this step, or null
   RegisteredAt mine_at_;                      // this rank's, posted in its lane header
   std::vector<std::uint64_t> peer_address_;   // each rank's input for a single-copy read, or 0
-  std::vector<int> peer_pid_;  // each rank's process for read_peer_memory (set-up), 0: this one
-  NodeBuffer peer_chunks_;     // single-copy all-reduce: a step of each peer, on this rank's node
+  std::vector<int> peer_pid_;    // each rank's process for read_peer_memory (set-up), 0: this one
+  cpu::NodeBuffer peer_chunks_;  // single-copy all-reduce: a step of each peer, on this rank's node
   std::pair<std::uint8_t*, std::size_t> slot_pages_{nullptr, 0};  // this rank's slot's pages
   std::uint64_t mine_single_copy_ = 0;  // this rank's, with kSingleCopyFlag, or 0
   bool single_copy_ = false;            // every rank can read every peer (set-up vote)

@@ -5,11 +5,11 @@
 #include <cstring>
 #include <utility>
 
+#include "kernels/cpu/reduce.hpp"
+#include "kernels/cpu/streaming_copy.hpp"
 #include "shm_backend_impl.hpp"
-#include "shm_reduce.hpp"
-#include "shm_team_ops.hpp"
-#include "single_copy.hpp"
-#include "streaming_copy.hpp"
+#include "transport/cpu/single_copy.hpp"
+#include "transport/cpu/team_ops.hpp"
 
 namespace tpcomm::transport::shm {
 
@@ -18,8 +18,8 @@ void ShmBackend::one_shot(const Call& c) {
   const auto* in = static_cast<const std::uint8_t*>(c.input);
   chunked(c, step_bytes(c) / es, Algorithm::kOneShot, describer(c, Algorithm::kOneShot), copy_in(c),
           [&](std::size_t base, std::size_t n, std::uint64_t seq) {
-            team_reduce(call_team_, sources(seq, 0, in + base * es, base * es), ctx_.size, n,
-                        c.type, c.reduce, static_cast<std::uint8_t*>(c.output) + base * es);
+            cpu::team_reduce(call_team_, sources(seq, 0, in + base * es, base * es), ctx_.size, n,
+                             c.type, c.reduce, static_cast<std::uint8_t*>(c.output) + base * es);
           });
 }
 
@@ -39,12 +39,12 @@ void ShmBackend::all_reduce_single_copy(const Call& c) {
               const auto ur = static_cast<std::size_t>(r);
               if (r == ctx_.rank || peer_address_[ur] == 0) continue;
               std::uint8_t* to = peer_chunks_.data() + ur * step * es;
-              team_read_peer(call_team_, r, peer_pid_[ur], peer_address_[ur] + base * es, to,
-                             n * es);
+              cpu::team_read_peer(call_team_, r, peer_pid_[ur], peer_address_[ur] + base * es, to,
+                                  n * es);
               sources_[ur] = to;
             }
-            team_reduce(call_team_, srcs, ctx_.size, n, c.type, c.reduce,
-                        static_cast<std::uint8_t*>(c.output) + base * es);
+            cpu::team_reduce(call_team_, srcs, ctx_.size, n, c.type, c.reduce,
+                             static_cast<std::uint8_t*>(c.output) + base * es);
           });
 }
 
@@ -67,14 +67,15 @@ void ShmBackend::two_shot(const Call& c) {
   chunked(c, step_bytes(c) / es, Algorithm::kTwoShot, what, fill,
           [&](std::size_t base, std::size_t n, std::uint64_t seq) {
             const auto [lo, len] = slice(n, static_cast<std::size_t>(ctx_.rank));
-            team_reduce(call_team_, sources(seq, lo * es, in + (base + lo) * es, (base + lo) * es),
-                        ctx_.size, len, c.type, c.reduce, lane(ctx_.rank, seq) + lo * es);
+            cpu::team_reduce(call_team_,
+                             sources(seq, lo * es, in + (base + lo) * es, (base + lo) * es),
+                             ctx_.size, len, c.type, c.reduce, lane(ctx_.rank, seq) + lo * es);
             publish(Flag::kReduced, seq);
             wait(Flag::kReduced, seq, what);
             for (std::size_t r = 0; r < w; ++r) {
               const auto [rlo, rlen] = slice(n, r);
-              team_copy(call_team_, static_cast<std::uint8_t*>(c.output) + (base + rlo) * es,
-                        lane(static_cast<int>(r), seq) + rlo * es, rlen * es);
+              cpu::team_copy(call_team_, static_cast<std::uint8_t*>(c.output) + (base + rlo) * es,
+                             lane(static_cast<int>(r), seq) + rlo * es, rlen * es);
             }
           });
 }
@@ -93,16 +94,16 @@ void ShmBackend::all_gather(const Call& c) {
               const auto ur = static_cast<std::size_t>(r);
               std::uint8_t* to = out + (ur * c.count + base) * es;
               if (peer_address_[ur] != 0 && r != ctx_.rank) {
-                team_read_peer(call_team_, r, peer_pid_[ur], peer_address_[ur] + base * es, to,
-                               n * es);
+                cpu::team_read_peer(call_team_, r, peer_pid_[ur], peer_address_[ur] + base * es, to,
+                                    n * es);
                 continue;
               }
               const std::uint8_t* from = r == ctx_.rank && peer_address_[ur] != 0 ? in + base * es
                                          : peer_input(r) ? peer_input(r) + base * es
                                                          : lane(r, seq);
               if (from != to) {  // equal: in place
-                team_copy(call_team_, to, from, n * es,
-                          r == ctx_.rank && n * es >= kStreamingCopyMinBytes);
+                cpu::team_copy(call_team_, to, from, n * es,
+                               r == ctx_.rank && n * es >= kernels::cpu::kStreamingCopyMinBytes);
               }
             }
           });
@@ -118,13 +119,13 @@ void ShmBackend::reduce_scatter(const Call& c) {
       [&](std::size_t base, std::size_t n, std::uint64_t seq) {
         for (std::size_t b = 0; b < w; ++b) {  // not its own block: it reads that from `in`
           if (b == static_cast<std::size_t>(ctx_.rank)) continue;
-          team_copy(call_team_, lane(ctx_.rank, seq) + b * n * es, in + (b * c.count + base) * es,
-                    n * es);
+          cpu::team_copy(call_team_, lane(ctx_.rank, seq) + b * n * es,
+                         in + (b * c.count + base) * es, n * es);
         }
       },
       [&](std::size_t base, std::size_t n, std::uint64_t seq) {
         const std::size_t block = static_cast<std::size_t>(ctx_.rank) * c.count + base;
-        team_reduce(
+        cpu::team_reduce(
             call_team_,
             sources(seq, static_cast<std::size_t>(ctx_.rank) * n * es, in + block * es, block * es),
             ctx_.size, n, c.type, c.reduce, static_cast<std::uint8_t*>(c.output) + base * es);

@@ -65,7 +65,7 @@ struct alignas(kLine) LaneControl {
   std::atomic<std::uint64_t> arrived;  // the last step whose input is in this lane
   CallHeader call;                     // that step's call
   // Where that step's input is when it is not in the lane: RegisteredAt::packed() of the
-  // rank's whole input in its registered buffer (registered_heap.hpp), or kSingleCopyFlag | its
+  // rank's whole input in its registered buffer (shm_registered_heap.hpp), or kSingleCopyFlag | its
   // address for a single-copy read; 0 when in the lane.
   std::uint64_t source;
 };

@@ -4,38 +4,38 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/convert.hpp"
 #include "runtime/facts_exchange.hpp"
 #include "runtime/fault_injection.hpp"
 #include "runtime/node_identity.hpp"
 #include "tpcomm/error.hpp"
-#include "transport/common/convert.hpp"
 
 namespace tpcomm {
 namespace {
 
 TEST(Convert, Bf16RoundsToNearestEven) {
-  EXPECT_EQ(transport::float_to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(kernels::cpu::float_to_bf16(1.0f), 0x3f80);
   // 1 + 2^-8 is halfway between bf16 1.0 and 1.0078125: ties go to the even 1.0.
-  EXPECT_EQ(transport::float_to_bf16(1.00390625f), 0x3f80);
+  EXPECT_EQ(kernels::cpu::float_to_bf16(1.00390625f), 0x3f80);
   // 1 + 3 * 2^-8 is halfway between 1.0078125 (odd) and 1.015625 (even).
-  EXPECT_EQ(transport::float_to_bf16(1.01171875f), 0x3f82);
-  EXPECT_EQ(transport::bf16_to_float(0x3f82), 1.015625f);
-  EXPECT_TRUE(std::isnan(transport::bf16_to_float(transport::float_to_bf16(NAN))));
-  EXPECT_EQ(transport::float_to_bf16(INFINITY), 0x7f80);
+  EXPECT_EQ(kernels::cpu::float_to_bf16(1.01171875f), 0x3f82);
+  EXPECT_EQ(kernels::cpu::bf16_to_float(0x3f82), 1.015625f);
+  EXPECT_TRUE(std::isnan(kernels::cpu::bf16_to_float(kernels::cpu::float_to_bf16(NAN))));
+  EXPECT_EQ(kernels::cpu::float_to_bf16(INFINITY), 0x7f80);
 }
 
 TEST(Convert, Fp16RoundTripAndRounding) {
-  EXPECT_EQ(transport::float_to_fp16(1.0f), 0x3c00);
-  EXPECT_EQ(transport::fp16_to_float(0x3c00), 1.0f);
-  EXPECT_EQ(transport::float_to_fp16(65504.0f), 0x7bff);  // largest finite
-  EXPECT_EQ(transport::float_to_fp16(1e6f), 0x7c00);      // overflow to infinity
+  EXPECT_EQ(kernels::cpu::float_to_fp16(1.0f), 0x3c00);
+  EXPECT_EQ(kernels::cpu::fp16_to_float(0x3c00), 1.0f);
+  EXPECT_EQ(kernels::cpu::float_to_fp16(65504.0f), 0x7bff);  // largest finite
+  EXPECT_EQ(kernels::cpu::float_to_fp16(1e6f), 0x7c00);      // overflow to infinity
   // 1 + 2^-11 is halfway between 1.0 and 1 + 2^-10: ties to even.
-  EXPECT_EQ(transport::float_to_fp16(1.00048828125f), 0x3c00);
+  EXPECT_EQ(kernels::cpu::float_to_fp16(1.00048828125f), 0x3c00);
   std::vector<float> in = {0.5f, -2.25f, 3.0f};
   std::vector<std::uint16_t> half(3);
   std::vector<float> back(3);
-  transport::from_float(in.data(), DataType::kFloat16, 3, half.data());
-  transport::to_float(half.data(), DataType::kFloat16, 3, back.data());
+  from_float(in.data(), DataType::kFloat16, 3, half.data());
+  to_float(half.data(), DataType::kFloat16, 3, back.data());
   EXPECT_EQ(back, in);
 }
 
@@ -53,16 +53,16 @@ TEST(Convert, BlockConversionsMatchTheScalarReference) {
     if (std::isfinite(f) && std::fabs(f) < 1e30f) values.push_back(f);
   }
   std::vector<std::uint16_t> bf(values.size()), half(values.size());
-  transport::from_float(values.data(), DataType::kBFloat16, values.size(), bf.data());
-  transport::from_float(values.data(), DataType::kFloat16, values.size(), half.data());
+  from_float(values.data(), DataType::kBFloat16, values.size(), bf.data());
+  from_float(values.data(), DataType::kFloat16, values.size(), half.data());
   for (std::size_t i = 0; i < values.size(); ++i) {
-    EXPECT_EQ(bf[i], transport::float_to_bf16(values[i])) << values[i];
-    EXPECT_EQ(half[i], transport::float_to_fp16(values[i])) << values[i];
+    EXPECT_EQ(bf[i], kernels::cpu::float_to_bf16(values[i])) << values[i];
+    EXPECT_EQ(half[i], kernels::cpu::float_to_fp16(values[i])) << values[i];
   }
   std::vector<float> back(values.size());
-  transport::to_float(half.data(), DataType::kFloat16, half.size(), back.data());
+  to_float(half.data(), DataType::kFloat16, half.size(), back.data());
   for (std::size_t i = 0; i < values.size(); ++i) {
-    const float ref = transport::fp16_to_float(half[i]);
+    const float ref = kernels::cpu::fp16_to_float(half[i]);
     EXPECT_TRUE(back[i] == ref || (std::isnan(back[i]) && std::isnan(ref))) << i;
   }
 }

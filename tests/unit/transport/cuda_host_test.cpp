@@ -17,13 +17,13 @@
 #include "memfd_files.hpp"
 
 #include "fd_channel_test_group.hpp"
+#include "kernels/cuda/multimem_layout.hpp"
 #include "raw_handle_set.hpp"
 #include "tpcomm/bootstrap.hpp"
 #include "tpcomm/communicator.hpp"
 #include "tpcomm/error.hpp"
-#include "transport/cuda/cuda_layout.hpp"
 #include "transport/cuda/fd_channel.hpp"
-#include "transport/multimem/multimem_layout.hpp"
+#include "transport/cuda/kernel_names.hpp"
 
 namespace tpcomm::transport::cuda {
 namespace {

@@ -5,11 +5,10 @@
 
 #include <chrono>
 
+#include "kernels/cuda/multimem_layout.hpp"
 #include "tpcomm/env.hpp"
-#include "transport/cuda/cuda_layout.hpp"
-#include "transport/cuda/kernel_codes.hpp"
 #include "transport/cuda/kernel_failure_text.hpp"
-#include "transport/multimem/multimem_layout.hpp"
+#include "transport/cuda/kernel_names.hpp"
 
 namespace tpcomm::transport::cuda {
 namespace {

@@ -1,6 +1,6 @@
-// Explicit placement of a rank's pages (transport/numa): for each CPU this process may use, a
-// thread bound to it binds a tmpfs mapping (what the shm slot is) to its NUMA node; a thread on
-// another CPU then allocates and touches every page first; the pages must still be on the
+// Explicit placement of a rank's pages (transport/cpu/numa_placement): for each CPU this process
+// may use, a thread bound to it binds a tmpfs mapping (what the shm slot is) to its NUMA node; a
+// thread on another CPU then allocates and touches every page first; the pages must still be on the
 // binder's node, read back with the move_pages system call (not hwloc, which the library uses),
 // and the policy read back with get_mempolicy must name that node (bound, or preferred where
 // the kernel has MPOL_PREFERRED_MANY: hwloc's binding that is not strict). The node of a
@@ -21,8 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "transport/numa/numa_placement.hpp"
-#include "transport/team/thread_team.hpp"
+#include "transport/cpu/numa_placement.hpp"
+#include "transport/cpu/thread_team.hpp"
 
 namespace tpcomm {
 namespace {
@@ -54,14 +54,14 @@ void bind_this_thread(int cpu) {
 }
 
 TEST(NumaPlacement, ARanksPagesAreOnItsNodeWhoeverTouchesThemFirst) {
-  const cpu_set_t usable = transport::current_cpus();
+  const cpu_set_t usable = transport::cpu::current_cpus();
   std::vector<int> cpus;
   for (int c = 0; c < CPU_SETSIZE; ++c) {
     if (CPU_ISSET(c, &usable)) cpus.push_back(c);
   }
   ASSERT_FALSE(cpus.empty());
-  std::printf("machine: %d NUMA node(s)%s\n", transport::numa_node_count(),
-              transport::numa_node_count() == 1
+  std::printf("machine: %d NUMA node(s)%s\n", transport::cpu::numa_node_count(),
+              transport::cpu::numa_node_count() == 1
                   ? ": every page is on node 0 whatever the placement; the binding is checked by "
                     "its policy"
                   : "");
@@ -77,10 +77,10 @@ TEST(NumaPlacement, ARanksPagesAreOnItsNodeWhoeverTouchesThemFirst) {
     std::string did;
     std::thread binder([&] {
       bind_this_thread(cpu);
-      did = transport::bind_pages(p, pages * page, transport::nodes_of_this_rank());
+      did = transport::cpu::bind_pages(p, pages * page, transport::cpu::nodes_of_this_rank());
     });
     binder.join();
-    if (cpus.size() > 1 || transport::numa_node_count() > 1) {
+    if (cpus.size() > 1 || transport::cpu::numa_node_count() > 1) {
       EXPECT_EQ(did, "bound to node " + std::to_string(node)) << "cpu " << cpu;
     }
     // Another CPU allocates and touches every page first.
@@ -97,7 +97,7 @@ TEST(NumaPlacement, ARanksPagesAreOnItsNodeWhoeverTouchesThemFirst) {
     for (std::size_t i = 0; i < pages; ++i) {
       EXPECT_EQ(status[i], node) << "cpu " << cpu << " page " << i;
     }
-    EXPECT_EQ(transport::nodes_of_pages(p, pages * page), std::vector<int>(pages, node));
+    EXPECT_EQ(transport::cpu::nodes_of_pages(p, pages * page), std::vector<int>(pages, node));
     if (did.rfind("bound", 0) == 0) {
       int mode = -1;
       unsigned long mask[16] = {};
@@ -119,9 +119,9 @@ TEST(NumaPlacement, ARankThatMayRunAnywhereLeavesPlacementToFirstTouch) {
     CPU_ZERO(&all);
     for (int c = 0; c < sysconf(_SC_NPROCESSORS_ONLN); ++c) CPU_SET(c, &all);
     if (sched_setaffinity(0, sizeof(all), &all) != 0) return;  // a cpuset narrower than online
-    EXPECT_TRUE(transport::nodes_of_this_rank().empty());
+    EXPECT_TRUE(transport::cpu::nodes_of_this_rank().empty());
     char page[1];
-    EXPECT_NE(transport::bind_pages(page, 0, {}).find("not bound"), std::string::npos);
+    EXPECT_NE(transport::cpu::bind_pages(page, 0, {}).find("not bound"), std::string::npos);
   });
   unbound.join();
 }

@@ -1,5 +1,5 @@
-// A rank's thread team (transport/team) and the shm operations split over it: every part runs
-// once, part 0 on the caller; a part's exception reaches the caller after all parts finished;
+// A rank's thread team (transport/cpu/thread_team) and the shm operations split over it: every part
+// runs once, part 0 on the caller; a part's exception reaches the caller after all parts finished;
 // the workers run on their creator's CPUs and sleep between calls; and a reduction's result is
 // bitwise the same for every thread count (1-7) and every kernel variant this CPU runs, checked
 // element by element against a scalar reference (float32) and against each other.
@@ -18,15 +18,15 @@
 #include <thread>
 #include <vector>
 
-#include "transport/shm/shm_team_ops.hpp"
-#include "transport/team/team_size.hpp"
-#include "transport/team/thread_team.hpp"
+#include "transport/cpu/team_ops.hpp"
+#include "transport/cpu/team_size.hpp"
+#include "transport/cpu/thread_team.hpp"
 
 namespace tpcomm {
 namespace {
 
-using transport::ThreadTeam;
-using transport::shm::KernelIsa;
+using kernels::cpu::KernelIsa;
+using transport::cpu::ThreadTeam;
 
 TEST(ThreadTeam, RunsEveryPartOnceWithPartZeroOnTheCaller) {
   for (int threads : {1, 2, 3, 5}) {
@@ -71,7 +71,7 @@ TEST(ThreadTeam, AFailingPartIsThrownAfterEveryPartFinished) {
 }
 
 TEST(ThreadTeam, WorkersRunOnTheCreatorsCpus) {
-  const cpu_set_t all = transport::current_cpus();
+  const cpu_set_t all = transport::cpu::current_cpus();
   int last = -1;
   for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
     if (CPU_ISSET(cpu, &all)) last = cpu;
@@ -86,7 +86,7 @@ TEST(ThreadTeam, WorkersRunOnTheCreatorsCpus) {
     ThreadTeam team(3);
     std::mutex m;
     team.run(3, [&](int) {
-      const cpu_set_t mine = transport::current_cpus();
+      const cpu_set_t mine = transport::cpu::current_cpus();
       std::lock_guard<std::mutex> lock(m);
       for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
         if (CPU_ISSET(cpu, &mine)) seen.insert(cpu);
@@ -119,7 +119,7 @@ TEST(TeamChunks, CoverEveryElementOnceAlignedAndAboutEightPerThread) {
   for (std::size_t n : {0u, 1u, 63u, 64u, 65u, 1000u, 4096u, 100001u}) {
     for (int parts = 1; parts <= 7; ++parts) {
       for (std::size_t min_units : {0u, 1u, 100u, 5000u}) {
-        const auto c = transport::shm::chunks_for(n, parts, 64, min_units);
+        const auto c = transport::cpu::chunks_for(n, parts, 64, min_units);
         const std::string where = "n " + std::to_string(n) + " parts " + std::to_string(parts) +
                                   " min " + std::to_string(min_units);
         if (n == 0) {
@@ -130,18 +130,18 @@ TEST(TeamChunks, CoverEveryElementOnceAlignedAndAboutEightPerThread) {
         EXPECT_GE(c.size, min_units) << where;
         EXPECT_GE(c.size * c.count, n) << where;
         EXPECT_LT(c.size * (c.count - 1), n) << where << ": an empty last chunk";
-        EXPECT_LE(c.count, static_cast<std::size_t>(parts) * transport::shm::kChunksPerThread)
+        EXPECT_LE(c.count, static_cast<std::size_t>(parts) * transport::cpu::kChunksPerThread)
             << where;
       }
     }
   }
   // 1 MiB of float32 for two threads: 16 chunks of 16 Ki elements.
-  const auto c = transport::shm::chunks_for(1 << 18, 2, 64, 1);
+  const auto c = transport::cpu::chunks_for(1 << 18, 2, 64, 1);
   EXPECT_EQ(c.count, 16u);
   EXPECT_EQ(c.size, 16384u);
-  EXPECT_EQ(transport::shm::share_count(10, 8), 1);
-  EXPECT_EQ(transport::shm::share_count(64 << 10, 8), 4);
-  EXPECT_EQ(transport::shm::share_count(1 << 20, 8), 8);
+  EXPECT_EQ(transport::cpu::share_count(10, 8), 1);
+  EXPECT_EQ(transport::cpu::share_count(64 << 10, 8), 4);
+  EXPECT_EQ(transport::cpu::share_count(1 << 20, 8), 8);
 }
 
 // Each element is done once, whichever thread takes its chunk, and a thread that is slow (here:
@@ -152,7 +152,7 @@ TEST(TeamChunks, EveryElementOnceAndASlowThreadTakesFewerChunks) {
   const std::size_t n = 16 * 64;
   std::vector<std::atomic<int>> done(n);
   std::atomic<int> by_caller{0}, chunks{0};
-  transport::shm::run_chunks(team, 2, n, 64, 64, [&](int part, std::size_t first, std::size_t k) {
+  transport::cpu::run_chunks(team, 2, n, 64, 64, [&](int part, std::size_t first, std::size_t k) {
     EXPECT_EQ(k, 64u);
     for (std::size_t i = first; i < first + k; ++i) done[i].fetch_add(1);
     chunks.fetch_add(1);
@@ -176,7 +176,7 @@ cpu_set_t cpus_of(std::initializer_list<int> list) {
 }
 
 TEST(TeamSize, SharesARanksCpusWithTheRanksThatMayRunOnThem) {
-  using transport::team_size;
+  using transport::cpu::team_size;
   // Two ranks bound to four CPUs each on an 8-CPU host: four threads each.
   const std::vector<cpu_set_t> split = {cpus_of({0, 1, 2, 3}), cpus_of({4, 5, 6, 7})};
   EXPECT_EQ(team_size(0, split, 1, 2, 8).threads, 4);
@@ -230,8 +230,8 @@ std::vector<std::uint8_t> encode(const std::vector<float>& v, DataType t) {
 TEST(TeamReduce, BitwiseTheSameForEveryThreadCountAndVariant) {
   std::mt19937 rng(36);
   std::vector<KernelIsa> isas;
-  for (KernelIsa isa : transport::shm::kAllKernelIsas) {
-    if (transport::shm::cpu_runs(isa)) isas.push_back(isa);
+  for (KernelIsa isa : kernels::cpu::kAllKernelIsas) {
+    if (kernels::cpu::cpu_runs(isa)) isas.push_back(isa);
   }
   std::printf("variants this CPU runs: %zu (of 4)\n", isas.size());
   std::vector<std::unique_ptr<ThreadTeam>> teams;
@@ -253,7 +253,7 @@ TEST(TeamReduce, BitwiseTheSameForEveryThreadCountAndVariant) {
         for (KernelIsa isa : isas) {
           for (auto& team : teams) {
             std::vector<std::uint8_t> out(count * size_of(type), 0xa5);
-            transport::shm::team_reduce(team.get(), isa, srcs.data(), ranks, count, type, op,
+            transport::cpu::team_reduce(team.get(), isa, srcs.data(), ranks, count, type, op,
                                         out.data());
             if (first.empty()) {
               first = out;
@@ -269,7 +269,7 @@ TEST(TeamReduce, BitwiseTheSameForEveryThreadCountAndVariant) {
               continue;
             }
             ASSERT_EQ(out, first) << to_string(type) << " " << to_string(op) << " ranks " << ranks
-                                  << " variant " << transport::shm::to_string(isa) << " threads "
+                                  << " variant " << kernels::cpu::to_string(isa) << " threads "
                                   << team->size();
           }
         }
@@ -285,7 +285,7 @@ TEST(TeamCopy, EveryByteForEveryThreadCountStreamingOrNot) {
     ThreadTeam team(t);
     for (bool streaming : {false, true}) {
       std::vector<std::uint8_t> to(from.size() + 3, 0);
-      transport::shm::team_copy(&team, to.data() + 3, from.data(), from.size(), streaming);
+      transport::cpu::team_copy(&team, to.data() + 3, from.data(), from.size(), streaming);
       EXPECT_EQ(std::memcmp(to.data() + 3, from.data(), from.size()), 0)
           << t << " threads, streaming " << streaming;
       EXPECT_EQ(to[0] + to[1] + to[2], 0);

@@ -1,0 +1,28 @@
+// A hier_mpi lane: the ranks with one local index on every node, as an MPI communicator split
+// from the world mpirun started (control/mpi_world.hpp), running the lane's all-reduce,
+// all-gather and reduce-scatter as MPI's non-blocking collectives (Open MPI's TCP transport
+// between nodes). No home-made transport: the bytes travel through MPI.
+//
+// MPI cannot cancel a collective, so a wait is MPI_Test polled against the call's deadline and
+// the abort flag. A call given up on (timeout, abort, a peer's mismatched call) leaves its
+// request with MPI: its buffers are kept for as long as the process lives, and the lane refuses
+// every later call. Before the data moves, the ranks compare each call (CallIdentity, the same
+// that shm and Gloo compare), so a mismatched call is an error that names both calls, not a
+// wrong result or a hang.
+#pragma once
+
+#include <memory>
+
+#include "control/mpi_world.hpp"
+#include "transport/common/backend.hpp"
+#include "transport/common/backend_context.hpp"
+
+namespace tpcomm::transport {
+
+// `lane`: this rank's place in the lane (rank, size, timeout); the lane is split from `world`
+// with `color` (the local index) and `key` (the node index), so its MPI rank is `lane.rank`.
+std::unique_ptr<CollectiveBackend> make_hier_mpi_backend(const BackendContext& lane,
+                                                         const control::MpiWorld& world, int color,
+                                                         int key);
+
+}  // namespace tpcomm::transport
