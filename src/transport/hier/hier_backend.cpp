@@ -332,7 +332,7 @@ class HierBackend final : public CollectiveBackend {
     lane_ctx.size = static_cast<int>(nodes.size());
     lane_ctx.comm_id = ctx_.comm_id ^ (static_cast<std::uint64_t>(local_index + 1) << 32);
     if (mpi()) {
-      lane_engine_ = make_hier_mpi_backend(lane_ctx, group_world(), local_index, node_index);
+      lane_engine_ = make_mpi_lane(lane_ctx, group_world(), local_index, node_index);
     } else {
       lane_ctx.bootstrap = make_store_bootstrap(store, node_index, lane_ctx.size,
                                                 fmt::format("{}/lane{}", prefix, local_index));

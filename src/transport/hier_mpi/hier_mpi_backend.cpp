@@ -245,9 +245,9 @@ class MpiLaneBackend final : public CollectiveBackend {
 
 }  // namespace
 
-std::unique_ptr<CollectiveBackend> make_hier_mpi_backend(const BackendContext& lane,
-                                                         const control::MpiWorld& world, int color,
-                                                         int key) {
+std::unique_ptr<CollectiveBackend> make_mpi_lane(const BackendContext& lane,
+                                                 const control::MpiWorld& world, int color,
+                                                 int key) {
   return std::make_unique<MpiLaneBackend>(lane, world, color, key);
 }
 

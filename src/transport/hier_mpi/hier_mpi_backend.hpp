@@ -1,7 +1,8 @@
-// A hier_mpi lane: the ranks with one local index on every node, as an MPI communicator split
-// from the world mpirun started (control/mpi_world.hpp), running the lane's all-reduce,
-// all-gather and reduce-scatter as MPI's non-blocking collectives (Open MPI's TCP transport
-// between nodes). No home-made transport: the bytes travel through MPI.
+// The lanes of the hier_mpi backend (the backend itself is hier with these lanes,
+// transport/hier/hier_backend.hpp). A lane: the ranks with one local index on every node, as an MPI
+// communicator split from the world mpirun started (control/mpi_world.hpp), running the lane's
+// all-reduce, all-gather and reduce-scatter as MPI's non-blocking collectives (Open MPI's TCP
+// transport between nodes). No home-made transport: the bytes travel through MPI.
 //
 // MPI cannot cancel a collective, so a wait is MPI_Test polled against the call's deadline and
 // the abort flag. A call given up on (timeout, abort, a peer's mismatched call) leaves its
@@ -21,8 +22,8 @@ namespace tpcomm::transport {
 
 // `lane`: this rank's place in the lane (rank, size, timeout); the lane is split from `world`
 // with `color` (the local index) and `key` (the node index), so its MPI rank is `lane.rank`.
-std::unique_ptr<CollectiveBackend> make_hier_mpi_backend(const BackendContext& lane,
-                                                         const control::MpiWorld& world, int color,
-                                                         int key);
+std::unique_ptr<CollectiveBackend> make_mpi_lane(const BackendContext& lane,
+                                                 const control::MpiWorld& world, int color,
+                                                 int key);
 
 }  // namespace tpcomm::transport

@@ -246,6 +246,34 @@ const void* const* ShmBackend::sources(std::uint64_t seq, std::size_t byte_offse
   return sources_.data();
 }
 
+void ShmBackend::chunked(const Call& c, std::size_t per_chunk, Algorithm algorithm,
+                         const Describe& what, StepFn fill, StepFn consume) {
+  std::uint64_t seq = 0;
+  for (std::size_t base = 0; base < c.count || (c.count == 0 && base == 0); base += per_chunk) {
+    const std::size_t n = std::min(per_chunk, c.count - base);
+    seq = ++seq_;
+    // A zero-element call may pass null buffers; inputs read in place are not copied.
+    if (n > 0 && !mine_at_.id && !mine_single_copy_) fill(base, n, seq);
+    exchange(seq, c, algorithm, what);
+    if (n > 0) consume(base, n, seq);
+    flush_wake(header(), wake_pending_);
+    if (c.count == 0) break;
+  }
+  // A rank whose input its peers read in place may return (and its caller change the input) only
+  // once they all finished reading: one barrier per call. Two-shot's reduce barrier already
+  // proves it.
+  if (any_in_place_ && algorithm != Algorithm::kTwoShot) {
+    publish(Flag::kReduced, seq);
+    wait(Flag::kReduced, seq, what);
+    flush_wake(header(), wake_pending_);
+  }
+}
+
+void ShmBackend::copy_in(const Call& c, std::size_t base, std::size_t n, std::uint64_t seq) {
+  const std::size_t es = size_of(c.type);
+  fill_lane(c, lane(ctx_.rank, seq), static_cast<const std::uint8_t*>(c.input) + base * es, n * es);
+}
+
 void ShmBackend::fill_lane(const Call& c, void* to, const void* from, std::size_t bytes) {
   const std::size_t limit = ctx_.shm.streaming_fill_bytes;
   if (c.op != Op::kAllReduce || limit == 0 || c.count * size_of(c.type) < limit) {

@@ -1,5 +1,6 @@
-// The shm backend's class, shared by its two halves: shm_backend.cpp (set-up, abort, the step
-// protocol) and shm_collectives.cpp (the algorithms of each operation over that protocol).
+// The shm backend's class, declared once for its two halves: shm_backend.cpp (set-up, abort, a
+// call's entry and the step protocol every algorithm runs) and shm_collectives.cpp (the algorithm
+// of each operation: what a step fills and consumes).
 #pragma once
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/function_ref.hpp"
 #include "shm_call_text.hpp"
 #include "shm_layout.hpp"
 #include "shm_registered_heap.hpp"
@@ -112,33 +114,13 @@ class ShmBackend final : public CollectiveBackend {
   const void* const* sources(std::uint64_t seq, std::size_t byte_offset, const void* own,
                              std::size_t input_offset);
 
-  // The step protocol around every chunk of a call: fill this rank's lane, publish and check
-  // headers, consume, flush the wake. A zero-element call still takes one step, so that every
-  // rank stays in step and a mismatch is still seen. (No wait guards the fill: see the lanes in
-  // shm_layout.hpp.)
-  template <typename Fill, typename Consume>
+  // The step protocol around every chunk of a call (shm_backend.cpp): fill this rank's lane,
+  // publish and check headers, consume, flush the wake. A zero-element call still takes one
+  // step, so that every rank stays in step and a mismatch is still seen. (No wait guards the
+  // fill: see the lanes in shm_layout.hpp.) Both callbacks get (first element, elements, step).
+  using StepFn = common::FunctionRef<void(std::size_t, std::size_t, std::uint64_t)>;
   void chunked(const Call& c, std::size_t per_chunk, Algorithm algorithm, const Describe& what,
-               Fill fill, Consume consume) {
-    std::uint64_t seq = 0;
-    for (std::size_t base = 0; base < c.count || (c.count == 0 && base == 0); base += per_chunk) {
-      const std::size_t n = std::min(per_chunk, c.count - base);
-      seq = ++seq_;
-      // A zero-element call may pass null buffers; inputs read in place are not copied.
-      if (n > 0 && !mine_at_.id && !mine_single_copy_) fill(base, n, seq);
-      exchange(seq, c, algorithm, what);
-      if (n > 0) consume(base, n, seq);
-      flush_wake(header(), wake_pending_);
-      if (c.count == 0) break;
-    }
-    // A rank whose input its peers read in place may return (and its caller change the input)
-    // only once they all finished reading: one barrier per call. Two-shot's reduce barrier
-    // already proves it.
-    if (any_in_place_ && algorithm != Algorithm::kTwoShot) {
-      publish(Flag::kReduced, seq);
-      wait(Flag::kReduced, seq, what);
-      flush_wake(header(), wake_pending_);
-    }
-  }
+               StepFn fill, StepFn consume);
 
   // Copies into this rank's lane. An all-reduce of TPCOMM_SHM_STREAMING_FILL bytes or more uses
   // streaming stores: peers then read the lane from memory instead of from this core's cache,
@@ -148,14 +130,9 @@ class ShmBackend final : public CollectiveBackend {
   // when a communicator first fills this way.
   void fill_lane(const Call& c, void* to, const void* from, std::size_t bytes);
 
-  // Copies this chunk of the input into this rank's lane.
-  auto copy_in(const Call& c) {
-    return [this, &c](std::size_t base, std::size_t n, std::uint64_t seq) {
-      const std::size_t es = size_of(c.type);
-      fill_lane(c, lane(ctx_.rank, seq), static_cast<const std::uint8_t*>(c.input) + base * es,
-                n * es);
-    };
-  }
+  // Copies elements [base, base + n) of the input into this rank's lane of step `seq`: the
+  // fill of the algorithms whose lane holds the input as it is.
+  void copy_in(const Call& c, std::size_t base, std::size_t n, std::uint64_t seq);
 
   // The team that splits this call's copies and reductions (a call of at least
   // team_min_bytes_ when the team has more than one thread), else null: the caller alone.

@@ -1,6 +1,6 @@
-// The shm backend's algorithms, each a fill and a consume over the step protocol of
-// shm_backend_impl.hpp: one-shot and two-shot all-reduce, all-gather through the lanes or by
-// single-copy reads, reduce-scatter.
+// The shm backend's algorithms, each a fill and a consume over the step protocol
+// (ShmBackend::chunked, shm_backend.cpp): one-shot and two-shot all-reduce, all-gather through the
+// lanes or by single-copy reads, reduce-scatter.
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -16,11 +16,13 @@ namespace tpcomm::transport::shm {
 void ShmBackend::one_shot(const Call& c) {
   const std::size_t es = size_of(c.type);
   const auto* in = static_cast<const std::uint8_t*>(c.input);
-  chunked(c, step_bytes(c) / es, Algorithm::kOneShot, describer(c, Algorithm::kOneShot), copy_in(c),
-          [&](std::size_t base, std::size_t n, std::uint64_t seq) {
-            cpu::team_reduce(call_team_, sources(seq, 0, in + base * es, base * es), ctx_.size, n,
-                             c.type, c.reduce, static_cast<std::uint8_t*>(c.output) + base * es);
-          });
+  chunked(
+      c, step_bytes(c) / es, Algorithm::kOneShot, describer(c, Algorithm::kOneShot),
+      [&](std::size_t base, std::size_t n, std::uint64_t seq) { copy_in(c, base, n, seq); },
+      [&](std::size_t base, std::size_t n, std::uint64_t seq) {
+        cpu::team_reduce(call_team_, sources(seq, 0, in + base * es, base * es), ctx_.size, n,
+                         c.type, c.reduce, static_cast<std::uint8_t*>(c.output) + base * es);
+      });
 }
 
 void ShmBackend::all_reduce_single_copy(const Call& c) {
@@ -32,20 +34,22 @@ void ShmBackend::all_reduce_single_copy(const Call& c) {
   }
   // A step of every rank, grown once and reused: a call allocates nothing after the first.
   if (single_copy_) peer_chunks_.reserve(ctx_.size * step * es);
-  chunked(c, step, Algorithm::kSingleCopy, describer(c, Algorithm::kSingleCopy), copy_in(c),
-          [&](std::size_t base, std::size_t n, std::uint64_t seq) {
-            const void* const* srcs = sources(seq, 0, in + base * es, base * es);
-            for (int r = 0; r < ctx_.size; ++r) {
-              const auto ur = static_cast<std::size_t>(r);
-              if (r == ctx_.rank || peer_address_[ur] == 0) continue;
-              std::uint8_t* to = peer_chunks_.data() + ur * step * es;
-              cpu::team_read_peer(call_team_, r, peer_pid_[ur], peer_address_[ur] + base * es, to,
-                                  n * es);
-              sources_[ur] = to;
-            }
-            cpu::team_reduce(call_team_, srcs, ctx_.size, n, c.type, c.reduce,
-                             static_cast<std::uint8_t*>(c.output) + base * es);
-          });
+  chunked(
+      c, step, Algorithm::kSingleCopy, describer(c, Algorithm::kSingleCopy),
+      [&](std::size_t base, std::size_t n, std::uint64_t seq) { copy_in(c, base, n, seq); },
+      [&](std::size_t base, std::size_t n, std::uint64_t seq) {
+        const void* const* srcs = sources(seq, 0, in + base * es, base * es);
+        for (int r = 0; r < ctx_.size; ++r) {
+          const auto ur = static_cast<std::size_t>(r);
+          if (r == ctx_.rank || peer_address_[ur] == 0) continue;
+          std::uint8_t* to = peer_chunks_.data() + ur * step * es;
+          cpu::team_read_peer(call_team_, r, peer_pid_[ur], peer_address_[ur] + base * es, to,
+                              n * es);
+          sources_[ur] = to;
+        }
+        cpu::team_reduce(call_team_, srcs, ctx_.size, n, c.type, c.reduce,
+                         static_cast<std::uint8_t*>(c.output) + base * es);
+      });
 }
 
 void ShmBackend::two_shot(const Call& c) {
@@ -87,26 +91,28 @@ void ShmBackend::all_gather(const Call& c) {
   const bool direct = single_copy_ && c.algorithm == Algorithm::kSingleCopy;
   if (direct && !mine_at_.id)
     mine_single_copy_ = reinterpret_cast<std::uint64_t>(in) | kSingleCopyFlag;
-  chunked(c, direct ? std::max<std::size_t>(c.count, 1) : step_bytes(c) / es, c.algorithm,
-          describer(c, c.algorithm), copy_in(c),
-          [&](std::size_t base, std::size_t n, std::uint64_t seq) {
-            for (int r = 0; r < ctx_.size; ++r) {
-              const auto ur = static_cast<std::size_t>(r);
-              std::uint8_t* to = out + (ur * c.count + base) * es;
-              if (peer_address_[ur] != 0 && r != ctx_.rank) {
-                cpu::team_read_peer(call_team_, r, peer_pid_[ur], peer_address_[ur] + base * es, to,
-                                    n * es);
-                continue;
-              }
-              const std::uint8_t* from = r == ctx_.rank && peer_address_[ur] != 0 ? in + base * es
-                                         : peer_input(r) ? peer_input(r) + base * es
-                                                         : lane(r, seq);
-              if (from != to) {  // equal: in place
-                cpu::team_copy(call_team_, to, from, n * es,
-                               r == ctx_.rank && n * es >= kernels::cpu::kStreamingCopyMinBytes);
-              }
-            }
-          });
+  chunked(
+      c, direct ? std::max<std::size_t>(c.count, 1) : step_bytes(c) / es, c.algorithm,
+      describer(c, c.algorithm),
+      [&](std::size_t base, std::size_t n, std::uint64_t seq) { copy_in(c, base, n, seq); },
+      [&](std::size_t base, std::size_t n, std::uint64_t seq) {
+        for (int r = 0; r < ctx_.size; ++r) {
+          const auto ur = static_cast<std::size_t>(r);
+          std::uint8_t* to = out + (ur * c.count + base) * es;
+          if (peer_address_[ur] != 0 && r != ctx_.rank) {
+            cpu::team_read_peer(call_team_, r, peer_pid_[ur], peer_address_[ur] + base * es, to,
+                                n * es);
+            continue;
+          }
+          const std::uint8_t* from = r == ctx_.rank && peer_address_[ur] != 0 ? in + base * es
+                                     : peer_input(r) ? peer_input(r) + base * es
+                                                     : lane(r, seq);
+          if (from != to) {  // equal: in place
+            cpu::team_copy(call_team_, to, from, n * es,
+                           r == ctx_.rank && n * es >= kernels::cpu::kStreamingCopyMinBytes);
+          }
+        }
+      });
 }
 
 void ShmBackend::reduce_scatter(const Call& c) {

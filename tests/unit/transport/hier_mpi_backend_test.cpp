@@ -120,7 +120,7 @@ std::unique_ptr<CollectiveBackend> lane(std::chrono::milliseconds timeout) {
   ctx.rank = 0;
   ctx.size = 2;
   ctx.timeout = timeout;
-  auto backend = make_hier_mpi_backend(ctx, {&kFakeApi, &world_comm, 0, 4, "fake MPI"}, 1, 0);
+  auto backend = make_mpi_lane(ctx, {&kFakeApi, &world_comm, 0, 4, "fake MPI"}, 1, 0);
   backend->run_setup_step(0, Deadline::after(timeout));
   return backend;
 }
