@@ -29,15 +29,15 @@ void set_log_sink(LogSink sink);
 // tpcomm::Error (kInvalidInput) when the file cannot be opened for appending.
 void set_log_file(const std::string& path);
 
-namespace detail {
+namespace common {
 extern std::atomic<int> g_log_level;
 bool log_subsystem_enabled(std::string_view subsystem);
 void log_write(LogLevel level, std::string_view subsystem, std::string_view message);
-}  // namespace detail
+}  // namespace common
 
 inline bool log_enabled(LogLevel level, std::string_view subsystem) {
-  return static_cast<int>(level) <= detail::g_log_level.load(std::memory_order_relaxed) &&
-         detail::log_subsystem_enabled(subsystem);
+  return static_cast<int>(level) <= common::g_log_level.load(std::memory_order_relaxed) &&
+         common::log_subsystem_enabled(subsystem);
 }
 
 }  // namespace tpcomm

@@ -204,8 +204,7 @@ void bind_plan(py::class_<Comm>& c) {
   });
   c.def("reset_stats", [](Comm& comm) { comm->reset_stats(); });
   c.def("plan_json", [](Comm& comm) { return plan_to_json(comm->plan()); });
-  c.def("plan_text",
-        [](Comm& comm) { return plan_detail::plan_text(comm->facts(), comm->plan()); });
+  c.def("plan_text", [](Comm& comm) { return plan::plan_text(comm->facts(), comm->plan()); });
   // `mode`: the size table of eager calls or of calls captured in a CUDA graph (a kCpu
   // communicator has only its own mode's: the other is an error that says so).
   c.def(

@@ -5,7 +5,7 @@
 
 #include "tpcomm/store.hpp"
 
-namespace tpcomm::detail {
+namespace tpcomm::common {
 
 inline Bytes to_bytes(const std::string& s) {
   return Bytes(s.begin(), s.end());
@@ -14,4 +14,4 @@ inline std::string to_text(const Bytes& b) {
   return std::string(b.begin(), b.end());
 }
 
-}  // namespace tpcomm::detail
+}  // namespace tpcomm::common

@@ -25,7 +25,7 @@ std::vector<std::string_view> disableable_backend_names() {
 
 // tpcomm's own variables, then the launchers' (env_launch_table.cpp).
 std::vector<EnvVar> with_launch_variables(std::vector<EnvVar> own) {
-  const auto& launch = detail::launch_env_table();
+  const auto& launch = common::launch_env_table();
   own.insert(own.end(), launch.begin(), launch.end());
   return own;
 }

@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-namespace tpcomm::detail {
+namespace tpcomm::common {
 
 const std::vector<EnvVar>& launch_env_table() {
   static const std::vector<EnvVar> table = {
@@ -188,4 +188,4 @@ const std::vector<EnvVar>& launch_env_table() {
   return table;
 }
 
-}  // namespace tpcomm::detail
+}  // namespace tpcomm::common

@@ -6,8 +6,8 @@
 
 #include "tpcomm/env.hpp"
 
-namespace tpcomm::detail {
+namespace tpcomm::common {
 
 const std::vector<EnvVar>& launch_env_table();
 
-}  // namespace tpcomm::detail
+}  // namespace tpcomm::common

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-namespace tpcomm::detail {
+namespace tpcomm::common {
 
 Error as_error(std::string_view context, const std::exception& e) {
   if (const auto* ours = dynamic_cast<const Error*>(&e)) return *ours;
@@ -22,4 +22,4 @@ Error as_error(std::string_view context, const std::exception& e) {
                fmt::format("{} failed: {}: {}", context, typeid(e).name(), e.what()));
 }
 
-}  // namespace tpcomm::detail
+}  // namespace tpcomm::common

@@ -7,7 +7,7 @@
 
 #include "tpcomm/error.hpp"
 
-namespace tpcomm::detail {
+namespace tpcomm::common {
 
 // kUnavailable for memory and system resources, kInternal for anything else; the message starts
 // with `context` ("rank 1: all_gather") and names what was thrown. A tpcomm::Error is returned
@@ -26,4 +26,4 @@ auto only_tpcomm_errors(std::string_view context, Body&& body) -> decltype(body(
   }
 }
 
-}  // namespace tpcomm::detail
+}  // namespace tpcomm::common

@@ -4,7 +4,7 @@
 
 #include <atomic>
 
-namespace tpcomm::detail {
+namespace tpcomm::common {
 namespace {
 
 std::atomic<std::uint64_t> generation{0};
@@ -27,4 +27,4 @@ std::uint64_t process_fork_generation() {
   return generation.load(std::memory_order_relaxed);
 }
 
-}  // namespace tpcomm::detail
+}  // namespace tpcomm::common

@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-namespace tpcomm::detail {
+namespace tpcomm::common {
 
 std::uint64_t process_fork_generation();
 
-}  // namespace tpcomm::detail
+}  // namespace tpcomm::common

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-namespace tpcomm::detail {
+namespace tpcomm::common {
 
 std::string format_bytes(std::uint64_t bytes) {
   constexpr std::uint64_t KiB = 1024;
@@ -21,4 +21,4 @@ std::string pad(std::string_view text, std::size_t width) {
   return out;
 }
 
-}  // namespace tpcomm::detail
+}  // namespace tpcomm::common

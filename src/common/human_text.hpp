@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace tpcomm::detail {
+namespace tpcomm::common {
 
 // 262144 -> "256 KiB", 8388608 -> "8 MiB", 1000 -> "1000 B".
 std::string format_bytes(std::uint64_t bytes);
@@ -15,4 +15,4 @@ std::string format_bytes(std::uint64_t bytes);
 // Left-aligns text in a column of `width` characters.
 std::string pad(std::string_view text, std::size_t width);
 
-}  // namespace tpcomm::detail
+}  // namespace tpcomm::common

@@ -5,7 +5,7 @@
 
 #include "tpcomm/error.hpp"
 
-namespace tpcomm::detail {
+namespace tpcomm::common {
 namespace {
 
 // Strips nlohmann's "[json.exception.parse_error.101] " prefix: users need the position and cause.
@@ -179,4 +179,4 @@ std::size_t read_choice(const Json& value, std::string_view path,
   fail_at(path, fmt::format("unknown value \"{}\" (expected one of {})", text, quoted()));
 }
 
-}  // namespace tpcomm::detail
+}  // namespace tpcomm::common

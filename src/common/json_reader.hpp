@@ -12,7 +12,7 @@
 
 #include "tpcomm/types.hpp"
 
-namespace tpcomm::detail {
+namespace tpcomm::common {
 
 using Json = nlohmann::json;
 
@@ -67,4 +67,4 @@ E read_enum(const Json& value, std::string_view path) {
   return Names<E>::table[read_choice(value, path, names_of<E>())].value;
 }
 
-}  // namespace tpcomm::detail
+}  // namespace tpcomm::common

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace tpcomm::detail {
+namespace tpcomm::common {
 
 inline void put_le(std::vector<std::uint8_t>& out, std::uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
@@ -16,4 +16,4 @@ inline std::uint64_t get_le(const std::uint8_t* p, int bytes) {
   return v;
 }
 
-}  // namespace tpcomm::detail
+}  // namespace tpcomm::common

@@ -107,7 +107,7 @@ const char* log_level_name(LogLevel level) {
   return "?";
 }
 
-namespace detail {
+namespace common {
 
 std::atomic<int> g_log_level{level_from_env()};
 
@@ -136,10 +136,10 @@ void log_write(LogLevel level, std::string_view subsystem, std::string_view mess
                static_cast<int>(message.size()), message.data());
 }
 
-}  // namespace detail
+}  // namespace common
 
 void set_log_level(LogLevel level) {
-  detail::g_log_level.store(static_cast<int>(level), std::memory_order_relaxed);
+  common::g_log_level.store(static_cast<int>(level), std::memory_order_relaxed);
 }
 
 void set_log_sink(LogSink sink) {

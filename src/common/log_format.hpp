@@ -9,5 +9,5 @@
 #define TPCOMM_LOG(level, subsystem, ...)                                                          \
   do {                                                                                             \
     if (::tpcomm::log_enabled(::tpcomm::LogLevel::level, subsystem))                               \
-      ::tpcomm::detail::log_write(::tpcomm::LogLevel::level, subsystem, fmt::format(__VA_ARGS__)); \
+      ::tpcomm::common::log_write(::tpcomm::LogLevel::level, subsystem, fmt::format(__VA_ARGS__)); \
   } while (0)

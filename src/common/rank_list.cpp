@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-namespace tpcomm::detail {
+namespace tpcomm::common {
 
 std::string rank_ranges(const std::vector<int>& ranks) {
   std::vector<std::string> parts;
@@ -21,4 +21,4 @@ std::string rank_set_text(const std::vector<int>& ranks) {
   return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", rank_ranges(ranks));
 }
 
-}  // namespace tpcomm::detail
+}  // namespace tpcomm::common

@@ -15,7 +15,7 @@
 
 #include "common/log_format.hpp"
 
-namespace tpcomm::detail {
+namespace tpcomm::common {
 namespace {
 
 // A segment from another pid namespace may belong to a live process there: only this old.
@@ -77,4 +77,4 @@ int remove_stale_segments() {
   return removed;
 }
 
-}  // namespace tpcomm::detail
+}  // namespace tpcomm::common

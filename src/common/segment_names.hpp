@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace tpcomm::detail {
+namespace tpcomm::common {
 
 // "/tpcomm-<kind>-<pid>-n<namespace>-<unique>" for this process.
 std::string segment_name(std::string_view kind, std::string_view unique);
@@ -28,4 +28,4 @@ std::optional<unsigned long> own_pid_namespace();
 // Removes /dev/shm segments whose creator is gone (see above); returns how many.
 int remove_stale_segments();
 
-}  // namespace tpcomm::detail
+}  // namespace tpcomm::common

@@ -3,7 +3,7 @@
 
 #include <dlfcn.h>
 
-namespace tpcomm::detail {
+namespace tpcomm::common {
 
 std::unique_ptr<SharedLibrary> SharedLibrary::open(const char* name, std::string* why_not) {
   void* handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
@@ -28,4 +28,4 @@ void* SharedLibrary::symbol(const char* name, bool required) {
   return p;
 }
 
-}  // namespace tpcomm::detail
+}  // namespace tpcomm::common

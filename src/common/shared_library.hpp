@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-namespace tpcomm::detail {
+namespace tpcomm::common {
 
 class SharedLibrary {
  public:
@@ -31,4 +31,4 @@ class SharedLibrary {
   std::string missing_;
 };
 
-}  // namespace tpcomm::detail
+}  // namespace tpcomm::common

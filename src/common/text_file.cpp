@@ -13,7 +13,7 @@
 
 #include "tpcomm/error.hpp"
 
-namespace tpcomm::detail {
+namespace tpcomm::common {
 
 std::string read_text_file(const std::string& path, std::string_view what) {
   // Regular files only, checked before opening: a FIFO would block the open (and the rank), a
@@ -79,4 +79,4 @@ void replace_text_file(const std::string& path, std::string_view text) {
   }
 }
 
-}  // namespace tpcomm::detail
+}  // namespace tpcomm::common

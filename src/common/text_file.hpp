@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-namespace tpcomm::detail {
+namespace tpcomm::common {
 
 // Facts and tuning documents are a few KiB to a few MiB; anything larger is a mistake.
 inline constexpr std::size_t kMaxTextFileBytes = std::size_t{64} << 20;
@@ -21,4 +21,4 @@ std::string read_text_file(const std::string& path, std::string_view what);
 // as root would make it a regular file). Throws kInvalidInput naming the path and the reason.
 void replace_text_file(const std::string& path, std::string_view text);
 
-}  // namespace tpcomm::detail
+}  // namespace tpcomm::common

@@ -65,7 +65,7 @@ struct StoreHost::Impl {
 
 // Anything but a tpcomm::Error (std::thread's std::system_error, std::bad_alloc) leaves as one.
 StoreHost::StoreHost(const std::string& host) {
-  detail::only_tpcomm_errors("StoreHost", [&] {
+  common::only_tpcomm_errors("StoreHost", [&] {
     impl_ = std::make_unique<Impl>();
     auto ip = net::resolve_ipv4(host);
     if (!ip) {
@@ -97,7 +97,7 @@ std::shared_ptr<Bootstrap> bootstrap_from_address(const std::string& address, in
                                                   std::unique_ptr<StoreHost> host) {
   std::unique_ptr<TcpStoreServer> server;
   if (host) server = std::move(host->impl_->server);
-  return detail::only_tpcomm_errors("joining the group (bootstrap_from_address)", [&] {
+  return common::only_tpcomm_errors("joining the group (bootstrap_from_address)", [&] {
     return join_by_address(address, rank, size, deadline, std::move(server));
   });
 }

@@ -68,8 +68,8 @@ class PrefixedStore final : public Store {
   std::string prefix_;
 };
 
-using detail::to_bytes;
-using detail::to_text;
+using common::to_bytes;
+using common::to_text;
 
 // "host H, pid P": who a claim belongs to, for the error the other side gets.
 std::string this_process() {

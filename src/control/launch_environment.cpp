@@ -172,7 +172,7 @@ std::shared_ptr<Bootstrap> bootstrap_launched(const Deadline& deadline) {
 
 // Anything but a tpcomm::Error (std::thread's std::system_error, std::bad_alloc) leaves as one.
 std::shared_ptr<Bootstrap> bootstrap_from_environment(const Deadline& deadline) {
-  return detail::only_tpcomm_errors("joining the group (bootstrap_from_environment)",
+  return common::only_tpcomm_errors("joining the group (bootstrap_from_environment)",
                                     [&] { return bootstrap_launched(deadline); });
 }
 

@@ -34,7 +34,7 @@ class LaunchedBootstrap final : public Bootstrap {
   // are the parent's (and the server's destructor leaves the parent's store alone).
   ~LaunchedBootstrap() override {
     inner_.reset();
-    if (!server_ || detail::process_fork_generation() != fork_generation_) return;
+    if (!server_ || common::process_fork_generation() != fork_generation_) return;
     const auto until = std::chrono::steady_clock::now() + kStoreLinger;
     while (server_->client_count() > 0 && std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -80,7 +80,7 @@ class LaunchedBootstrap final : public Bootstrap {
   std::unique_ptr<TcpStoreServer> server_;
   std::shared_ptr<Bootstrap> inner_;
   std::optional<int> served_by_;
-  const std::uint64_t fork_generation_ = detail::process_fork_generation();
+  const std::uint64_t fork_generation_ = common::process_fork_generation();
 };
 
 }  // namespace

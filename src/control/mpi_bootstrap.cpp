@@ -119,7 +119,7 @@ class MpiBootstrap final : public Bootstrap {
         broken_ = true;
         throw Error(
             ErrorCode::kTimeout,
-            fmt::format("{} did not {} within {} ms ({}, over MPI)", detail::rank_set_text(missing),
+            fmt::format("{} did not {} within {} ms ({}, over MPI)", common::rank_set_text(missing),
                         round == 0 ? "join" : "arrive", deadline.budget().count(), what));
       }
       if (!progress) std::this_thread::sleep_for(std::chrono::microseconds(200));

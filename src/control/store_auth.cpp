@@ -82,7 +82,7 @@ std::optional<std::string> store_secret_from_environment() {
     return checked_secret(*value, "TPCOMM_STORE_SECRET");
   }
   if (auto path = env_raw("TPCOMM_STORE_SECRET_FILE")) {
-    std::string text = detail::read_text_file(*path, "TPCOMM_STORE_SECRET_FILE");
+    std::string text = common::read_text_file(*path, "TPCOMM_STORE_SECRET_FILE");
     if (auto newline = text.find('\n'); newline != std::string::npos) text.resize(newline);
     return checked_secret(text,
                           fmt::format("the secret file {} (TPCOMM_STORE_SECRET_FILE)", *path));

@@ -41,7 +41,7 @@ class StoreBootstrap final : public Bootstrap {
         if (absent.count(keys[static_cast<std::size_t>(r)]) != 0) ranks.push_back(r);
       }
       throw Error(ErrorCode::kTimeout,
-                  fmt::format("{} did not {} within {} ms ({})", detail::rank_set_text(ranks),
+                  fmt::format("{} did not {} within {} ms ({})", common::rank_set_text(ranks),
                               round == 0 ? "join" : "arrive", deadline.budget().count(), what));
     }
     std::vector<Bytes> out;

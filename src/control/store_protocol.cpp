@@ -12,8 +12,8 @@
 namespace tpcomm::store_wire {
 namespace {
 
-using detail::get_le;
-using detail::put_le;
+using common::get_le;
+using common::put_le;
 
 }  // namespace
 

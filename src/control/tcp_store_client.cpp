@@ -48,7 +48,7 @@ class TcpStoreClient final : public Store {
         port_(port),
         address_(fmt::format("{}:{}", host_, port_)),
         request_timeout_ms_(request_timeout.count()),
-        fork_generation_(detail::process_fork_generation()) {}
+        fork_generation_(common::process_fork_generation()) {}
   // In a fork() child, only the child's copy of the descriptor closes: no shutdown(), no
   // goodbye on the parent's connection.
   ~TcpStoreClient() override = default;
@@ -219,7 +219,7 @@ class TcpStoreClient final : public Store {
   // The connection is the parent's: a request from a fork() child would interleave with the
   // parent's on one stream and corrupt both.
   void refuse_in_fork_child() const {
-    if (detail::process_fork_generation() == fork_generation_) return;
+    if (common::process_fork_generation() == fork_generation_) return;
     throw Error(ErrorCode::kInvalidInput,
                 fmt::format("this process is a fork() child: the connection to the store at {} "
                             "belongs to its parent, and the child may not use it (create a new "
@@ -350,7 +350,7 @@ std::shared_ptr<Store> dial_store(const std::string& host, std::uint16_t port,
 // Anything but a tpcomm::Error (std::bad_alloc) leaves as one.
 std::shared_ptr<Store> connect_tcp_store(const std::string& host, std::uint16_t port,
                                          const Deadline& deadline, const std::string& secret) {
-  return detail::only_tpcomm_errors(fmt::format("connecting to the store at {}:{}", host, port),
+  return common::only_tpcomm_errors(fmt::format("connecting to the store at {}:{}", host, port),
                                     [&] { return dial_store(host, port, deadline, secret); });
 }
 

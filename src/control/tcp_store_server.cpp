@@ -242,7 +242,7 @@ void Impl::run() {
 // Anything but a tpcomm::Error (std::thread's std::system_error, std::bad_alloc) leaves as one.
 TcpStoreServer::TcpStoreServer(const std::string& bind_address, std::uint16_t port,
                                TcpStoreOptions options) {
-  detail::only_tpcomm_errors("serving the store", [&] {
+  common::only_tpcomm_errors("serving the store", [&] {
     impl_ = std::make_unique<Impl>(std::move(options));
     impl_->listener = net::listen_tcp(bind_address, port);
     net::set_nonblocking(impl_->listener.get());
@@ -252,7 +252,7 @@ TcpStoreServer::TcpStoreServer(const std::string& bind_address, std::uint16_t po
       throw Error(ErrorCode::kUnavailable, "serving the store: eventfd(): " + net::errno_text());
     }
     impl_->reserve = net::Fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-    impl_->fork_generation = detail::process_fork_generation();
+    impl_->fork_generation = common::process_fork_generation();
     impl_->thread = std::thread([this] { impl_->run(); });
   });
   TPCOMM_LOG(kInfo, "store", "serving on {}:{}{}", bind_address, impl_->port,
@@ -263,7 +263,7 @@ TcpStoreServer::TcpStoreServer(const std::string& bind_address, std::uint16_t po
 // would stop the parent's store, and the thread does not exist here to be joined. The child's
 // copy is left as it is (the communicator's state in a child is, too).
 TcpStoreServer::~TcpStoreServer() {
-  if (detail::process_fork_generation() != impl_->fork_generation) {
+  if (common::process_fork_generation() != impl_->fork_generation) {
     static_cast<void>(impl_.release());
     return;
   }

@@ -49,7 +49,7 @@ class ThreadBootstrap final : public Bootstrap {
     state_->changed.wait_until(lock, deadline.at(), [&] { return missing().empty(); });
     if (auto m = missing(); !m.empty()) {
       throw Error(ErrorCode::kTimeout,
-                  fmt::format("{} did not {} within {} ms ({})", detail::rank_set_text(m),
+                  fmt::format("{} did not {} within {} ms ({})", common::rank_set_text(m),
                               round == 0 ? "join" : "arrive", deadline.budget().count(), what));
     }
     std::vector<Bytes> out;

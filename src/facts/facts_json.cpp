@@ -11,9 +11,9 @@
 namespace tpcomm {
 namespace {
 
-using detail::fail_at;
-using detail::Json;
-using detail::ObjectReader;
+using common::fail_at;
+using common::Json;
+using common::ObjectReader;
 
 // Fields that only make sense for one device type: named in the error when misplaced.
 const std::vector<std::string_view> kCudaOnlyFields = {"sm",  "nvlink_island", "p2p",   "multicast",
@@ -22,7 +22,7 @@ const std::vector<std::string_view> kCpuOnlyFields = {"isa"};
 
 // Accepts 32 hex digits, with or without dashes; stores them lower-case as written.
 std::string read_cluster_uuid(const Json& value, const std::string& path) {
-  std::string text = detail::read_string(value, path);
+  std::string text = common::read_string(value, path);
   int digits = 0;
   for (char& c : text) {
     if (std::isxdigit(static_cast<unsigned char>(c))) {
@@ -43,12 +43,12 @@ std::optional<FabricInfo> read_fabric(const Json& value, const std::string& path
   if (value.is_null()) return std::nullopt;
   ObjectReader r(value, path);
   FabricInfo f;
-  f.state = detail::read_enum<FabricState>(r.required("state"), r.path_of("state"));
+  f.state = common::read_enum<FabricState>(r.required("state"), r.path_of("state"));
   if (const Json* v = r.optional("cluster_uuid"); v && !v->is_null()) {
     f.cluster_uuid = read_cluster_uuid(*v, r.path_of("cluster_uuid"));
   }
   if (const Json* v = r.optional("clique_id"); v && !v->is_null()) {
-    f.clique_id = detail::read_integer(*v, r.path_of("clique_id"), 0, UINT32_MAX);
+    f.clique_id = common::read_integer(*v, r.path_of("clique_id"), 0, UINT32_MAX);
   }
   r.reject_unknown();
   return f;
@@ -66,36 +66,36 @@ void reject_fields_of_other_type(const ObjectReader& r, DeviceType type) {
 DeviceFacts read_device(const Json& value, const std::string& path) {
   ObjectReader r(value, path);
   DeviceFacts d;
-  d.type = detail::read_enum<DeviceType>(r.required("type"), r.path_of("type"));
+  d.type = common::read_enum<DeviceType>(r.required("type"), r.path_of("type"));
   reject_fields_of_other_type(r, d.type);
   auto read_int = [&](std::string_view key, std::int64_t min, std::int64_t max) {
-    return static_cast<int>(detail::read_integer(r.required(key), r.path_of(key), min, max));
+    return static_cast<int>(common::read_integer(r.required(key), r.path_of(key), min, max));
   };
   if (d.type == DeviceType::kCuda) {
     d.index = read_int("index", 0, 1023);
     d.sm = read_int("sm", 10, 999);
     if (const Json* v = r.optional("nvlink_island"); v && !v->is_null()) {
       d.nvlink_island =
-          static_cast<int>(detail::read_integer(*v, r.path_of("nvlink_island"), 0, 1'000'000));
+          static_cast<int>(common::read_integer(*v, r.path_of("nvlink_island"), 0, 1'000'000));
     }
-    d.p2p = detail::read_bool(r.required("p2p"), r.path_of("p2p"));
-    d.multicast = detail::read_bool(r.required("multicast"), r.path_of("multicast"));
-    d.vmm = detail::read_bool(r.required("vmm"), r.path_of("vmm"));
-    d.fabric_handle = detail::read_bool(r.required("fabric_handle"), r.path_of("fabric_handle"));
+    d.p2p = common::read_bool(r.required("p2p"), r.path_of("p2p"));
+    d.multicast = common::read_bool(r.required("multicast"), r.path_of("multicast"));
+    d.vmm = common::read_bool(r.required("vmm"), r.path_of("vmm"));
+    d.fabric_handle = common::read_bool(r.required("fabric_handle"), r.path_of("fabric_handle"));
     if (const Json* v = r.optional("fabric")) d.fabric = read_fabric(*v, r.path_of("fabric"));
   } else {
     if (const Json* v = r.optional("index")) {
-      d.index = static_cast<int>(detail::read_integer(*v, r.path_of("index"), 0, 1'000'000));
+      d.index = static_cast<int>(common::read_integer(*v, r.path_of("index"), 0, 1'000'000));
     }
     if (const Json* v = r.optional("isa")) {
-      if (!v->is_array()) detail::fail_expected(r.path_of("isa"), "an array of strings", *v);
+      if (!v->is_array()) common::fail_expected(r.path_of("isa"), "an array of strings", *v);
       for (std::size_t i = 0; i < v->size(); ++i) {
-        d.isa.push_back(detail::read_string((*v)[i], detail::index_path(r.path_of("isa"), i)));
+        d.isa.push_back(common::read_string((*v)[i], common::index_path(r.path_of("isa"), i)));
       }
     }
   }
   if (const Json* v = r.optional("numa"); v && !v->is_null()) {
-    d.numa = static_cast<int>(detail::read_integer(*v, r.path_of("numa"), 0, 4095));
+    d.numa = static_cast<int>(common::read_integer(*v, r.path_of("numa"), 0, 4095));
   }
   r.reject_unknown();
   return d;
@@ -111,7 +111,7 @@ RankEntry read_rank_entry(const Json& value, const std::string& path, int ranks_
   RankEntry e;
   if (const Json* v = r.optional("repeat")) {
     // Bounded before anything is allocated: `repeat: 1000000000` is an error, not 10^9 ranks.
-    auto n = detail::read_integer(*v, r.path_of("repeat"), 1, kMaxRanks);
+    auto n = common::read_integer(*v, r.path_of("repeat"), 1, kMaxRanks);
     if (n > kMaxRanks - ranks_so_far) {
       fail_at(r.path_of("repeat"),
               fmt::format("{} would make the group {} ranks, more than the limit of {}", n,
@@ -119,22 +119,22 @@ RankEntry read_rank_entry(const Json& value, const std::string& path, int ranks_
     }
     e.repeat = static_cast<int>(n);
   }
-  e.rank.host = detail::read_string(r.required("host"), r.path_of("host"));
+  e.rank.host = common::read_string(r.required("host"), r.path_of("host"));
   if (e.rank.host.empty() || e.rank.host.size() > 255) {
     fail_at(r.path_of("host"), "expected a host name of 1 to 255 characters");
   }
   e.rank.device = read_device(r.required("device"), r.path_of("device"));
   if (const Json* v = r.optional("allocator")) {
-    e.rank.allocator = detail::read_enum<Allocator>(*v, r.path_of("allocator"));
+    e.rank.allocator = common::read_enum<Allocator>(*v, r.path_of("allocator"));
   }
   if (const Json* v = r.optional("mpi")) {
-    e.rank.mpi = detail::read_string(*v, r.path_of("mpi"));
+    e.rank.mpi = common::read_string(*v, r.path_of("mpi"));
     if (e.rank.mpi->empty() || e.rank.mpi->size() > 255) {
       fail_at(r.path_of("mpi"), "expected the MPI library's name, 1 to 255 characters");
     }
   }
   if (const Json* v = r.optional("comment")) {
-    e.rank.comment = detail::read_string(*v, r.path_of("comment"));
+    e.rank.comment = common::read_string(*v, r.path_of("comment"));
   }
   r.reject_unknown();
   return e;
@@ -143,26 +143,26 @@ RankEntry read_rank_entry(const Json& value, const std::string& path, int ranks_
 }  // namespace
 
 FactsTable decode_facts(std::string_view json_text) {
-  Json doc = detail::parse_json_strict(json_text);
+  Json doc = common::parse_json_strict(json_text);
   if (!doc.is_object()) {
-    detail::fail_expected("", "an object with \"tpcomm_facts\": 1 and \"ranks\"", doc);
+    common::fail_expected("", "an object with \"tpcomm_facts\": 1 and \"ranks\"", doc);
   }
   ObjectReader root(doc, "");
   // The version first: a newer document probably has fields this version does not know.
-  detail::require_version(root, "tpcomm_facts", kFactsVersion, "facts");
+  common::require_version(root, "tpcomm_facts", kFactsVersion, "facts");
   FactsTable table;
-  if (const Json* v = root.optional("comment")) table.comment = detail::read_string(*v, "comment");
+  if (const Json* v = root.optional("comment")) table.comment = common::read_string(*v, "comment");
   const Json& ranks = root.required("ranks");
-  if (!ranks.is_array()) detail::fail_expected("ranks", "an array of rank entries", ranks);
+  if (!ranks.is_array()) common::fail_expected("ranks", "an array of rank entries", ranks);
   if (ranks.empty()) fail_at("ranks", "empty: a group needs at least one rank");
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     // Bounded before decoding the entry: planning time grows with the square of the ranks.
     if (table.ranks.size() >= static_cast<std::size_t>(kMaxRanks)) {
-      fail_at(detail::index_path("ranks", i),
+      fail_at(common::index_path("ranks", i),
               fmt::format("the group already has {} ranks, the most a facts document may describe",
                           kMaxRanks));
     }
-    RankEntry e = read_rank_entry(ranks[i], detail::index_path("ranks", i),
+    RankEntry e = read_rank_entry(ranks[i], common::index_path("ranks", i),
                                   static_cast<int>(table.ranks.size()));
     for (int k = 0; k < e.repeat; ++k) {
       RankFacts copy = e.rank;

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-namespace tpcomm::plan_detail {
+namespace tpcomm::plan {
 namespace {
 
 constexpr int kCustomMaxWorld = 16;
@@ -313,4 +313,4 @@ Admission admit(const GroupView& g, const PlanOptions& options) {
   return a;
 }
 
-}  // namespace tpcomm::plan_detail
+}  // namespace tpcomm::plan

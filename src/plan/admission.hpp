@@ -9,7 +9,7 @@
 #include "group_view.hpp"
 #include "tpcomm/plan.hpp"
 
-namespace tpcomm::plan_detail {
+namespace tpcomm::plan {
 
 struct Admission {
   // nullopt: eligible; otherwise the refusal reason.
@@ -20,4 +20,4 @@ struct Admission {
 
 Admission admit(const GroupView& group, const PlanOptions& options);
 
-}  // namespace tpcomm::plan_detail
+}  // namespace tpcomm::plan

@@ -8,10 +8,10 @@
 #include "common/rank_list.hpp"
 #include "tpcomm/error.hpp"
 
-namespace tpcomm::plan_detail {
+namespace tpcomm::plan {
 
 std::string format_rank_list(const std::vector<int>& ranks) {
-  return detail::rank_ranges(ranks);
+  return common::rank_ranges(ranks);
 }
 
 GroupView::GroupView(const FactsTable& facts) : facts_(facts) {
@@ -80,4 +80,4 @@ std::string GroupView::describe(const std::vector<int>& ranks) const {
   return fmt::format("{}", fmt::join(parts, " and "));
 }
 
-}  // namespace tpcomm::plan_detail
+}  // namespace tpcomm::plan

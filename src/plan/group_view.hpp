@@ -8,7 +8,7 @@
 
 #include "tpcomm/facts.hpp"
 
-namespace tpcomm::plan_detail {
+namespace tpcomm::plan {
 
 // "0-3, 5, 8-15"
 std::string format_rank_list(const std::vector<int>& ranks);
@@ -41,4 +41,4 @@ class GroupView {
   std::vector<std::vector<int>> ranks_by_host_;
 };
 
-}  // namespace tpcomm::plan_detail
+}  // namespace tpcomm::plan

@@ -48,7 +48,7 @@ Json canonical(const Plan& plan) {
 
 }  // namespace
 
-namespace plan_detail {
+namespace plan {
 
 std::uint64_t fnv1a64(std::string_view bytes) {
   std::uint64_t h = 0xcbf29ce484222325ULL;
@@ -63,7 +63,7 @@ std::string plan_digest(const Plan& plan) {
   return fmt::format("{:016x}", fnv1a64(canonical(plan).dump()));
 }
 
-}  // namespace plan_detail
+}  // namespace plan
 
 std::string plan_to_json(const Plan& plan, int indent) {
   Json j = canonical(plan);

@@ -9,11 +9,11 @@
 
 #include "common/human_text.hpp"
 
-namespace tpcomm::plan_detail {
+namespace tpcomm::plan {
 namespace {
 
-using detail::format_bytes;
-using detail::pad;
+using common::format_bytes;
+using common::pad;
 
 std::string group_line(const FactsTable& facts, const Plan& plan) {
   std::vector<std::string> hosts;
@@ -120,4 +120,4 @@ std::string plan_text(const FactsTable& facts, const Plan& plan) {
   return out;
 }
 
-}  // namespace tpcomm::plan_detail
+}  // namespace tpcomm::plan

@@ -7,10 +7,10 @@
 #include "tpcomm/facts.hpp"
 #include "tpcomm/plan.hpp"
 
-namespace tpcomm::plan_detail {
+namespace tpcomm::plan {
 
 // A header (group, mode, tuning, digest), an aligned size table per operation, then every
 // refusal with its reason and why all-reduce is or is not zero-copy.
 std::string plan_text(const FactsTable& facts, const Plan& plan);
 
-}  // namespace tpcomm::plan_detail
+}  // namespace tpcomm::plan

@@ -86,8 +86,8 @@ std::vector<TableRow> build_table(const std::vector<TuningRow>& rows, const OpPl
 }  // namespace
 
 Plan make_plan(const FactsTable& facts, const PlanOptions& options, const Tuning& overrides) {
-  const plan_detail::GroupView group(facts);
-  const plan_detail::Admission admission = plan_detail::admit(group, options);
+  const plan::GroupView group(facts);
+  const plan::Admission admission = plan::admit(group, options);
   const Backend fallback = fallback_backend(group.type());
 
   Plan plan;
@@ -135,7 +135,7 @@ Plan make_plan(const FactsTable& facts, const PlanOptions& options, const Tuning
   }
   plan.tuning = provenance.empty() ? std::string("none (world size 1)")
                                    : fmt::format("{}", fmt::join(provenance, "; "));
-  plan.digest = plan_detail::plan_digest(plan);
+  plan.digest = plan::plan_digest(plan);
   return plan;
 }
 

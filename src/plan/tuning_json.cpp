@@ -8,9 +8,9 @@
 namespace tpcomm {
 namespace {
 
-using detail::fail_at;
-using detail::Json;
-using detail::ObjectReader;
+using common::fail_at;
+using common::Json;
+using common::ObjectReader;
 
 constexpr int kTuningVersion = 1;
 
@@ -25,7 +25,7 @@ std::string names_of(const std::vector<Backend>& backends) {
 Candidate read_candidate(const Json& value, const std::string& path, DeviceType device, Op op) {
   ObjectReader r(value, path);
   Candidate c;
-  std::string name = detail::read_string(r.required("backend"), r.path_of("backend"));
+  std::string name = common::read_string(r.required("backend"), r.path_of("backend"));
   auto backend = from_string<Backend>(name);
   const auto& allowed = backends_of(device);
   if (!backend || std::find(allowed.begin(), allowed.end(), *backend) == allowed.end() ||
@@ -38,7 +38,7 @@ Candidate read_candidate(const Json& value, const std::string& path, DeviceType 
   if (const Json* v = r.optional("algorithm")) {
     std::vector<std::string_view> names;
     for (Algorithm a : algorithms) names.push_back(to_string(a));
-    c.algorithm = algorithms[detail::read_choice(*v, r.path_of("algorithm"), names)];
+    c.algorithm = algorithms[common::read_choice(*v, r.path_of("algorithm"), names)];
   } else {
     c.algorithm = algorithms.front();
   }
@@ -47,7 +47,7 @@ Candidate read_candidate(const Json& value, const std::string& path, DeviceType 
       fail_at(r.path_of("blocks"),
               fmt::format("backend {} takes no block count (only custom and multimem do)", name));
     }
-    c.blocks = static_cast<int>(detail::read_integer(*v, r.path_of("blocks"), 1, 1024));
+    c.blocks = static_cast<int>(common::read_integer(*v, r.path_of("blocks"), 1, 1024));
   }
   if (const Json* v = r.optional("step_bytes")) {
     if (!takes_step(c.backend)) {
@@ -55,7 +55,7 @@ Candidate read_candidate(const Json& value, const std::string& path, DeviceType 
               fmt::format("backend {} takes no step size (only shm does)", name));
     }
     c.step_bytes = static_cast<std::uint64_t>(
-        detail::read_integer(*v, r.path_of("step_bytes"), static_cast<std::int64_t>(kMinStepBytes),
+        common::read_integer(*v, r.path_of("step_bytes"), static_cast<std::int64_t>(kMinStepBytes),
                              static_cast<std::int64_t>(kMaxStepBytes)));
     if (*c.step_bytes % 64 != 0) {
       fail_at(r.path_of("step_bytes"),
@@ -69,11 +69,11 @@ Candidate read_candidate(const Json& value, const std::string& path, DeviceType 
 std::vector<TuningRow> read_rows(const Json& value, const std::string& path, DeviceType device,
                                  Op op) {
   if (!value.is_array() || value.empty()) {
-    detail::fail_expected(path, "a non-empty array of size ranges", value);
+    common::fail_expected(path, "a non-empty array of size ranges", value);
   }
   std::vector<TuningRow> rows;
   for (std::size_t i = 0; i < value.size(); ++i) {
-    const std::string row_path = detail::index_path(path, i);
+    const std::string row_path = common::index_path(path, i);
     ObjectReader r(value[i], row_path);
     TuningRow row;
     const Json& max = r.required("max_bytes");
@@ -84,7 +84,7 @@ std::vector<TuningRow> read_rows(const Json& value, const std::string& path, Dev
       }
     } else {
       row.max_bytes = static_cast<std::uint64_t>(
-          detail::read_integer(max, r.path_of("max_bytes"), 0, INT64_MAX));
+          common::read_integer(max, r.path_of("max_bytes"), 0, INT64_MAX));
       if (!rows.empty() && *row.max_bytes <= *rows.back().max_bytes) {
         fail_at(r.path_of("max_bytes"),
                 fmt::format("{} is not above the previous range's {}: ranges must grow",
@@ -97,11 +97,11 @@ std::vector<TuningRow> read_rows(const Json& value, const std::string& path, Dev
     }
     const Json& use = r.required("use");
     if (!use.is_array() || use.empty()) {
-      detail::fail_expected(r.path_of("use"), "a non-empty array of backends to try", use);
+      common::fail_expected(r.path_of("use"), "a non-empty array of backends to try", use);
     }
     for (std::size_t k = 0; k < use.size(); ++k) {
       row.use.push_back(
-          read_candidate(use[k], detail::index_path(r.path_of("use"), k), device, op));
+          read_candidate(use[k], common::index_path(r.path_of("use"), k), device, op));
     }
     r.reject_unknown();
     rows.push_back(std::move(row));
@@ -120,24 +120,24 @@ std::string key_text(const TuningKey& k) {
 TuningEntry read_entry(const Json& value, const std::string& path) {
   ObjectReader r(value, path);
   TuningEntry e;
-  e.key.device = detail::read_enum<DeviceType>(r.required("device"), r.path_of("device"));
+  e.key.device = common::read_enum<DeviceType>(r.required("device"), r.path_of("device"));
   if (e.key.device == DeviceType::kCuda) {
-    e.key.sm = static_cast<int>(detail::read_integer(r.required("sm"), r.path_of("sm"), 10, 999));
+    e.key.sm = static_cast<int>(common::read_integer(r.required("sm"), r.path_of("sm"), 10, 999));
   } else if (r.has("sm")) {
     fail_at(r.path_of("sm"), "cpu entries take no sm");
   }
   e.key.world_size = static_cast<int>(
-      detail::read_integer(r.required("world_size"), r.path_of("world_size"), 2, kMaxRanks));
+      common::read_integer(r.required("world_size"), r.path_of("world_size"), 2, kMaxRanks));
   if (const Json* v = r.optional("mode")) {
-    e.key.mode = detail::read_enum<Mode>(*v, r.path_of("mode"));
+    e.key.mode = common::read_enum<Mode>(*v, r.path_of("mode"));
   }
-  if (const Json* v = r.optional("comment")) detail::read_string(*v, r.path_of("comment"));
+  if (const Json* v = r.optional("comment")) common::read_string(*v, r.path_of("comment"));
   if (const Json* v = r.optional("team_min_bytes")) {
     if (e.key.device != DeviceType::kCpu) {
       fail_at(r.path_of("team_min_bytes"), "only cpu entries take team_min_bytes");
     }
     e.team_min_bytes = static_cast<std::uint64_t>(
-        detail::read_integer(*v, r.path_of("team_min_bytes"), 0, std::int64_t{1} << 40));
+        common::read_integer(*v, r.path_of("team_min_bytes"), 0, std::int64_t{1} << 40));
   }
   ObjectReader ops(r.required("ops"), r.path_of("ops"));
   for (Op op : kAllOps) {
@@ -155,22 +155,22 @@ TuningEntry read_entry(const Json& value, const std::string& path) {
 }  // namespace
 
 Tuning decode_tuning(std::string_view json_text, std::string source) {
-  Json doc = detail::parse_json_strict(json_text);
+  Json doc = common::parse_json_strict(json_text);
   if (!doc.is_object()) {
-    detail::fail_expected("", "an object with \"tpcomm_tuning\": 1 and \"entries\"", doc);
+    common::fail_expected("", "an object with \"tpcomm_tuning\": 1 and \"entries\"", doc);
   }
   ObjectReader root(doc, "");
-  detail::require_version(root, "tpcomm_tuning", kTuningVersion, "tuning");
-  if (const Json* v = root.optional("comment")) detail::read_string(*v, "comment");
+  common::require_version(root, "tpcomm_tuning", kTuningVersion, "tuning");
+  if (const Json* v = root.optional("comment")) common::read_string(*v, "comment");
   const Json& entries = root.required("entries");
-  if (!entries.is_array()) detail::fail_expected("entries", "an array of entries", entries);
+  if (!entries.is_array()) common::fail_expected("entries", "an array of entries", entries);
   Tuning t;
   t.source = std::move(source);
   for (std::size_t i = 0; i < entries.size(); ++i) {
-    TuningEntry e = read_entry(entries[i], detail::index_path("entries", i));
+    TuningEntry e = read_entry(entries[i], common::index_path("entries", i));
     for (std::size_t k = 0; k < t.entries.size(); ++k) {
       if (t.entries[k].key == e.key) {
-        fail_at(detail::index_path("entries", i),
+        fail_at(common::index_path("entries", i),
                 fmt::format("same key ({}) as entries[{}]: each key may appear once",
                             key_text(e.key), k));
       }

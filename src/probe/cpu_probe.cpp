@@ -7,7 +7,7 @@
 
 #include "probe_parts.hpp"
 
-namespace tpcomm::probe_detail {
+namespace tpcomm::probe {
 
 // x86 names as in /proc/cpuinfo "flags", Arm names as in "Features".
 const std::vector<std::string>& relevant_isa_features() {
@@ -52,4 +52,4 @@ std::optional<int> probe_numa_node() {
   return static_cast<int>(node);
 }
 
-}  // namespace tpcomm::probe_detail
+}  // namespace tpcomm::probe

@@ -5,25 +5,25 @@
 
 #ifdef TPCOMM_HAVE_CUDA_HEADERS
 #include <cuda.h>
-static_assert(tpcomm::probe_detail::cu::kAttrComputeCapabilityMajor ==
+static_assert(tpcomm::probe::cu::kAttrComputeCapabilityMajor ==
               CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
-static_assert(tpcomm::probe_detail::cu::kAttrComputeCapabilityMinor ==
+static_assert(tpcomm::probe::cu::kAttrComputeCapabilityMinor ==
               CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
-static_assert(tpcomm::probe_detail::cu::kAttrVirtualMemoryManagement ==
+static_assert(tpcomm::probe::cu::kAttrVirtualMemoryManagement ==
               CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
-static_assert(tpcomm::probe_detail::cu::kAttrHandleTypePosixFd ==
+static_assert(tpcomm::probe::cu::kAttrHandleTypePosixFd ==
               CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED);
-static_assert(tpcomm::probe_detail::cu::kAttrHandleTypeFabric ==
+static_assert(tpcomm::probe::cu::kAttrHandleTypeFabric ==
               CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED);
-static_assert(tpcomm::probe_detail::cu::kAttrMulticastSupported ==
+static_assert(tpcomm::probe::cu::kAttrMulticastSupported ==
               CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED);
 #endif
 
-namespace tpcomm::probe_detail {
+namespace tpcomm::probe {
 
 std::unique_ptr<CudaDriver> CudaDriver::load(std::string* why_not) {
   std::string err;
-  auto library = detail::SharedLibrary::open("libcuda.so.1", &err);
+  auto library = common::SharedLibrary::open("libcuda.so.1", &err);
   if (!library) {
     *why_not = fmt::format(
         "the CUDA driver library libcuda.so.1 could not be loaded ({}): no NVIDIA driver on this "
@@ -58,4 +58,4 @@ std::string CudaDriver::error_text(int result) const {
   return fmt::format("{} {} ({})", name, result, text);
 }
 
-}  // namespace tpcomm::probe_detail
+}  // namespace tpcomm::probe

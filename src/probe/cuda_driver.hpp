@@ -8,7 +8,7 @@
 
 #include "common/shared_library.hpp"
 
-namespace tpcomm::probe_detail {
+namespace tpcomm::probe {
 
 namespace cu {
 constexpr int kSuccess = 0;
@@ -40,7 +40,7 @@ class CudaDriver {
 
  private:
   CudaDriver() = default;
-  std::unique_ptr<detail::SharedLibrary> library_;
+  std::unique_ptr<common::SharedLibrary> library_;
 };
 
-}  // namespace tpcomm::probe_detail
+}  // namespace tpcomm::probe

@@ -10,7 +10,7 @@
 #include "nvml_library.hpp"
 #include "probe_parts.hpp"
 
-namespace tpcomm::probe_detail {
+namespace tpcomm::probe {
 namespace {
 
 std::optional<int> pci_numa_node(const std::string& bus_id) {
@@ -202,4 +202,4 @@ GpuProbeResult probe_gpus() {
   return out;
 }
 
-}  // namespace tpcomm::probe_detail
+}  // namespace tpcomm::probe

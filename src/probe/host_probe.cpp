@@ -6,7 +6,7 @@
 
 #include "probe_parts.hpp"
 
-namespace tpcomm::probe_detail {
+namespace tpcomm::probe {
 
 HostIdentity probe_host() {
   HostIdentity id;
@@ -18,4 +18,4 @@ HostIdentity probe_host() {
   return id;
 }
 
-}  // namespace tpcomm::probe_detail
+}  // namespace tpcomm::probe

@@ -6,7 +6,7 @@
 #include <map>
 #include <numeric>
 
-namespace tpcomm::probe_detail {
+namespace tpcomm::probe {
 
 std::string normalize_bus_id(const std::string& bus_id) {
   unsigned domain = 0, bus = 0, device = 0, function = 0;
@@ -58,4 +58,4 @@ std::vector<std::optional<int>> nvlink_islands(const std::vector<GpuLinks>& gpus
   return island;
 }
 
-}  // namespace tpcomm::probe_detail
+}  // namespace tpcomm::probe

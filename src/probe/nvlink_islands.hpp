@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace tpcomm::probe_detail {
+namespace tpcomm::probe {
 
 enum class LinkPeer { kGpu, kSwitch, kOther };
 
@@ -27,4 +27,4 @@ std::string normalize_bus_id(const std::string& bus_id);
 // of their lowest GPU.
 std::vector<std::optional<int>> nvlink_islands(const std::vector<GpuLinks>& gpus);
 
-}  // namespace tpcomm::probe_detail
+}  // namespace tpcomm::probe

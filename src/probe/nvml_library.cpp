@@ -3,11 +3,11 @@
 
 #include <fmt/format.h>
 
-namespace tpcomm::probe_detail {
+namespace tpcomm::probe {
 
 std::unique_ptr<NvmlLibrary> NvmlLibrary::load(std::string* why_not) {
   std::string err;
-  auto library = detail::SharedLibrary::open("libnvidia-ml.so.1", &err);
+  auto library = common::SharedLibrary::open("libnvidia-ml.so.1", &err);
   if (!library) {
     *why_not = fmt::format(
         "libnvidia-ml.so.1 could not be loaded ({}): NVLink and fabric facts unknown", err);
@@ -48,4 +48,4 @@ std::string NvmlLibrary::error_text(int result) const {
   return fmt::format("NVML error {}: {}", result, text ? text : "no description");
 }
 
-}  // namespace tpcomm::probe_detail
+}  // namespace tpcomm::probe

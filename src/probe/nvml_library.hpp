@@ -7,7 +7,7 @@
 
 #include "common/shared_library.hpp"
 
-namespace tpcomm::probe_detail {
+namespace tpcomm::probe {
 
 namespace nvml {
 using Device = struct Opaque*;
@@ -59,9 +59,9 @@ class NvmlLibrary {
 
  private:
   NvmlLibrary() = default;
-  std::unique_ptr<detail::SharedLibrary> library_;
+  std::unique_ptr<common::SharedLibrary> library_;
   int (*shutdown_)() = nullptr;  // set once nvmlInit succeeded
   const char* (*error_string_)(int result) = nullptr;
 };
 
-}  // namespace tpcomm::probe_detail
+}  // namespace tpcomm::probe

@@ -10,10 +10,10 @@ namespace tpcomm {
 
 LocalFacts probe_local() {
   LocalFacts f;
-  f.host = probe_detail::probe_host();
-  f.cpu_isa = probe_detail::probe_cpu_isa();
-  f.numa = probe_detail::probe_numa_node();
-  auto gpus = probe_detail::probe_gpus();
+  f.host = probe::probe_host();
+  f.cpu_isa = probe::probe_cpu_isa();
+  f.numa = probe::probe_numa_node();
+  auto gpus = probe::probe_gpus();
   f.gpus = std::move(gpus.gpus);
   f.cuda_status = std::move(gpus.cuda_status);
   f.nvml_status = std::move(gpus.nvml_status);

@@ -7,7 +7,7 @@
 
 #include "tpcomm/probe.hpp"
 
-namespace tpcomm::probe_detail {
+namespace tpcomm::probe {
 
 HostIdentity probe_host();
 
@@ -24,4 +24,4 @@ struct GpuProbeResult {
 };
 GpuProbeResult probe_gpus();
 
-}  // namespace tpcomm::probe_detail
+}  // namespace tpcomm::probe

@@ -10,10 +10,10 @@
 namespace tpcomm::runtime {
 
 CallGate::CallGate(GroupAbort& group_abort, int rank)
-    : group_abort_(group_abort), rank_(rank), fork_generation_(detail::process_fork_generation()) {}
+    : group_abort_(group_abort), rank_(rank), fork_generation_(common::process_fork_generation()) {}
 
 bool CallGate::in_forked_child() const {
-  return detail::process_fork_generation() != fork_generation_;
+  return common::process_fork_generation() != fork_generation_;
 }
 
 void CallGate::refuse_in_forked_child(std::string_view what) const {
@@ -74,7 +74,7 @@ void CallGate::close(const std::function<void()>& tear_down) {
 }
 
 Error CallGate::foreign_failure(std::string_view what, const std::exception& e) {
-  Error full = detail::as_error(fmt::format("rank {}: {}", rank_, what), e);
+  Error full = common::as_error(fmt::format("rank {}: {}", rank_, what), e);
   TPCOMM_LOG(kError, "comm", "{}", full.what());
   group_abort_.abort_with(full);
   return full;

@@ -57,7 +57,7 @@ void check_broadcast(CommunicatorState& c, std::size_t count, DataType type, int
   if (by_call.size() == 1) return;
   std::vector<std::string> sides;
   for (const auto& [call, ranks] : by_call)
-    sides.push_back(fmt::format("{} called {}", detail::rank_set_text(ranks), call));
+    sides.push_back(fmt::format("{} called {}", common::rank_set_text(ranks), call));
   Error e(ErrorCode::kMismatch, fmt::format("rank {}: the broadcast does not match across ranks "
                                             "(TPCOMM_CHECK=1): {}",
                                             c.bootstrap->rank(), fmt::join(sides, "; ")));

@@ -173,7 +173,7 @@ void dump_facts(const FactsTable& facts) {
   auto path = env_raw("TPCOMM_DUMP_FACTS");
   if (!path) return;
   try {
-    detail::replace_text_file(*path, encode_facts(facts));
+    common::replace_text_file(*path, encode_facts(facts));
   } catch (const Error& e) {
     TPCOMM_LOG(kWarn, "comm", "TPCOMM_DUMP_FACTS: {}", e.what());
   }
@@ -198,13 +198,13 @@ void agree_on_digest(CommunicatorState& c, const std::optional<std::string>& inp
   std::vector<std::string> failures;
   for (const auto& [d, ranks] : by_digest) {
     if (!d.empty() && d[0] == '!')
-      failures.push_back(fmt::format("{}: {}", detail::rank_set_text(ranks), d.substr(1)));
+      failures.push_back(fmt::format("{}: {}", common::rank_set_text(ranks), d.substr(1)));
   }
   if (!failures.empty()) throw invalid_input(fmt::format("no plan: {}", fmt::join(failures, "; ")));
   if (by_digest.size() == 1) return;
   std::vector<std::string> parts;
   for (const auto& [d, ranks] : by_digest)
-    parts.push_back(fmt::format("{} computed {}", detail::rank_set_text(ranks), d));
+    parts.push_back(fmt::format("{} computed {}", common::rank_set_text(ranks), d));
   throw Error(
       ErrorCode::kMismatch,
       fmt::format("the ranks disagree on the plan: {}. The same facts gave different plans: "
@@ -368,7 +368,7 @@ std::unique_ptr<Communicator> create_communicator(std::shared_ptr<Bootstrap> boo
   // std::system_error (a thread that cannot start), std::bad_alloc, ...: the API's one
   // exception type; the peers time out in the next step naming this rank.
   const int rank = bootstrap ? bootstrap->rank() : -1;
-  return detail::only_tpcomm_errors(fmt::format("rank {}: Communicator::create", rank), [&] {
+  return common::only_tpcomm_errors(fmt::format("rank {}: Communicator::create", rank), [&] {
     return build_communicator(std::move(bootstrap), options, platform);
   });
 }

@@ -90,7 +90,7 @@ void check_across_ranks(CommunicatorState& c, const transport::Call& call) {
   if (by_signature.size() == 1) return;
   std::vector<std::string> sides;
   for (const auto& [sig, ranks] : by_signature) {
-    sides.push_back(fmt::format("{} called {}", detail::rank_set_text(ranks), sig));
+    sides.push_back(fmt::format("{} called {}", common::rank_set_text(ranks), sig));
   }
   throw Error(ErrorCode::kMismatch,
               fmt::format("call #{} does not match across ranks (TPCOMM_CHECK=1): {}",

@@ -13,8 +13,8 @@
 namespace tpcomm::runtime {
 namespace {
 
-using detail::get_le;
-using detail::put_le;
+using common::get_le;
+using common::put_le;
 
 }  // namespace
 

@@ -105,7 +105,7 @@ std::string GroupAbort::timeout_report(Store& store, std::uint64_t call) {
   return fmt::format(
       "; {} did not time out in call #{} as the others did: {} the one{} they waited for "
       "(stopped, or cut off from the store)",
-      detail::rank_set_text(silent), call, silent.size() == 1 ? "it is" : "they are",
+      common::rank_set_text(silent), call, silent.size() == 1 ? "it is" : "they are",
       silent.size() == 1 ? "" : "s");
 }
 
@@ -120,7 +120,7 @@ std::string GroupAbort::peer_report(bool timed_out, std::uint64_t call) {
       if (r != bootstrap_->rank() && store->get(closed_key(r))) closed.push_back(r);
     }
     if (!closed.empty()) {
-      return fmt::format("; {} closed the communicator", detail::rank_set_text(closed));
+      return fmt::format("; {} closed the communicator", common::rank_set_text(closed));
     }
     // A dead process's store connection closes a moment after its sockets do: look twice.
     std::vector<int> gone;
@@ -133,7 +133,7 @@ std::string GroupAbort::peer_report(bool timed_out, std::uint64_t call) {
     std::string report;
     if (!gone.empty()) {
       report += fmt::format("; {} gone (the process ended: its store connection closed)",
-                            detail::rank_set_text(gone));
+                            common::rank_set_text(gone));
     } else if (timed_out) {
       report += timeout_report(*store, call);
     }
@@ -168,7 +168,7 @@ std::string GroupAbort::unreachable_store_report(const std::exception& failure) 
     const std::string served =
         store_served_by_ ? fmt::format(", served by rank {},", *store_served_by_) : "";
     return fmt::format("; the store{} is unreachable too: {}; not heard from: {}", served,
-                       e->what(), detail::rank_set_text(others));
+                       e->what(), common::rank_set_text(others));
   }
   if (store_served_by_ && *store_served_by_ != bootstrap_->rank()) {
     return fmt::format(

@@ -24,11 +24,11 @@
 namespace tpcomm::runtime {
 
 NodeProbeSegment::NodeProbeSegment() {
-  detail::remove_stale_segments();
+  common::remove_stale_segments();
   std::random_device rd;
   const std::uint64_t a = (static_cast<std::uint64_t>(rd()) << 32) | rd();
   const std::uint64_t b = (static_cast<std::uint64_t>(rd()) << 32) | rd();
-  name_ = detail::segment_name("node", fmt::format("{:016x}", a));
+  name_ = common::segment_name("node", fmt::format("{:016x}", a));
   token_ = fmt::format("{:016x}{:016x}", a, b);
   int fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) {

@@ -13,7 +13,7 @@ namespace tpcomm::runtime {
 
 FilePlan plan_of_facts_file(const std::string& path, Mode mode, const std::string& tuning,
                             std::string_view disable, std::string_view disable_source) {
-  const std::string text = detail::read_text_file(path, "facts file");
+  const std::string text = common::read_text_file(path, "facts file");
   FilePlan out;
   try {
     out.facts = decode_facts(text);

@@ -10,7 +10,7 @@
 namespace tpcomm {
 
 Tuning read_tuning_file(const std::string& path, std::string_view what) {
-  const std::string text = detail::read_text_file(path, what);
+  const std::string text = common::read_text_file(path, what);
   try {
     return decode_tuning(text, path);
   } catch (const Error& e) {

@@ -121,7 +121,7 @@ std::map<std::uint64_t, double> measure(const TuneArgs& a, Op op, const Candidat
                 fmt::format("tune: tpcomm bench for {} via {} failed", to_string(op), name_of(c)));
   }
   std::map<std::uint64_t, double> times;
-  for (const auto& row : nlohmann::json::parse(detail::read_text_file(rows, "bench rows"))) {
+  for (const auto& row : nlohmann::json::parse(common::read_text_file(rows, "bench rows"))) {
     // A candidate the plan refused would run another path: it is not this candidate's time.
     if (row.at("backend_algorithm").get<std::string>() != path_of(c)) continue;
     times[row.at("bytes").get<std::uint64_t>()] = row.at("time_us").get<double>();

@@ -15,8 +15,8 @@
 namespace tpcomm::cli {
 
 // Sizes and columns as the plan's text writes them (common/human_text.hpp).
-using detail::format_bytes;
-using detail::pad;
+using common::format_bytes;
+using common::pad;
 
 // This program's own path (/proc/self/exe), for re-running it as ranks or sub-steps.
 std::string self_executable();

@@ -22,7 +22,7 @@ struct PlanArgs {
 void run_plan(const PlanArgs& args) {
   const runtime::FilePlan p =
       runtime::plan_of_facts_file(args.file, args.mode, args.tuning, args.disable);
-  std::cout << (args.json ? plan_to_json(p.plan) : plan_detail::plan_text(p.facts, p.plan));
+  std::cout << (args.json ? plan_to_json(p.plan) : plan::plan_text(p.facts, p.plan));
 }
 
 }  // namespace

@@ -289,7 +289,7 @@ int Launcher::run() {
 
   // Segments of ranks that died with an earlier launcher (kill -9 of `tpcomm run` kills its ranks
   // through PR_SET_PDEATHSIG, which no process can clean up after) go now.
-  detail::remove_stale_segments();
+  common::remove_stale_segments();
   std::unique_ptr<SimulatedNodes> nodes =
       start_simulated_nodes(options_.nodes, options_.node_network);
   GroupLaunch group;

@@ -17,7 +17,7 @@
 
 namespace tpcomm::transport::cpu {
 
-using detail::to_bytes;
+using common::to_bytes;
 
 int peer_process(int pid) {
   return pid == getpid() ? 0 : pid;
@@ -55,7 +55,7 @@ bool agree_on_single_copy(Bootstrap& bs, bool enabled, const Deadline& deadline)
   std::string why = enabled ? "" : "TPCOMM_SHM_SINGLE_COPY=0";
   for (int r = 0; r < bs.size() && why.empty(); ++r) {
     if (r == bs.rank()) continue;
-    std::istringstream in(detail::to_text(posts[static_cast<std::size_t>(r)]));
+    std::istringstream in(common::to_text(posts[static_cast<std::size_t>(r)]));
     int pid = 0;
     std::uint64_t address = 0;
     in >> pid >> address;
@@ -76,7 +76,7 @@ bool agree_on_single_copy(Bootstrap& bs, bool enabled, const Deadline& deadline)
     TPCOMM_LOG(kInfo, "shm",
                "rank {}: single-copy reads off (rank {}: {}); calls planned as "
                "shm/single_copy go through the lanes",
-               bs.rank(), r, detail::to_text(votes[r]));
+               bs.rank(), r, common::to_text(votes[r]));
     return false;
   }
   TPCOMM_LOG(kDebug, "shm",

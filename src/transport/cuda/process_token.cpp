@@ -37,7 +37,7 @@ std::uint64_t this_process() {
   // Recomputed on every call, not cached: the threads of one process agree on it without a lock,
   // and a child forked at any moment (even while another thread is here) differs from its parent
   // and from its siblings: by pid, and by fork generation where a new PID namespace reuses a pid.
-  return mix(mix(token, static_cast<std::uint64_t>(getpid())), detail::process_fork_generation());
+  return mix(mix(token, static_cast<std::uint64_t>(getpid())), common::process_fork_generation());
 }
 
 }  // namespace tpcomm::transport::cuda

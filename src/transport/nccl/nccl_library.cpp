@@ -16,7 +16,7 @@ struct Loaded {
 Loaded load() {
   Loaded l;
   std::string why;
-  l.lib.library = detail::SharedLibrary::open("libnccl.so.2", &why);
+  l.lib.library = common::SharedLibrary::open("libnccl.so.2", &why);
   if (!l.lib.library) {
     l.error = fmt::format(
         "libnccl.so.2 cannot be loaded: {} (install NCCL or add its directory "

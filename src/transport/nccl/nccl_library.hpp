@@ -12,7 +12,7 @@
 namespace tpcomm::transport {
 
 struct NcclLibrary {
-  std::unique_ptr<detail::SharedLibrary> library;
+  std::unique_ptr<common::SharedLibrary> library;
   decltype(&::ncclGetVersion) get_version = nullptr;
   decltype(&::ncclGetUniqueId) get_unique_id = nullptr;
   decltype(&::ncclCommInitRankConfig) comm_init_rank_config = nullptr;

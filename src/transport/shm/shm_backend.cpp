@@ -40,7 +40,7 @@ void ShmBackend::run_setup_step(int step, const Deadline& deadline) {
     if (ctx_.rank != 0) return;
     std::random_device rd;
     const std::string name =
-        detail::segment_name("shm", fmt::format("{:016x}{:08x}", ctx_.comm_id, rd()));
+        common::segment_name("shm", fmt::format("{:016x}{:08x}", ctx_.comm_id, rd()));
     // Rank 0 reserves the header and the ranks' control blocks; each rank its own slot (step 1).
     segment_.create(name, bytes, slots_offset(world), hint);
     auto* h = new (segment_.base()) SegmentHeader();

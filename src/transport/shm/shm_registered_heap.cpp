@@ -22,8 +22,8 @@ namespace {
 std::vector<std::string> vote(Bootstrap& bs, const std::string& mine, const std::string& key,
                               const Deadline& deadline, ErrorCode own_code) {
   std::vector<std::string> all;
-  for (const Bytes& b : bs.all_gather(detail::to_bytes(mine), key, deadline))
-    all.push_back(detail::to_text(b));
+  for (const Bytes& b : bs.all_gather(common::to_bytes(mine), key, deadline))
+    all.push_back(common::to_text(b));
   for (std::size_t r = 0; r < all.size(); ++r) {
     if (all[r].rfind("error ", 0) != 0) continue;
     const bool own = static_cast<int>(r) == bs.rank();
@@ -65,7 +65,7 @@ void* RegisteredHeap::allocate(std::size_t bytes, Bootstrap& bs, const Deadline&
     }
     std::random_device rd;
     // All of it this rank's own: its pages on this rank's node, like its slot of the workspace.
-    own->create(detail::segment_name("buf", fmt::format("{:016x}{:04x}{:08x}", comm_id_, id, rd())),
+    own->create(common::segment_name("buf", fmt::format("{:016x}{:04x}{:08x}", comm_id_, id, rd())),
                 rounded, rounded, "the bytes asked of allocate");
     own->populate();
     mine = fmt::format("ok {} {}", bytes, own->name());

@@ -135,7 +135,7 @@ void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int 
     if (deadline->expired()) {
       throw Error(ErrorCode::kTimeout,
                   fmt::format("{} did not arrive within {} ms ({})",
-                              detail::rank_set_text(laggards()), timeout.count(), what()));
+                              common::rank_set_text(laggards()), timeout.count(), what()));
     }
     header.sleepers.fetch_add(1, std::memory_order_seq_cst);
     const std::uint32_t seen = header.wake.load(std::memory_order_seq_cst);

@@ -16,7 +16,7 @@ namespace {
 
 std::string error_of(const std::string& path) {
   try {
-    detail::read_text_file(path, "tuning file");
+    common::read_text_file(path, "tuning file");
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidInput) << e.what();
     return e.what();
@@ -34,7 +34,7 @@ TEST(TextFile, AFifoADeviceAndAHugeFileAreRefusedNamingThePath) {
   const std::string huge = dir + "/huge.json";
   const int fd = open(huge.c_str(), O_CREAT | O_WRONLY, 0600);
   ASSERT_GE(fd, 0);
-  ASSERT_EQ(ftruncate(fd, static_cast<off_t>(detail::kMaxTextFileBytes + 1)), 0);  // sparse
+  ASSERT_EQ(ftruncate(fd, static_cast<off_t>(common::kMaxTextFileBytes + 1)), 0);  // sparse
   close(fd);
   EXPECT_EQ(error_of(huge),
             "cannot read tuning file " + huge + ": larger than 64 MiB, the most tpcomm reads");
@@ -42,7 +42,7 @@ TEST(TextFile, AFifoADeviceAndAHugeFileAreRefusedNamingThePath) {
   const int sfd = open(small.c_str(), O_CREAT | O_WRONLY, 0600);
   ASSERT_EQ(write(sfd, "{}", 2), 2);
   close(sfd);
-  EXPECT_EQ(detail::read_text_file(small, "tuning file"), "{}");
+  EXPECT_EQ(common::read_text_file(small, "tuning file"), "{}");
   EXPECT_NE(error_of(dir + "/absent").find("No such file or directory"), std::string::npos);
   for (const auto& f : {fifo, huge, small}) unlink(f.c_str());
   rmdir(dir.c_str());

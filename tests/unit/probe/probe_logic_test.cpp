@@ -6,7 +6,7 @@
 #include "tpcomm/error.hpp"
 #include "tpcomm/probe.hpp"
 
-namespace tpcomm::probe_detail {
+namespace tpcomm::probe {
 namespace {
 
 GpuLinks gpu(const std::string& bus, std::vector<ActiveLink> links) {
@@ -82,4 +82,4 @@ TEST(ProbeOnThisMachine, NeverThrowsAndExplainsTheCudaState) {
 }
 
 }  // namespace
-}  // namespace tpcomm::probe_detail
+}  // namespace tpcomm::probe
