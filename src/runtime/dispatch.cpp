@@ -58,13 +58,16 @@ void check_call(CommunicatorState& c, const transport::Call& call, bool device_c
 // has the same plan and backends: every rank refuses the same calls, and none waits for another.
 TableRow route(const CommunicatorState& c, const Plan& table, const transport::Call& call) {
   const TableRow row = route_call(table, call.op, call_bytes(call, c.bootstrap->size()), call.type);
-  const std::string which = fmt::format("rank {}: {} #{}", c.bootstrap->rank(),
-                                        transport::call_signature(call), call.sequence);
+  // Only a refusal names the call: formatting it on every call cost about a microsecond.
+  auto which = [&] {
+    return fmt::format("rank {}: {} #{}", c.bootstrap->rank(), transport::call_signature(call),
+                       call.sequence);
+  };
   if (c.options.caller_serves_fallback && row.backend == fallback_backend(table.device_type)) {
     throw invalid_input(
         fmt::format("{}: the plan gives it to {}, which the caller serves "
                     "(CommunicatorOptions::caller_serves_fallback): check the plan (route()) first",
-                    which, to_string(row.backend)));
+                    which(), to_string(row.backend)));
   }
   if (!c.backends.has(row.backend)) {
     const Backend planned =
@@ -72,8 +75,8 @@ TableRow route(const CommunicatorState& c, const Plan& table, const transport::C
     throw Error(ErrorCode::kUnavailable,
                 fmt::format("{}: {} has no {} kernels, and {}, which carries such calls on a {} "
                             "communicator, is not set up here (the plan does not use it)",
-                            which, to_string(planned), to_string(call.type), to_string(row.backend),
-                            to_string(table.device_type)));
+                            which(), to_string(planned), to_string(call.type),
+                            to_string(row.backend), to_string(table.device_type)));
   }
   return row;
 }
