@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Two builds of tpcomm side by side: `tpcomm bench` of each, in alternating rounds on the same
 ranks, and the median and spread (lowest-highest) of each size's time per build, out of place and
-in place. For a change that must not make any size slower (docs/bench.md, "Two builds").
+in place. For a change that must not make any size slower (docs/bench.md, "Comparing figures").
 
 Usage: bench/compare_builds.py BEFORE_TPCOMM AFTER_TPCOMM [--rounds 5] [--dtype float32]
                                [-- extra tpcomm bench arguments, default -n 2 -b 4K -e 16M]

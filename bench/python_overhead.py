@@ -9,7 +9,6 @@ the same call from C++ (tpcomm bench).
 """
 
 import importlib
-import os
 import statistics
 import sys
 import time
@@ -44,11 +43,15 @@ def main():
     t = torch.ones(1024)
     a = np.ones(1024, np.float32)
     native, ptr = comm._native, t.data_ptr()
+    # The extension module takes the library's dtype and op values (DTYPE_CODES, OP_CODES); a
+    # build before them took the names, so the same script times both (bench/compare_builds.py).
+    codes = getattr(tpcomm._tpcomm, "DTYPE_CODES", None)
+    f32, total = (codes["float32"], tpcomm._tpcomm.OP_CODES["sum"]) if codes else ("float32", "sum")
     rows = [
         ("tpcomm, Python, torch tensor", lambda: comm.all_reduce(t)),
         ("tpcomm, Python, numpy array", lambda: comm.all_reduce(a)),
         ("tpcomm, extension module (no checks)",
-         lambda: native.all_reduce(ptr, ptr, 1024, "float32", "sum", None)),
+         lambda: native.all_reduce(ptr, ptr, 1024, f32, total, None)),
         ("torch.distributed gloo, torch tensor", lambda: dist.all_reduce(t)),
     ]
     if int(torch.__version__.split(".")[0]) >= 2:
