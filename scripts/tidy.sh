@@ -30,9 +30,11 @@ case "${1:-}" in
   "") echo "usage: scripts/tidy.sh --all | --changed | FILE..." >&2; exit 2 ;;
   *) files=("$@") ;;
 esac
-# Not linted: GCC-only CPU feature names clang 14 rejects (__builtin_cpu_supports("f16c"),
-# "x86-64-v4"), which make the whole file a compile error to it.
-skipped=(src/kernels/cpu/convert.cpp src/kernels/cpu/kernel_isa.cpp)
+# Not linted: GCC-only code clang 14 rejects, which makes the whole file a compile error to it:
+# CPU feature names (__builtin_cpu_supports("f16c"), "x86-64-v4") and the reductions' GCC vector
+# extensions (__builtin_shuffle; the kernels refuse any compiler but GCC on x86-64).
+skipped=(src/kernels/cpu/convert.cpp src/kernels/cpu/kernel_isa.cpp src/kernels/cpu/reduce.cpp
+         src/kernels/cpu/reduce_bf16.cpp src/kernels/cpu/reduce_f16.cpp)
 kept=()
 for f in "${files[@]}"; do
   [[ " ${skipped[*]} " == *" $f "* ]] || kept+=("$f")

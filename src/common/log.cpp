@@ -2,6 +2,7 @@
 // from the environment; a program's sink or file replaces the destination at any time.
 #include "tpcomm/log.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -114,10 +115,7 @@ std::atomic<int> g_log_level{level_from_env()};
 bool log_subsystem_enabled(std::string_view subsystem) {
   const auto& filter = subsystem_filter();
   if (filter.empty()) return true;
-  for (const auto& s : filter) {
-    if (s == subsystem || s == "all") return true;
-  }
-  return false;
+  return std::ranges::any_of(filter, [&](const auto& s) { return s == subsystem || s == "all"; });
 }
 
 void log_write(LogLevel level, std::string_view subsystem, std::string_view message) {

@@ -46,6 +46,7 @@ MPI_Datatype datatype(int type) {
 // + 150: measured here, open-mpi/ompi#8045, closed "wontfix"), and 4.1.4 got unsigned minimums
 // wrong (open-mpi/ompi#10648). A user-defined op is never vectorised by Open MPI.
 template <typename Combine>
+// NOLINTNEXTLINE(readability-non-const-parameter): MPI_User_function's signature
 void each_byte(void* in, void* inout, int* count, Combine combine) {
   auto* a = static_cast<const std::uint8_t*>(in);
   auto* b = static_cast<std::uint8_t*>(inout);

@@ -38,7 +38,7 @@ class StoreBootstrap final : public Bootstrap {
       const std::unordered_set<std::string> absent(missing.begin(), missing.end());
       std::vector<int> ranks;
       for (int r = 0; r < size_; ++r) {
-        if (absent.count(keys[static_cast<std::size_t>(r)]) != 0) ranks.push_back(r);
+        if (absent.contains(keys[static_cast<std::size_t>(r)])) ranks.push_back(r);
       }
       throw Error(ErrorCode::kTimeout,
                   fmt::format("{} did not {} within {} ms ({})", common::rank_set_text(ranks),

@@ -1,6 +1,7 @@
 // TPCOMM_FAULT parsing and matching.
 #include "fault_injection.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <new>
 #include <thread>
@@ -70,12 +71,10 @@ FaultPlan FaultPlan::from_env(int rank) {
 }
 
 bool FaultPlan::hits(std::string_view step, FaultAction action, std::int64_t sequence) const {
-  for (const auto& f : faults_) {
-    if (f.rank == rank_ && f.step == step && f.action == action &&
-        (f.sequence < 0 || f.sequence == sequence)) {
-      return true;
-    }
-  }
+  return std::ranges::any_of(faults_, [&](const auto& f) {
+    return f.rank == rank_ && f.step == step && f.action == action &&
+           (f.sequence < 0 || f.sequence == sequence);
+  });
   return false;
 }
 

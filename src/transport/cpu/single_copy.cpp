@@ -44,17 +44,17 @@ void read_peer_memory(int peer, int pid, std::uint64_t address, void* to, std::s
   }
 }
 
-bool agree_on_single_copy(Bootstrap& bs, bool enabled, const Deadline& deadline) {
+bool agree_on_single_copy(Bootstrap& bootstrap, bool enabled, const Deadline& deadline) {
   // Under Yama's ptrace_scope 1 only a process's ancestors may read it; ranks are siblings. (As
   // Open MPI's vader does; with TPCOMM_SHM_SINGLE_COPY=0 the process's setting is left alone.)
   if (enabled) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
-  const std::uint64_t word = 0x7c0ffee000000000ULL + static_cast<std::uint64_t>(bs.rank());
-  const auto posts = bs.all_gather(
+  const std::uint64_t word = 0x7c0ffee000000000ULL + static_cast<std::uint64_t>(bootstrap.rank());
+  const auto posts = bootstrap.all_gather(
       to_bytes(fmt::format("{} {}", getpid(), reinterpret_cast<std::uintptr_t>(&word))),
       "shm single-copy probe", deadline);
   std::string why = enabled ? "" : "TPCOMM_SHM_SINGLE_COPY=0";
-  for (int r = 0; r < bs.size() && why.empty(); ++r) {
-    if (r == bs.rank()) continue;
+  for (int r = 0; r < bootstrap.size() && why.empty(); ++r) {
+    if (r == bootstrap.rank()) continue;
     std::istringstream in(common::to_text(posts[static_cast<std::size_t>(r)]));
     int pid = 0;
     std::uint64_t address = 0;
@@ -70,19 +70,19 @@ bool agree_on_single_copy(Bootstrap& bs, bool enabled, const Deadline& deadline)
     }
   }
   // Also the barrier that keeps `word` alive until every peer has read it.
-  const auto votes = bs.all_gather(to_bytes(why), "shm single-copy vote", deadline);
+  const auto votes = bootstrap.all_gather(to_bytes(why), "shm single-copy vote", deadline);
   for (std::size_t r = 0; r < votes.size(); ++r) {
     if (votes[r].empty()) continue;
     TPCOMM_LOG(kInfo, "shm",
                "rank {}: single-copy reads off (rank {}: {}); calls planned as "
                "shm/single_copy go through the lanes",
-               bs.rank(), r, common::to_text(votes[r]));
+               bootstrap.rank(), r, common::to_text(votes[r]));
     return false;
   }
   TPCOMM_LOG(kDebug, "shm",
              "rank {}: single-copy reads on: calls the plan routes to shm/single_copy read "
              "each peer's input where it lies",
-             bs.rank());
+             bootstrap.rank());
   return true;
 }
 

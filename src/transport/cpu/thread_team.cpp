@@ -37,6 +37,7 @@ inline void cpu_relax() {
 }  // namespace
 
 ThreadTeam::ThreadTeam(int threads)
+    // NOLINTNEXTLINE(bugprone-throw-keyword-missing): a vector of exception slots, not an exception
     : failures_(static_cast<std::size_t>(threads > 1 ? threads : 1)) {
   // A thread starts on the CPUs its creator may use: the rank's.
   for (int part = 1; part < threads; ++part) {

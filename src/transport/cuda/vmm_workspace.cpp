@@ -84,6 +84,7 @@ void* VmmWorkspace::import_and_map(void* shareable, CUmemAllocationHandleType ty
   return m.address;
 }
 
+// NOLINTNEXTLINE(readability-make-member-function-const): maps memory into the process
 void VmmWorkspace::map(Mapping& m) {
   const DriverApi& d = driver_api();
   check_cu(d.mem_address_reserve(&m.va, m.bytes, 0, 0, 0), "cuMemAddressReserve");

@@ -24,7 +24,7 @@ std::size_t inline_bytes(const Call& c) {
 }  // namespace
 
 std::size_t gloo_inline_room(int size) {
-  constexpr std::size_t kTotal = 64 * 1024, kLeast = 4 * 1024;
+  constexpr std::size_t kTotal = std::size_t{64} * 1024, kLeast = std::size_t{4} * 1024;
   const std::size_t peers = static_cast<std::size_t>(std::max(size - 1, 1));
   return std::max(kLeast, kTotal / peers / kLeast * kLeast);
 }

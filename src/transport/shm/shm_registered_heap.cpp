@@ -44,7 +44,7 @@ std::uint8_t* RegisteredHeap::base_of(const Allocation& a, int r) const {
   return static_cast<std::uint8_t*>(a.mapped[static_cast<std::size_t>(r)]->base());
 }
 
-void* RegisteredHeap::allocate(std::size_t bytes, Bootstrap& bs, const Deadline& deadline) {
+void* RegisteredHeap::allocate(std::size_t bytes, Bootstrap& bootstrap, const Deadline& deadline) {
   const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   const std::size_t rounded = (bytes + page - 1) / page * page;
   const std::uint32_t id = next_id_++;  // the same on every rank: allocations are collective
@@ -72,7 +72,7 @@ void* RegisteredHeap::allocate(std::size_t bytes, Bootstrap& bs, const Deadline&
   } catch (const Error& e) {
     mine = fmt::format("error {}", e.what());
   }
-  const auto posts = vote(bs, mine, key, deadline, code);
+  const auto posts = vote(bootstrap, mine, key, deadline, code);
   Allocation a;
   a.bytes = rounded;
   a.mapped.resize(static_cast<std::size_t>(size_));
@@ -100,7 +100,7 @@ void* RegisteredHeap::allocate(std::size_t bytes, Bootstrap& bs, const Deadline&
     code = e.code();
   }
   a.mapped[static_cast<std::size_t>(rank_)] = std::move(own);
-  vote(bs, mine, key + " mapped", deadline, code);
+  vote(bootstrap, mine, key + " mapped", deadline, code);
   // Every rank has mapped it: the name can go, so no crash can leak the segment.
   a.mapped[static_cast<std::size_t>(rank_)]->unlink();
   std::lock_guard<std::mutex> lock(mutex_);
@@ -109,7 +109,7 @@ void* RegisteredHeap::allocate(std::size_t bytes, Bootstrap& bs, const Deadline&
   return p;
 }
 
-void RegisteredHeap::free(void* p, Bootstrap& bs, const Deadline& deadline) {
+void RegisteredHeap::free(void* p, Bootstrap& bootstrap, const Deadline& deadline) {
   std::uint32_t id = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -121,8 +121,9 @@ void RegisteredHeap::free(void* p, Bootstrap& bs, const Deadline& deadline) {
   if (id == 0) {
     mine = fmt::format("error free({}): not a buffer allocate() of this communicator returned", p);
   }
-  const auto posts = vote(bs, mine, fmt::format("registered {:016x} free #{}", comm_id_, ++ops_),
-                          deadline, ErrorCode::kInvalidInput);
+  const auto posts =
+      vote(bootstrap, mine, fmt::format("registered {:016x} free #{}", comm_id_, ++ops_), deadline,
+           ErrorCode::kInvalidInput);
   for (std::size_t r = 0; r < posts.size(); ++r) {
     if (posts[r] != posts[static_cast<std::size_t>(rank_)]) {
       throw Error(ErrorCode::kMismatch,

@@ -121,6 +121,7 @@ void Segment::open(const std::string& name, std::size_t bytes) {
   }
 }
 
+// NOLINTNEXTLINE(readability-make-member-function-const): allocates the segment's pages
 void Segment::reserve(std::size_t offset, std::size_t length, const std::string& workspace_hint) {
   if (int rc = posix_fallocate(fd_, static_cast<off_t>(offset), static_cast<off_t>(length));
       rc != 0) {
