@@ -89,33 +89,60 @@ def test_every_collective_and_dtype_matches_the_reference(tmp_path):
     run_ranks(tmp_path, COLLECTIVES, n=3, launcher="torchrun").expect_ok(3)
 
 
-REFUSALS = (
+DELEGATED = (
     SETUP
     + """
 dist.init_process_group("tpcomm")
-r = dist.get_rank()
-if r == 0:  # rank 1 makes none of these calls: each fails here, before anything waits
-    t = torch.ones(4)
-    refused(lambda: dist.all_reduce(t, op=dist.ReduceOp.PRODUCT), "all_reduce with op PRODUCT")
-    refused(lambda: dist.all_reduce(torch.ones(4, dtype=torch.float64)), "torch.float64")
+r, w = dist.get_rank(), dist.get_world_size()
+backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+t = torch.full((4,), float(r + 2))
+dist.all_reduce(t, op=dist.ReduceOp.PRODUCT)
+assert torch.equal(t, torch.full((4,), 6.0)), t
+d = torch.full((3,), r + 0.5, dtype=torch.float64)
+dist.all_reduce(d)
+assert torch.equal(d, torch.full((3,), 2.0, dtype=torch.float64)), d
+# Uneven all_to_all_single with an empty block: rank r sends p * (r + 1) elements to rank p.
+sends = [p * (r + 1) for p in range(w)]
+takes = [r * (p + 1) for p in range(w)]
+x = torch.cat([torch.full((sends[p],), float(100 * r + p)) for p in range(w)])
+y = torch.empty(sum(takes))
+dist.all_to_all_single(y, x, takes, sends)
+want = torch.cat([torch.full((takes[p],), float(100 * p + r)) for p in range(w)])
+assert torch.equal(y, want), (y, want)
+if r == 0:
+    dist.send(torch.arange(5.0), 1)
+else:
+    got = torch.empty(5)
+    dist.recv(got, 0)
+    assert torch.equal(got, torch.arange(5.0)), got
+gathered = [torch.empty(2) for _ in range(w)] if r == 0 else None
+dist.gather(torch.full((2,), float(r)), gathered, 0)
+if r == 0:
+    assert all(torch.equal(gathered[p], torch.full((2,), float(p))) for p in range(w)), gathered
+t = torch.full((2,), float(r + 1))
+dist.reduce(t, 0)
+if r == 0:
+    assert torch.equal(t, torch.full((2,), 3.0)), t
+dist.monitored_barrier()
+if r == 0:  # refused by torch's rule for AVG (an integer mean), on the calling rank alone
     refused(lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32), op=dist.ReduceOp.AVG),
             "avg is for floating-point types", Exception)
-    refused(lambda: dist.send(t, 1), "send is not supported; use a group of backend gloo")
-    refused(lambda: dist.reduce(t, 0), "reduce is not supported; use all_reduce")
-    refused(lambda: dist.all_to_all_single(t, t), "all_to_all_single is not supported")
-    refused(lambda: dist.gather(t, [torch.ones(4)] * 2, 0), "gather is not supported")
 t = torch.full((5,), float(r + 1))
-dist.all_reduce(t)  # both ranks: the group is in step after the refusals
+dist.all_reduce(t)  # native, and the group in step after the delegated calls
 assert torch.equal(t, torch.full((5,), 3.0)), t
+want = {"allreduce": 2, "all_to_all_single": 1, "gather": 1, "reduce": 1, "monitored_barrier": 1,
+        "send" if r == 0 else "recv": 1}
+assert backend.delegated == want, backend.delegated
+assert tpcomm.torch.communicator().stats()["all_reduce"]["calls"] == 1
 dist.destroy_process_group()
-ok("refused")
+ok("delegated")
 """
 )
 
 
 @needs_torch2
-def test_unsupported_ops_dtypes_and_collectives_fail_on_the_calling_rank_alone(tmp_path):
-    run_ranks(tmp_path, REFUSALS, launcher="torchrun").expect_ok(2)
+def test_ops_dtypes_and_collectives_tpcomm_lacks_run_on_the_groups_gloo(tmp_path):
+    run_ranks(tmp_path, DELEGATED, launcher="torchrun").expect_ok(2)
 
 
 GROUPS = (

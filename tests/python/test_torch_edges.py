@@ -57,10 +57,15 @@ for name in ("supports_splitting", "supports_shrinking", "supports_reconfigure",
     assert getattr(backend, name) is False, name
 assert backend.options is not None
 sparse = torch.sparse_coo_tensor(torch.tensor([[0, 2]]), torch.tensor([1.0, 2.0]), (4,))
-refused(lambda: dist.all_reduce(sparse), "layout torch.sparse_coo")
+dist.all_reduce(sparse)  # on the group's gloo
+assert torch.equal(sparse.to_dense(), torch.tensor([2.0, 0.0, 4.0, 0.0])), sparse
 refused(lambda: tpcomm.torch.communicator().all_reduce(sparse), "layout torch.sparse_coo")
-refused(lambda: dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.ones(2), 1 - r)]),
-        "not supported", Exception)
+# Both ranks send first, then receive: no deadlock (gloo's sends do not wait for the receiver).
+ops = [dist.P2POp(dist.isend, torch.full((3,), float(r)), 1 - r),
+       dist.P2POp(dist.irecv, torch.empty(3), 1 - r)]
+for work in dist.batch_isend_irecv(ops):
+    work.wait()
+assert torch.equal(ops[1].tensor, torch.full((3,), float(1 - r))), ops[1].tensor
 t = torch.arange(8, dtype=torch.float32) + r
 dist.all_reduce(t)
 assert torch.equal(t, 2 * torch.arange(8, dtype=torch.float32) + 1), t

@@ -11,14 +11,16 @@ import threading
 import torch
 import torch.distributed as dist
 
-from .. import _tpcomm
+from .. import _buffers, _tpcomm
 from .._rendezvous import PublishedAddress, _host_for_store
 from ..communicator import Communicator
 from . import _registry
 from ._work import DoneWork
 
 _C10dBackend = torch._C._distributed_c10d.Backend
+_C10dGloo = torch._C._distributed_c10d.ProcessGroupGloo
 _STRIDED = torch.strided
+_NATIVE_DTYPES = frozenset([getattr(torch, name) for name in _buffers.DTYPE_NAMES] + [torch.bool])
 
 _OPS = (
     (dist.ReduceOp.SUM, "sum"),
@@ -27,40 +29,49 @@ _OPS = (
     (dist.ReduceOp.MAX, "max"),
 )
 
-_P2P = 'a group of backend gloo or nccl (torch.distributed.new_group(backend="gloo"))'
-# What a program should use for each collective tpcomm does not serve.
-_INSTEAD = {
-    "reduce": "all_reduce (every rank gets the result)",
-    "gather": "all_gather",
-    "gather_into_tensor": "all_gather_into_tensor",
-    "gather_single": "all_gather_into_tensor",
-    "alltoall": _P2P,
-    "alltoall_base": _P2P,
-    "all_to_all_single": _P2P,
-    "send": _P2P,
-    "recv": _P2P,
-    "recv_anysource": _P2P,
-    "allreduce_sparse": "a dense tensor (to_dense()), or a gloo group",
-    "monitored_barrier": "barrier (every wait of tpcomm has a deadline already)",
-}
+# The c10d calls tpcomm has no native path for: each runs on the gloo backend the group makes
+# beside tpcomm's at its creation (_delegate below), so a valid call is served, never refused.
+_DELEGATED = (
+    "reduce",
+    "gather",
+    "gather_into_tensor",
+    "gather_single",
+    "alltoall",
+    "alltoall_base",
+    "all_to_all_single",
+    "send",
+    "recv",
+    "recv_anysource",
+    "allreduce_sparse",
+)
 
 
 # ReduceOp's type -> tpcomm's name: one dict lookup per call.
 _OP_BY_TYPE = {getattr(known, "op", known): name for known, name in _OPS}
 
 
-def _op_name(opts, what):
+def _op_name(opts):
+    """tpcomm's name of the call's reduction, or None for one tpcomm does not have (PRODUCT,
+    PREMUL_SUM, the bitwise ones): such a call is delegated."""
     name = _OP_BY_TYPE.get(getattr(opts.reduceOp, "op", None))
     if name is not None:
         return name
     for known, name in _OPS:
         if opts.reduceOp == known:
             return name
-    op = str(getattr(opts.reduceOp, "op", opts.reduceOp)).rsplit(".", 1)[-1]  # RedOpType.PRODUCT
-    raise ValueError(
-        f"tpcomm backend: {what} with op {op} is not supported (tpcomm "
-        "reduces with SUM, AVG, MIN, MAX); use a gloo or nccl group for it"
-    )
+    return None
+
+
+def _native(tensors, op="sum"):
+    """Whether tpcomm carries these tensors (dense, of a dtype it has) with reduction `op`."""
+    if op is None:
+        return False
+    for t in tensors:
+        if not isinstance(t, torch.Tensor) or t.layout is not _STRIDED:
+            return False
+        if t.dtype not in _NATIVE_DTYPES:
+            return False
+    return True
 
 
 def _seconds(timeout):
@@ -69,9 +80,9 @@ def _seconds(timeout):
     return None if timeout is None else float(timeout)
 
 
-def _refuse(name):
+def _delegate(name):
     def method(self, *args, **kwargs):
-        raise ValueError(f"tpcomm backend: {name} is not supported; use {_INSTEAD[name]}")
+        return self._delegated_call(name, *args, **kwargs)
 
     method.__name__ = name
     return method
@@ -88,6 +99,11 @@ class TpcommBackend(_C10dBackend):
         self._first_global = global_ranks[0] if global_ranks else 0
         self._comms = {}  # "cpu" / "cuda:N" -> Communicator
         self._lock = threading.Lock()
+        # The gloo backend of the same ranks for the calls tpcomm has no native path for, made
+        # now: every rank creates the group together, while a delegated call (send, recv) may be
+        # made by some ranks only. Its keys live under a prefix of the group's store.
+        self._gloo = _C10dGloo(dist.PrefixStore("tpcomm/gloo/", store), rank, size, timeout)
+        self.delegated = {}  # c10d call -> calls delegated to gloo
 
     # --- torch's questions ------------------------------------------------------------------
 
@@ -197,13 +213,23 @@ class TpcommBackend(_C10dBackend):
 
     # --- collectives ------------------------------------------------------------------------
 
+    def _delegated_call(self, name, *args):
+        self.delegated[name] = self.delegated.get(name, 0) + 1
+        return getattr(self._gloo, name)(*args)
+
     def allreduce(self, tensors, opts):
-        op = _op_name(opts, "all_reduce")
+        op = _op_name(opts)
+        if not _native(tensors, op):
+            return self._delegated_call("allreduce", tensors, opts)
         for t in tensors:
             self._comm(t, "all_reduce").all_reduce(t, op)
         return DoneWork(tensors)
 
     def allgather(self, output_lists, inputs, opts):
+        if not _native(inputs) or any(
+            o.shape != t.shape for outs, t in zip(output_lists, inputs) for o in outs
+        ):
+            return self._delegated_call("allgather", output_lists, inputs, opts)
         for outs, t in zip(output_lists, inputs):
             if len(outs) != self._size:
                 raise ValueError(
@@ -216,13 +242,17 @@ class TpcommBackend(_C10dBackend):
         return DoneWork(output_lists)
 
     def all_gather_single(self, output, input, opts):
+        if not _native([output, input]):
+            return self._delegated_call("all_gather_single", output, input, opts)
         self._comm(input, "all_gather_into_tensor").all_gather(input.contiguous(), out=output)
         return DoneWork([output])
 
     _allgather_base = all_gather_single
 
     def reduce_scatter_single(self, output, input, opts):
-        op = _op_name(opts, "reduce_scatter_tensor")
+        op = _op_name(opts)
+        if not _native([output, input], op):
+            return self._delegated_call("reduce_scatter_single", output, input, opts)
         self._comm(input, "reduce_scatter_tensor").reduce_scatter(
             input.contiguous(), op, out=output
         )
@@ -231,7 +261,9 @@ class TpcommBackend(_C10dBackend):
     _reduce_scatter_base = reduce_scatter_single
 
     def reduce_scatter(self, outputs, input_lists, opts):
-        op = _op_name(opts, "reduce_scatter")
+        op = _op_name(opts)
+        if not _native(outputs, op):
+            return self._delegated_call("reduce_scatter", outputs, input_lists, opts)
         for out, parts in zip(outputs, input_lists):
             whole = torch.cat([p.reshape(-1) for p in parts])
             self._comm(out, "reduce_scatter").reduce_scatter(whole, op, out=out)
@@ -257,6 +289,8 @@ class TpcommBackend(_C10dBackend):
         return DoneWork(outputs)
 
     def broadcast(self, tensors, opts):
+        if not _native(tensors):
+            return self._delegated_call("broadcast", tensors, opts)
         for t in tensors:
             comm = self._comm(t, "broadcast")
             if t.is_contiguous():
@@ -266,6 +300,8 @@ class TpcommBackend(_C10dBackend):
         return DoneWork(tensors)
 
     def scatter(self, outputs, input_lists, opts):
+        if not _native(outputs):
+            return self._delegated_call("scatter", outputs, input_lists, opts)
         # A broadcast of the root's whole list, each rank keeping its part: W times a scatter's
         # bytes, for set-up (DTensor's distribute_tensor of a sharded parameter), not per token.
         root = opts.rootRank
@@ -286,6 +322,11 @@ class TpcommBackend(_C10dBackend):
         (comms[0] if comms else self.communicator("cpu")).barrier()
         return DoneWork([])
 
+    def monitored_barrier(self, opts, wait_all_ranks):
+        # torch hands the backend the options; gloo's Python method takes their timeout.
+        self.delegated["monitored_barrier"] = self.delegated.get("monitored_barrier", 0) + 1
+        self._gloo.monitored_barrier(opts.timeout, wait_all_ranks)
+
     # --- lifetime ---------------------------------------------------------------------------
 
     def shutdown(self):
@@ -294,16 +335,18 @@ class TpcommBackend(_C10dBackend):
         for key, comm in comms:
             _registry.unregister(f"{self._group_id}/{key}")
             comm.close()
+        self._gloo.shutdown()
 
     def abort(self):
         with self._lock:
             comms = list(self._comms.values())
         for comm in comms:
             comm.abort("the torch.distributed group was aborted")
+        self._gloo.abort()
 
 
-for _name in _INSTEAD:
-    setattr(TpcommBackend, _name, _refuse(_name))
+for _name in _DELEGATED:
+    setattr(TpcommBackend, _name, _delegate(_name))
 
 
 def create(opts, backend_options):
