@@ -198,3 +198,48 @@ def test_llama_tensor_parallel_over_tpcomm_gives_one_process_logits_and_tpcomm_c
     for what in ("no_grad forward", "grad forward", "DistributedConfig no_grad forward"):
         diffs = re.findall(rf"rank \d+: {what}: max abs difference (\S+)", out)
         assert len(diffs) == W and all(float(d) <= TOLERANCE for d in diffs), (what, out)
+
+
+# Expert parallelism: a small Mixtral-shaped model (8 experts, 2 per token) whose tokens travel
+# between the ranks by all_to_all_single (transformers' ep_implementation="all_to_all"), which
+# the tpcomm backend runs on the group's gloo (docs/torch-backend.md).
+MOE_CONFIG = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, vocab_size=160, max_position_embeddings=64,
+                  num_local_experts=8, num_experts_per_tok=2, initializer_range=0.1)
+
+EP = """
+import os
+import torch
+import torch.distributed as dist
+import tpcomm.torch
+from transformers import AutoModelForCausalLM, DistributedConfig
+
+dist.init_process_group("tpcomm")
+config = DistributedConfig(tp_size=W, ep_size=W, ep_implementation="all_to_all")
+model = AutoModelForCausalLM.from_pretrained(os.environ["MODEL_DIR"], dtype=torch.float32,
+                                             distributed_config=config)
+model.eval()
+with torch.no_grad():
+    logits = model(torch.tensor(INPUT_IDS)).logits
+diff = (logits - torch.load(os.environ["REFERENCE"])).abs().max().item()
+delegated = dist.group.WORLD._get_backend(torch.device("cpu")).delegated
+print(f"rank {dist.get_rank()}: expert-parallel forward: max abs difference {diff:.3e}, "
+      f"delegated {delegated}", flush=True)
+assert delegated.get("all_to_all_single", 0) >= 2, delegated   # dispatch and combine, per layer
+dist.destroy_process_group()
+ok()
+"""
+
+
+def test_mixtral_expert_parallel_all_to_all_over_tpcomm_gives_one_process_logits(tmp_path):
+    from transformers import MixtralConfig, MixtralForCausalLM
+    model_dir = tmp_path / "model"
+    torch.manual_seed(SEED)
+    MixtralForCausalLM(MixtralConfig(**MOE_CONFIG)).to(torch.float32).save_pretrained(model_dir)
+    torch.save(reference_logits(model_dir), tmp_path / "reference.pt")
+    constants = f"W = {W!r}\nINPUT_IDS = {INPUT_IDS!r}\n"
+    out = run_group(tmp_path, constants + EP, n=W, env=dict(
+        OFFLINE, MODEL_DIR=str(model_dir), REFERENCE=str(tmp_path / "reference.pt")))
+    print(out)
+    diffs = re.findall(r"rank \d+: expert-parallel forward: max abs difference ([0-9.e+-]+)", out)
+    assert len(diffs) == W and all(float(d) <= TOLERANCE for d in diffs), out
