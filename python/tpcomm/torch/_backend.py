@@ -81,8 +81,8 @@ def _seconds(timeout):
 
 
 def _delegate(name):
-    def method(self, *args, **kwargs):
-        return self._delegated_call(name, *args, **kwargs)
+    def method(self, *args):
+        return self._delegated_call(name, *args)
 
     method.__name__ = name
     return method
@@ -213,8 +213,11 @@ class TpcommBackend(_C10dBackend):
 
     # --- collectives ------------------------------------------------------------------------
 
-    def _delegated_call(self, name, *args):
+    def _count_delegated(self, name):
         self.delegated[name] = self.delegated.get(name, 0) + 1
+
+    def _delegated_call(self, name, *args):
+        self._count_delegated(name)
         return getattr(self._gloo, name)(*args)
 
     def allreduce(self, tensors, opts):
@@ -324,7 +327,7 @@ class TpcommBackend(_C10dBackend):
 
     def monitored_barrier(self, opts, wait_all_ranks):
         # torch hands the backend the options; gloo's Python method takes their timeout.
-        self.delegated["monitored_barrier"] = self.delegated.get("monitored_barrier", 0) + 1
+        self._count_delegated("monitored_barrier")
         self._gloo.monitored_barrier(opts.timeout, wait_all_ranks)
 
     # --- lifetime ---------------------------------------------------------------------------
