@@ -14,7 +14,18 @@ namespace tpcomm {
 
 // The public calls counted. broadcast and barrier run as other collectives inside; they are
 // counted as themselves, not as the calls they are made of.
-enum class Collective { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kBarrier };
+enum class Collective {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kBarrier,
+  kAllToAll,
+  kAllToAllv,
+  kGather,
+  kScatter,
+  kReduce
+};
 
 template <>
 struct Names<Collective> {
@@ -22,7 +33,12 @@ struct Names<Collective> {
                                                      {Collective::kAllGather, "all_gather"},
                                                      {Collective::kReduceScatter, "reduce_scatter"},
                                                      {Collective::kBroadcast, "broadcast"},
-                                                     {Collective::kBarrier, "barrier"}};
+                                                     {Collective::kBarrier, "barrier"},
+                                                     {Collective::kAllToAll, "all_to_all"},
+                                                     {Collective::kAllToAllv, "all_to_allv"},
+                                                     {Collective::kGather, "gather"},
+                                                     {Collective::kScatter, "scatter"},
+                                                     {Collective::kReduce, "reduce"}};
 };
 static_assert(names_in_declaration_order<Collective>());
 
@@ -39,7 +55,9 @@ struct RouteStats {
   std::optional<Algorithm> algorithm;
   std::uint64_t calls = 0;
   // The size the plan's table is read at: all_reduce the buffer, all_gather the gathered output,
-  // reduce_scatter the input, broadcast the buffer, barrier 4 (one int32).
+  // reduce_scatter the input, broadcast the buffer, barrier 4 (one int32), all_to_all the input,
+  // gather the gathered output, scatter the root's input, reduce the buffer; all_to_allv this
+  // rank's input (what it sent).
   std::uint64_t bytes = 0;
 };
 

@@ -110,6 +110,41 @@ class Communicator {
   void reduce_scatter(const void* input, void* output, std::size_t count, DataType type,
                       ReduceOp op, CudaStream stream);
 
+  // MoE's token exchange. all_to_all: input holds size() blocks of `count` elements, block r for
+  // rank r; output receives size() blocks, block r from rank r (no in-place form: every block
+  // moves). all_to_allv: this rank sends send_counts[r] elements to rank r and receives
+  // recv_counts[r] from it, the blocks back to back in rank order in input and output, any count
+  // 0; each vector has size() counts, and rank r's send_counts[q] must equal rank q's
+  // recv_counts[r]: every rank checks every pair before data moves, and a mismatch is kMismatch
+  // on every rank (shm, gloo; NCCL does not check). all_to_allv reads the size table's last row
+  // (plan.hpp, kPerPeerRoutedBytes): ranks' sizes differ, so none other is agreed.
+  void all_to_all(const void* input, void* output, std::size_t count, DataType type);
+  void all_to_allv(const void* input, const std::vector<std::size_t>& send_counts, void* output,
+                   const std::vector<std::size_t>& recv_counts, DataType type);
+  // Rooted calls; every rank passes the same count, type, op and root. gather: `count` elements
+  // from each rank into the root's output (size() * count, block r from rank r; other ranks'
+  // output is not touched and may be null). scatter: the root's input holds size() * count
+  // elements, block r goes to rank r's output (other ranks' input may be null). reduce: the
+  // reduction of every rank's `count` elements into the root's output (others' may be null).
+  // In place on the root: gather input == output + root * count, scatter output == input + root *
+  // count, reduce input == output.
+  void gather(const void* input, void* output, std::size_t count, DataType type, int root);
+  void scatter(const void* input, void* output, std::size_t count, DataType type, int root);
+  void reduce(const void* input, void* output, std::size_t count, DataType type, ReduceOp op,
+              int root);
+  // The same on device buffers of a kCuda communicator, enqueued on `stream`: NCCL's grouped
+  // sends and receives (all_to_all, all_to_allv, gather, scatter) and ncclReduce.
+  void all_to_all(const void* input, void* output, std::size_t count, DataType type,
+                  CudaStream stream);
+  void all_to_allv(const void* input, const std::vector<std::size_t>& send_counts, void* output,
+                   const std::vector<std::size_t>& recv_counts, DataType type, CudaStream stream);
+  void gather(const void* input, void* output, std::size_t count, DataType type, int root,
+              CudaStream stream);
+  void scatter(const void* input, void* output, std::size_t count, DataType type, int root,
+               CudaStream stream);
+  void reduce(const void* input, void* output, std::size_t count, DataType type, ReduceOp op,
+              int root, CudaStream stream);
+
   // The root's `count` elements of `buffer` on every rank, bit for bit (broadcast moves bytes,
   // never rounds). It runs as all_gather calls of at most 1 MiB per rank, on the route the plan
   // gives all_gather for that size, with the same deadlines and failure handling. Every rank

@@ -70,9 +70,12 @@ Plan make_plan(const FactsTable& facts, const PlanOptions& options, const Tuning
 // Routing, in one place: the communicator dispatches every call by route_call, and
 // Communicator::route (Python's route, the engines' gates) asks the same function.
 //
-// The bytes a call is routed by: the larger of its buffers (all_gather's output, size times its
-// input; the input of the others).
+// The bytes a call is routed by: the larger of its buffers (all_gather's and gather's output,
+// size times the input; the input of the others: scatter's and all_to_all's whole input).
 std::uint64_t routed_bytes(Op op, std::uint64_t input_bytes, int world_size);
+// What an all_to_allv is routed by: its sizes differ from rank to rank, so the size table's last
+// row, which every rank reads alike.
+constexpr std::uint64_t kPerPeerRoutedBytes = ~std::uint64_t{0};
 // The row that carries a call of `op` on `type` whose larger buffer holds `bytes`: the size
 // table's row, with the backend that reduces `type` where the row's cannot (backend_for_type:
 // integers on the floating-point-only GPU kernels go to NCCL, with its default algorithm and no

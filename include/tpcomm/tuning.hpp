@@ -26,6 +26,9 @@ const std::vector<Algorithm>& algorithms_of(Backend backend, Op op);
 // the custom and multimem kernels reduce floating-point types only, so integer calls on a CUDA
 // communicator go to NCCL (as vLLM's and SGLang's custom all-reduce leave them to NCCL).
 std::optional<Backend> backend_for_type(Backend planned, DataType type);
+// Why `backend` cannot carry `op` at all, whatever the group (the plan's refusal for that op), or
+// nullopt where it implements it.
+std::optional<std::string> why_not_serving(Backend backend, Op op);
 // Whether the backend's kernels take a thread-block count (CUDA kernels of our own).
 bool takes_blocks(Backend backend);
 // Whether the backend streams a message in steps of a size the table may set (shm's lanes).

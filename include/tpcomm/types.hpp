@@ -16,7 +16,9 @@ enum class DataType { kFloat32, kFloat16, kBFloat16, kInt32, kInt64, kUInt8 };
 // kAvg is the sum divided by the world size (computed in fp32 before rounding); floating-point
 // types only.
 enum class ReduceOp { kSum, kMax, kMin, kAvg };
-enum class Op { kAllReduce, kAllGather, kReduceScatter };
+// The planned operations. all_to_all also carries all_to_allv (per-peer counts); gather,
+// scatter and reduce are rooted (communicator.hpp).
+enum class Op { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kGather, kScatter, kReduce };
 // hier_mpi: hier with its lanes across nodes over MPI instead of Gloo (groups started by mpirun).
 enum class Backend { kLocal, kCustom, kMultimem, kNccl, kShm, kGloo, kHier, kHierMpi };
 // How a backend runs an operation (algorithms_of() in plan.hpp says which belong to which).
@@ -68,7 +70,11 @@ template <>
 struct Names<Op> {
   static constexpr NamedValue<Op> table[] = {{Op::kAllReduce, "all_reduce"},
                                              {Op::kAllGather, "all_gather"},
-                                             {Op::kReduceScatter, "reduce_scatter"}};
+                                             {Op::kReduceScatter, "reduce_scatter"},
+                                             {Op::kAllToAll, "all_to_all"},
+                                             {Op::kGather, "gather"},
+                                             {Op::kScatter, "scatter"},
+                                             {Op::kReduce, "reduce"}};
 };
 template <>
 struct Names<Backend> {
@@ -162,5 +168,13 @@ constexpr auto all_values() {
 }
 
 inline constexpr auto kAllOps = all_values<Op>();
+
+// Whether the operation combines values (takes a ReduceOp), and whether it has a root.
+constexpr bool reduces(Op op) {
+  return op == Op::kAllReduce || op == Op::kReduceScatter || op == Op::kReduce;
+}
+constexpr bool is_rooted(Op op) {
+  return op == Op::kGather || op == Op::kScatter || op == Op::kReduce;
+}
 
 }  // namespace tpcomm

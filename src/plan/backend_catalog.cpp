@@ -57,6 +57,26 @@ const std::vector<Algorithm>& algorithms_of(Backend backend, Op op) {
   throw Error(ErrorCode::kInternal, "algorithms_of: unknown backend");
 }
 
+std::optional<std::string> why_not_serving(Backend backend, Op op) {
+  const bool staged_three =
+      op == Op::kAllReduce || op == Op::kAllGather || op == Op::kReduceScatter;
+  if (staged_three) return std::nullopt;
+  switch (backend) {
+    case Backend::kHier:
+    case Backend::kHierMpi:
+      return fmt::format(
+          "{} stages all_reduce, all_gather and reduce_scatter only; gloo carries {}",
+          to_string(backend), to_string(op));
+    case Backend::kCustom:
+    case Backend::kMultimem:
+      return fmt::format(
+          "{}'s kernels serve all_reduce, all_gather and reduce_scatter only; nccl carries {}",
+          to_string(backend), to_string(op));
+    default:
+      return std::nullopt;
+  }
+}
+
 bool takes_blocks(Backend backend) {
   return backend == Backend::kCustom || backend == Backend::kMultimem;
 }

@@ -91,6 +91,11 @@ TuningEntry cuda_entry(int sm, int w, Mode mode) {
   rs.push_back({t.gather_max, {use(Backend::kCustom, Algorithm::kOneShot, blocks), nccl}});
   if (mm_max > t.gather_max) rs.push_back({mm_max, {mm_reduce, nccl}});
   rs.push_back({std::nullopt, {nccl}});
+  // NCCL's grouped sends and receives, and ncclReduce: tpcomm has no GPU kernels of its own for
+  // these.
+  for (Op op : {Op::kAllToAll, Op::kGather, Op::kScatter, Op::kReduce}) {
+    e.ops[op] = {{std::nullopt, {nccl}}};
+  }
   return e;
 }
 
@@ -145,6 +150,10 @@ TuningEntry cpu_entry(int w) {
   }
   e.ops[Op::kReduceScatter] = {
       {std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), hier_mpi, hier, gloo}}};
+  // Through the lanes inside a node at every size; across nodes Gloo (hier stages none of them).
+  for (Op op : {Op::kAllToAll, Op::kGather, Op::kScatter, Op::kReduce}) {
+    e.ops[op] = {{std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), gloo}}};
+  }
   return e;
 }
 

@@ -100,15 +100,20 @@ Plan make_plan(const FactsTable& facts, const PlanOptions& options, const Tuning
   for (Op op : kAllOps) {
     OpPlan& p = plan.ops[op];
     for (Backend b : backends_of(group.type())) {
-      const auto& v = admission.verdicts.at(b);
+      const auto& admitted = admission.verdicts.at(b);
+      const std::optional<std::string> v = admitted ? admitted : why_not_serving(b, op);
       if (v) {
         p.rejected[b] = *v;
       } else {
         p.eligible.push_back(b);
       }
     }
-    p.zero_copy = admission.zero_copy;
-    p.zero_copy_reason = admission.zero_copy_reason;
+    // Zero-copy is the custom kernels' registration: an op they do not serve has none.
+    p.zero_copy = admission.zero_copy &&
+                  (group.type() != DeviceType::kCuda || !why_not_serving(Backend::kCustom, op));
+    p.zero_copy_reason = admission.zero_copy && !p.zero_copy
+                             ? fmt::format("nccl carries {}: nothing is registered", to_string(op))
+                             : admission.zero_copy_reason;
     if (group.world_size() == 1) {
       Backend b = p.is_eligible(Backend::kLocal) ? Backend::kLocal : fallback;
       p.table = {{std::nullopt, b, algorithms_of(b, op).front(), std::nullopt, std::nullopt}};

@@ -4,7 +4,8 @@
 namespace tpcomm {
 
 std::uint64_t routed_bytes(Op op, std::uint64_t input_bytes, int world_size) {
-  return op == Op::kAllGather ? input_bytes * static_cast<std::uint64_t>(world_size) : input_bytes;
+  const bool gathered = op == Op::kAllGather || op == Op::kGather;
+  return gathered ? input_bytes * static_cast<std::uint64_t>(world_size) : input_bytes;
 }
 
 TableRow route_call(const Plan& plan, Op op, std::uint64_t bytes, DataType type) {

@@ -147,7 +147,8 @@ TuningEntry read_entry(const Json& value, const std::string& path) {
   }
   ops.reject_unknown();
   if (e.ops.empty())
-    fail_at(r.path_of("ops"), "no operation given (all_reduce, all_gather, reduce_scatter)");
+    fail_at(r.path_of("ops"),
+            fmt::format("no operation given ({})", fmt::join(tpcomm::names_of<Op>(), ", ")));
   r.reject_unknown();
   return e;
 }

@@ -55,31 +55,103 @@ void check_address_space(const Name& call, const char* buffer, Range r, int rank
 
 }  // namespace
 
+namespace {
+
+// The root of a rooted call is a rank of the group (every rank checks the same value).
+template <typename Name>
+void check_root(const Name& call, const transport::Call& c, int rank, int size) {
+  if (!is_rooted(c.op) || (c.root >= 0 && c.root < size)) return;
+  throw invalid_input(fmt::format("rank {}: {}: root {} is not a rank of this group of {}", rank,
+                                  call(), c.root, size));
+}
+
+// all_to_allv's counts: both given, and each buffer's sum fits in size_t.
+template <typename Name>
+std::size_t counts_sum(const Name& call, const std::size_t* counts, const char* which, int rank,
+                       int size) {
+  if (counts == nullptr) {
+    throw invalid_input(fmt::format("rank {}: {}: no {} counts", rank, call(), which));
+  }
+  std::size_t sum = 0;
+  for (int r = 0; r < size; ++r) {
+    if (__builtin_add_overflow(sum, counts[r], &sum)) {
+      throw invalid_input(
+          fmt::format("rank {}: {}: the {} counts add up to more than size_t "
+                      "holds",
+                      rank, call(), which));
+    }
+  }
+  return sum;
+}
+
+}  // namespace
+
 void check_call_buffers(const transport::Call& call, int rank, int size) {
   const auto name = [&] { return transport::call_signature(call); };
+  check_root(name, call, rank, size);
   const auto ranks = static_cast<std::size_t>(size);
-  const bool scatter = call.op == Op::kReduceScatter;
-  const bool gather = call.op == Op::kAllGather;
+  const bool root = rank == call.root;
+  const bool per_peer = call.op == Op::kAllToAll && call.send_counts != nullptr;
+  std::size_t in_ranks = 1;
+  std::size_t out_ranks = 1;
+  switch (call.op) {
+    case Op::kReduceScatter:
+      in_ranks = ranks;
+      break;
+    case Op::kAllGather:
+      out_ranks = ranks;
+      break;
+    case Op::kAllToAll:
+      in_ranks = out_ranks = ranks;
+      break;
+    case Op::kGather:
+      out_ranks = root ? ranks : 0;
+      break;
+    case Op::kScatter:
+      in_ranks = root ? ranks : 0;
+      break;
+    case Op::kReduce:
+      out_ranks = root ? 1 : 0;
+      break;
+    default:
+      break;
+  }
   const std::size_t block = bytes_of(name, "input", call.count, call.type, 1, rank);
-  const Range in{reinterpret_cast<std::uintptr_t>(call.input),
-                 scatter ? bytes_of(name, "input", call.count, call.type, ranks, rank) : block};
-  const Range out{reinterpret_cast<std::uintptr_t>(call.output),
-                  gather ? bytes_of(name, "output", call.count, call.type, ranks, rank) : block};
-  // A null buffer (of a call with elements) is the communicator's own check, with its message.
-  if (block == 0 || call.input == nullptr || call.output == nullptr) return;
+  Range in{reinterpret_cast<std::uintptr_t>(call.input), 0};
+  Range out{reinterpret_cast<std::uintptr_t>(call.output), 0};
+  if (per_peer || (call.op == Op::kAllToAll && call.recv_counts != nullptr)) {
+    in.bytes = bytes_of(name, "input", counts_sum(name, call.send_counts, "send", rank, size),
+                        call.type, 1, rank);
+    out.bytes = bytes_of(name, "output", counts_sum(name, call.recv_counts, "receive", rank, size),
+                         call.type, 1, rank);
+  } else {
+    in.bytes = bytes_of(name, "input", call.count, call.type, in_ranks, rank);
+    out.bytes = bytes_of(name, "output", call.count, call.type, out_ranks, rank);
+  }
+  const auto null_buffer = [&](const char* buffer, std::size_t bytes) {
+    throw invalid_input(fmt::format("rank {}: {}: null {} for {} elements", rank, name(), buffer,
+                                    bytes / size_of(call.type)));
+  };
+  if (in.bytes > 0 && call.input == nullptr) null_buffer("input", in.bytes);
+  if (out.bytes > 0 && call.output == nullptr) null_buffer("output", out.bytes);
+  if (in.bytes == 0 || out.bytes == 0) return;
   check_address_space(name, "input", in, rank);
   check_address_space(name, "output", out, rank);
   if (in.begin >= out.begin + out.bytes || out.begin >= in.begin + in.bytes) return;
   // The one exact in-place form of each op (the ones NCCL allows): the smaller buffer is block
-  // `rank` of the larger one (the offset fits: it is below the larger buffer's size).
+  // `rank` (the root's for gather and scatter) of the larger one (the offset fits: it is below
+  // the larger buffer's size). all_to_all has none: every rank's block moves.
   const std::uintptr_t at = static_cast<std::uintptr_t>(rank) * block;
-  if (gather    ? in.begin == out.begin + at
-      : scatter ? out.begin == in.begin + at
-                : in.begin == out.begin) {
+  const bool gather = call.op == Op::kAllGather || call.op == Op::kGather;
+  const bool scatter = call.op == Op::kReduceScatter || call.op == Op::kScatter;
+  if (call.op != Op::kAllToAll && (gather    ? in.begin == out.begin + at
+                                   : scatter ? out.begin == in.begin + at
+                                             : in.begin == out.begin)) {
     return;
   }
   const std::string form =
-      gather ? fmt::format("input == output + rank * count elements (here {:#x})", out.begin + at)
+      call.op == Op::kAllToAll ? std::string("none (every block moves)")
+      : gather ? fmt::format("input == output + rank * count elements (here {:#x})", out.begin + at)
       : scatter ? fmt::format("output == input + rank * count elements (here {:#x})", in.begin + at)
                 : std::string("input == output");
   throw invalid_input(fmt::format(

@@ -21,8 +21,12 @@ namespace tpcomm::runtime {
 //   input == output + rank * count elements; reduce_scatter output == input + rank * count
 //   elements. The backends read peers' inputs and write outputs in an order that only those
 //   forms survive (shm returned wrong data, to the caller and to a peer, for partial overlaps).
-// A null buffer of a call with elements is left to the caller's own check (only sizes are
-// checked then).
+// - whose root (gather, scatter, reduce) is not a rank of the group, or (all_to_allv) whose
+//   counts are missing or add up past size_t;
+// - whose input or output is null where it holds elements (rooted calls: the root's larger
+//   buffer; the other ranks may pass null there).
+// Rooted calls' in-place forms are the root's: gather input == output + root * count elements,
+// scatter output == input + root * count elements, reduce input == output; all_to_all has none.
 void check_call_buffers(const transport::Call& call, int rank, int size);
 
 // broadcast's buffer of `count` elements of `type`: its byte size fits in size_t and the buffer

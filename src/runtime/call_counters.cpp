@@ -3,12 +3,28 @@
 
 namespace tpcomm {
 
-// The communicator counts a call of Op `op` as Collective `op`.
-static_assert(static_cast<int>(Collective::kAllReduce) == static_cast<int>(Op::kAllReduce) &&
-              static_cast<int>(Collective::kAllGather) == static_cast<int>(Op::kAllGather) &&
-              static_cast<int>(Collective::kReduceScatter) == static_cast<int>(Op::kReduceScatter));
-
 namespace runtime {
+
+Collective collective_of(Op op, bool per_peer_counts) {
+  switch (op) {
+    case Op::kAllReduce:
+      return Collective::kAllReduce;
+    case Op::kAllGather:
+      return Collective::kAllGather;
+    case Op::kReduceScatter:
+      return Collective::kReduceScatter;
+    case Op::kAllToAll:
+      return per_peer_counts ? Collective::kAllToAllv : Collective::kAllToAll;
+    case Op::kGather:
+      return Collective::kGather;
+    case Op::kScatter:
+      return Collective::kScatter;
+    case Op::kReduce:
+      return Collective::kReduce;
+  }
+  return Collective::kAllReduce;
+}
+
 namespace {
 
 // Index kNone of a dimension is "none" (a call that no backend carried).

@@ -13,6 +13,9 @@
 
 namespace tpcomm::runtime {
 
+// The public call a call of `op` is counted as (all_to_all with per-peer counts: all_to_allv).
+Collective collective_of(Op op, bool per_peer_counts);
+
 class CallCounters {
  public:
   // `calls` is 0 for the second and later parts of one public call (a broadcast's chunks).

@@ -160,6 +160,105 @@ void Communicator::reduce_scatter(const void* input, void* output, std::size_t c
       *impl_, runtime::call_of(Op::kReduceScatter, input, output, count, type, op, stream), true);
 }
 
+namespace runtime {
+namespace {
+
+transport::Call rooted(Op op, const void* input, void* output, std::size_t count, DataType type,
+                       ReduceOp reduce, int root, CudaStream stream) {
+  transport::Call call = call_of(op, input, output, count, type, reduce, stream);
+  call.root = root;
+  return call;
+}
+
+void run_all_to_allv(CommunicatorState& c, const void* input,
+                     const std::vector<std::size_t>& send_counts, void* output,
+                     const std::vector<std::size_t>& recv_counts, DataType type, CudaStream stream,
+                     bool device_call) {
+  for (const auto* counts : {&send_counts, &recv_counts}) {
+    if (counts->size() != static_cast<std::size_t>(c.group_size)) {
+      throw invalid_input(
+          fmt::format("rank {}: all_to_allv({}): {} {} counts for a group of {} (one per rank)",
+                      c.group_rank, to_string(type), counts->size(),
+                      counts == &send_counts ? "send" : "receive", c.group_size));
+    }
+  }
+  transport::Call call = call_of(Op::kAllToAll, input, output, 0, type, ReduceOp::kSum, stream);
+  call.send_counts = send_counts.data();
+  call.recv_counts = recv_counts.data();
+  run_guarded(c, call, device_call);
+}
+
+}  // namespace
+}  // namespace runtime
+
+void Communicator::all_to_all(const void* input, void* output, std::size_t count, DataType type) {
+  runtime::run_guarded(
+      *impl_, runtime::call_of(Op::kAllToAll, input, output, count, type, ReduceOp::kSum, nullptr),
+      false);
+}
+
+void Communicator::all_to_allv(const void* input, const std::vector<std::size_t>& send_counts,
+                               void* output, const std::vector<std::size_t>& recv_counts,
+                               DataType type) {
+  runtime::run_all_to_allv(*impl_, input, send_counts, output, recv_counts, type, nullptr, false);
+}
+
+void Communicator::gather(const void* input, void* output, std::size_t count, DataType type,
+                          int root) {
+  runtime::run_guarded(
+      *impl_,
+      runtime::rooted(Op::kGather, input, output, count, type, ReduceOp::kSum, root, nullptr),
+      false);
+}
+
+void Communicator::scatter(const void* input, void* output, std::size_t count, DataType type,
+                           int root) {
+  runtime::run_guarded(
+      *impl_,
+      runtime::rooted(Op::kScatter, input, output, count, type, ReduceOp::kSum, root, nullptr),
+      false);
+}
+
+void Communicator::reduce(const void* input, void* output, std::size_t count, DataType type,
+                          ReduceOp op, int root) {
+  runtime::run_guarded(
+      *impl_, runtime::rooted(Op::kReduce, input, output, count, type, op, root, nullptr), false);
+}
+
+void Communicator::all_to_all(const void* input, void* output, std::size_t count, DataType type,
+                              CudaStream stream) {
+  runtime::run_guarded(
+      *impl_, runtime::call_of(Op::kAllToAll, input, output, count, type, ReduceOp::kSum, stream),
+      true);
+}
+
+void Communicator::all_to_allv(const void* input, const std::vector<std::size_t>& send_counts,
+                               void* output, const std::vector<std::size_t>& recv_counts,
+                               DataType type, CudaStream stream) {
+  runtime::run_all_to_allv(*impl_, input, send_counts, output, recv_counts, type, stream, true);
+}
+
+void Communicator::gather(const void* input, void* output, std::size_t count, DataType type,
+                          int root, CudaStream stream) {
+  runtime::run_guarded(
+      *impl_,
+      runtime::rooted(Op::kGather, input, output, count, type, ReduceOp::kSum, root, stream), true);
+}
+
+void Communicator::scatter(const void* input, void* output, std::size_t count, DataType type,
+                           int root, CudaStream stream) {
+  runtime::run_guarded(
+      *impl_,
+      runtime::rooted(Op::kScatter, input, output, count, type, ReduceOp::kSum, root, stream),
+      true);
+}
+
+void Communicator::reduce(const void* input, void* output, std::size_t count, DataType type,
+                          ReduceOp op, int root, CudaStream stream) {
+  runtime::run_guarded(
+      *impl_, runtime::rooted(Op::kReduce, input, output, count, type, op, root, stream), true);
+}
+
 void Communicator::abort(const std::string& reason) {
   // Not queued behind the calls it is meant to end; in a fork() child it would tell the
   // parent's group through the parent's store connection; after close() nothing is left to end.

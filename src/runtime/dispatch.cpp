@@ -10,6 +10,7 @@
 #include "common/rank_list.hpp"
 #include "control/store_request_deadline.hpp"
 #include "graph_copy_algorithm.hpp"
+#include "transport/common/call_sizes.hpp"
 #include "transport/common/call_text.hpp"
 
 namespace tpcomm::runtime {
@@ -39,19 +40,13 @@ void check_call(CommunicatorState& c, const transport::Call& call, bool device_c
         device_call ? "create it with CommunicatorOptions::device = kCuda for device buffers"
                     : "device buffers need the overload that takes a CUDA stream"));
   }
-  if (!is_floating(call.type) && call.reduce == ReduceOp::kAvg && call.op != Op::kAllGather) {
+  if (!is_floating(call.type) && call.reduce == ReduceOp::kAvg && reduces(call.op)) {
     throw invalid_input(
         fmt::format("rank {}: {} of {}: avg is for floating-point types (an integer "
                     "average would round); use sum and divide",
                     rank, to_string(call.op), to_string(call.type)));
   }
-  c.refuse_unusable_buffers([&] {
-    if (call.count > 0 && (call.input == nullptr || call.output == nullptr)) {
-      throw invalid_input(fmt::format("rank {}: {}: null buffer for {} elements", rank,
-                                      to_string(call.op), call.count));
-    }
-    check_call_buffers(call, rank, c.bootstrap->size());
-  });
+  c.refuse_unusable_buffers([&] { check_call_buffers(call, rank, c.bootstrap->size()); });
 }
 
 // The row that carries `call` (route_call), refused where nothing here may carry it. Every rank
@@ -108,8 +103,11 @@ void count_call(CommunicatorState& c, const transport::Call& call, const TableRo
   } else if (c.broadcast_chunks >= 0) {
     c.counters.add(Collective::kBroadcast, row.backend, row.algorithm,
                    c.broadcast_chunks++ == 0 ? 1 : 0, call.count * size_of(call.type));
+  } else if (call.send_counts != nullptr) {
+    c.counters.add(Collective::kAllToAllv, row.backend, row.algorithm, 1,
+                   transport::sum_of(call.send_counts, c.bootstrap->size()) * size_of(call.type));
   } else {
-    c.counters.add(static_cast<Collective>(call.op), row.backend, row.algorithm, 1,
+    c.counters.add(collective_of(call.op, false), row.backend, row.algorithm, 1,
                    call_bytes(call, c.bootstrap->size()));
   }
 }
@@ -140,10 +138,13 @@ void execute(CommunicatorState& c, const transport::Call& call, const TableRow& 
 }  // namespace
 
 std::uint64_t call_bytes(const transport::Call& call, int size) {
+  // all_to_allv: the ranks' sizes differ and none knows the others', so every rank reads the
+  // table where it agrees for any size: its last row (docs/plan.md, "Operations").
+  if (call.op == Op::kAllToAll && call.send_counts != nullptr) return kPerPeerRoutedBytes;
   const std::uint64_t per = call.count * size_of(call.type);
-  const std::uint64_t input =
-      call.op == Op::kReduceScatter ? per * static_cast<std::uint64_t>(size) : per;
-  return routed_bytes(call.op, input, size);
+  const bool whole =
+      call.op == Op::kReduceScatter || call.op == Op::kAllToAll || call.op == Op::kScatter;
+  return routed_bytes(call.op, whole ? per * static_cast<std::uint64_t>(size) : per, size);
 }
 
 void run_call(CommunicatorState& c, transport::Call call, bool device_call) {

@@ -18,9 +18,16 @@ struct Call {
   Op op = Op::kAllReduce;
   const void* input = nullptr;
   void* output = nullptr;
-  std::size_t count = 0;  // all_reduce: elements; all_gather / reduce_scatter: per rank
+  // all_reduce, reduce: elements; all_gather, reduce_scatter, all_to_all, gather, scatter: per
+  // rank (call_sizes.hpp has every buffer's size)
+  std::size_t count = 0;
   DataType type = DataType::kFloat32;
   ReduceOp reduce = ReduceOp::kSum;
+  int root = 0;  // gather, scatter, reduce: the rank with the whole data
+  // all_to_allv: the elements this rank sends to and receives from each rank (size() each; the
+  // blocks lie in rank order, back to back); null for all_to_all, whose blocks hold `count`.
+  const std::size_t* send_counts = nullptr;
+  const std::size_t* recv_counts = nullptr;
   Algorithm algorithm = Algorithm::kOneShot;
   std::uint64_t sequence = 0;
   int blocks = 0;                // the plan row's thread blocks (custom kernels)

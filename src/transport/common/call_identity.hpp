@@ -18,9 +18,11 @@ struct CallIdentity {
   std::uint64_t outer_count = 0;
   std::uint8_t op = 0, type = 0, reduce = 0, has_outer = 0;
   std::uint8_t outer_op = 0, outer_type = 0, outer_reduce = 0, barrier = 0;
+  std::int32_t root = 0;       // gather, scatter, reduce
+  std::uint32_t per_peer = 0;  // 1: all_to_allv (its counts are compared by the backend)
   bool operator==(const CallIdentity&) const = default;
 };
-static_assert(sizeof(CallIdentity) == 32);
+static_assert(sizeof(CallIdentity) == 40);
 
 inline CallIdentity identity_of(const Call& c) {
   CallIdentity id;
@@ -29,6 +31,8 @@ inline CallIdentity identity_of(const Call& c) {
   id.op = static_cast<std::uint8_t>(c.op);
   id.type = static_cast<std::uint8_t>(c.type);
   id.reduce = static_cast<std::uint8_t>(c.reduce);
+  id.root = is_rooted(c.op) ? c.root : 0;
+  id.per_peer = c.send_counts != nullptr ? 1 : 0;
   id.barrier = (c.outer != nullptr ? c.outer->barrier : c.barrier) ? 1 : 0;
   if (c.outer != nullptr) {
     id.has_outer = 1;
@@ -43,8 +47,9 @@ inline CallIdentity identity_of(const Call& c) {
 // "all_reduce(float32 x 512, sum) #2", then `detail` ("(shm one_shot)") when given, then
 // " of all_reduce(float32 x 1023, sum)" for a stage.
 inline std::string describe(const CallIdentity& id, const std::string& detail = "") {
-  const std::string own = call_signature(static_cast<Op>(id.op), static_cast<DataType>(id.type),
-                                         id.count, static_cast<ReduceOp>(id.reduce));
+  const std::string own =
+      call_signature(static_cast<Op>(id.op), static_cast<DataType>(id.type), id.count,
+                     static_cast<ReduceOp>(id.reduce), id.root, id.per_peer != 0);
   std::string text =
       fmt::format("{} #{}", id.barrier && !id.has_outer ? "barrier" : own, id.sequence);
   if (!detail.empty()) text += " " + detail;

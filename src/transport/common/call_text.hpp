@@ -1,5 +1,6 @@
-// The one wording of a call in messages: "all_reduce(float32 x 1024, sum)". Built only when a
-// message needs it, never on the success path.
+// The one wording of a call in messages: "all_reduce(float32 x 1024, sum)", "gather(int64 x 4,
+// root 1)", "all_to_allv(bfloat16)". Built only when a message needs it, never on the success
+// path.
 #pragma once
 
 #include <string>
@@ -10,14 +11,20 @@
 
 namespace tpcomm::transport {
 
-inline std::string call_signature(Op op, DataType type, std::uint64_t count, ReduceOp reduce) {
+inline std::string call_signature(Op op, DataType type, std::uint64_t count, ReduceOp reduce,
+                                  int root = 0, bool per_peer_counts = false) {
+  if (op == Op::kAllToAll && per_peer_counts)
+    return fmt::format("all_to_allv({})", to_string(type));
   std::string text = fmt::format("{}({} x {}", to_string(op), to_string(type), count);
-  if (op != Op::kAllGather) text += fmt::format(", {}", to_string(reduce));
+  if (reduces(op)) text += fmt::format(", {}", to_string(reduce));
+  if (is_rooted(op)) text += fmt::format(", root {}", root);
   return text + ")";
 }
 
 inline std::string call_signature(const Call& c) {
-  return c.barrier ? "barrier" : call_signature(c.op, c.type, c.count, c.reduce);
+  return c.barrier
+             ? "barrier"
+             : call_signature(c.op, c.type, c.count, c.reduce, c.root, c.send_counts != nullptr);
 }
 
 }  // namespace tpcomm::transport

@@ -15,6 +15,8 @@
 #include "common/log_format.hpp"
 #include "control/socket_util.hpp"
 #include "control/store_auth.hpp"
+#include "gloo_exchange_ops.hpp"
+#include "gloo_group.hpp"
 #include "gloo_opening_exchange.hpp"
 #include "gloo_pairs.hpp"
 #include "gloo_ring_reduce_scatter.hpp"
@@ -24,6 +26,7 @@
 #include "kernels/cpu/int_reduce.hpp"
 #include "tpcomm/error.hpp"
 #include "transport/common/call_identity.hpp"
+#include "transport/common/call_sizes.hpp"
 #include "transport/common/sigpipe_guard.hpp"
 #include "transport/common/unpinned_threads.hpp"
 
@@ -59,22 +62,6 @@ GlooReduceFn reduce_fn(ReduceOp op) {
       return sum_fn;
   }
 }
-
-// Each call uses two tags: its opening exchange, then its data.
-std::uint32_t check_tag(std::uint64_t sequence) {
-  return static_cast<std::uint32_t>(sequence * 2);
-}
-std::uint32_t data_tag(std::uint64_t sequence) {
-  return static_cast<std::uint32_t>(sequence * 2 + 1);
-}
-
-// What a job needs of its backend, copied so that an abandoned job depends on nothing else.
-struct GlooGroup {
-  std::shared_ptr<gloo::Context> context;
-  int rank;
-  int size;
-  std::chrono::milliseconds timeout;
-};
 
 // Avg is a sum divided once, at the end (as NCCL's and the shm path's avg).
 void divide_if_avg(const GlooGroup& g, float* data, std::size_t count, ReduceOp op) {
@@ -214,7 +201,10 @@ void reduce_scatter(const GlooGroup& g, const Call& c, std::vector<float>& wide,
 void finish_inline(const GlooGroup& g, const Call& c, const OpeningExchange& x,
                    std::vector<float>& wide) {
   const std::size_t bytes = c.count * size_of(c.type);
-  if (c.op == Op::kAllGather) {
+  const bool gathers =
+      c.op == Op::kAllGather || c.op == Op::kAllToAll || (c.op == Op::kGather && g.rank == c.root);
+  if (c.op == Op::kGather && !gathers) return;  // off the root: nothing to keep
+  if (gathers) {
     auto* out = static_cast<std::uint8_t*>(c.output);
     for (int r = 0; r < g.size; ++r) {
       std::memcpy(out + static_cast<std::size_t>(r) * bytes, x.data_from(r), bytes);
@@ -245,25 +235,33 @@ void finish_inline(const GlooGroup& g, const Call& c, const OpeningExchange& x,
 // all-reduce's time, on a VM).
 struct StagedCall {
   explicit StagedCall(std::size_t room) : opening(room) {}
-  void stage(const Call& c, int size) {
+  void stage(const Call& c, int rank, int size) {
     call = c;
-    const std::size_t slice = c.count * size_of(c.type);
-    const std::size_t all = slice * static_cast<std::size_t>(size);
-    output.resize(c.op == Op::kAllGather ? all : slice);
+    const std::size_t es = size_of(c.type);
+    // A reduce runs as an all-reduce whose result only the root keeps (gloo_exchange_ops.hpp).
+    if (c.op == Op::kReduce) call.op = Op::kAllReduce;
+    const std::size_t in_bytes = input_elements(call, rank, size) * es;
+    output.resize(output_elements(call, rank, size) * es);
     call.output = output.data();
     call.outer = nullptr;
     // An all-reduce works in place in `output`: one copy of the input fewer.
-    std::vector<std::uint8_t>& in = c.op == Op::kAllReduce ? output : input;
-    const std::size_t in_bytes = c.op == Op::kReduceScatter ? all : slice;
+    std::vector<std::uint8_t>& in = call.op == Op::kAllReduce ? output : input;
     in.resize(in_bytes);
     if (in_bytes > 0) std::memcpy(in.data(), c.input, in_bytes);
     call.input = in.data();
+    if (c.send_counts != nullptr) {
+      send_counts.assign(c.send_counts, c.send_counts + size);
+      recv_counts.assign(c.recv_counts, c.recv_counts + size);
+      call.send_counts = send_counts.data();
+      call.recv_counts = recv_counts.data();
+    }
   }
   Call call;
   std::vector<std::uint8_t> input;
   std::vector<std::uint8_t> output;
-  std::vector<float> wide;  // fp32 room of fp16 / bf16 reductions
-  GlooRingScratch ring;     // a reduce-scatter's block in flight
+  std::vector<std::size_t> send_counts, recv_counts;  // all_to_allv's
+  std::vector<float> wide;                            // fp32 room of fp16 / bf16 reductions
+  GlooRingScratch ring;                               // a reduce-scatter's block in flight
   OpeningExchange opening;
 };
 
@@ -273,7 +271,17 @@ void run_staged(const GlooGroup& g, StagedCall& staged, CallIdentity identity) {
   if (travels_inline(c, staged.opening.room())) {
     return finish_inline(g, c, staged.opening, staged.wide);
   }
-  if (!is_floating(c.type) && c.op != Op::kAllGather) return reduce_integer_call(g, c);
+  switch (c.op) {
+    case Op::kAllToAll:
+      return c.send_counts != nullptr ? gloo_all_to_allv(g, c) : gloo_all_to_all(g, c);
+    case Op::kGather:
+      return gloo_gather(g, c);
+    case Op::kScatter:
+      return gloo_scatter(g, c);
+    default:
+      break;
+  }
+  if (!is_floating(c.type)) return reduce_integer_call(g, c);
   switch (c.op) {
     case Op::kAllReduce:
       if (c.type == DataType::kFloat32) return all_reduce(g, c);
@@ -282,6 +290,8 @@ void run_staged(const GlooGroup& g, StagedCall& staged, CallIdentity identity) {
       return all_gather(g, c);
     case Op::kReduceScatter:
       return reduce_scatter(g, c, staged.wide, staged.ring);
+    default:
+      throw Error(ErrorCode::kInternal, fmt::format("gloo: no collective for {}", to_string(c.op)));
   }
 }
 
@@ -350,7 +360,7 @@ class GlooBackend final : public CollectiveBackend {
           ctx_.gloo.inline_small_calls ? gloo_inline_room(ctx_.size) : 0);
     }
     std::shared_ptr<StagedCall> staged = staged_;
-    staged->stage(call, ctx_.size);
+    staged->stage(call, ctx_.rank, ctx_.size);
     const CallIdentity identity = identity_of(call);
     try {
       worker_.run([group, staged, identity] { run_staged(group, *staged, identity); },
@@ -363,7 +373,9 @@ class GlooBackend final : public CollectiveBackend {
       throw Error(timed_out ? ErrorCode::kTimeout : ErrorCode::kUnavailable,
                   fmt::format("gloo: {}", e.what()));
     }
-    std::memcpy(call.output, staged->output.data(), staged->output.size());
+    // What this rank's output holds (none off the root of a gather or reduce).
+    const std::size_t out_bytes = output_elements(call, ctx_.rank, ctx_.size) * size_of(call.type);
+    if (out_bytes > 0) std::memcpy(call.output, staged->output.data(), out_bytes);
   }
 
   // From any thread: the waiting call fails at once, and closing the connections makes every

@@ -17,8 +17,17 @@ namespace {
 // reduce-scatter's (0x40), the call's tag below.
 constexpr std::uint8_t kOpeningSlotPrefix = 0x41;
 
+// The data a peer gets in the exchange: an all-reduce's, all-gather's or gather's input (all of
+// it: the exchange sends every peer a message anyway), a reduce-scatter's or all_to_all's block
+// for that peer. all_to_allv and scatter never travel inline.
 std::size_t inline_bytes(const Call& c) {
+  if (c.op == Op::kScatter || c.send_counts != nullptr) return ~std::size_t{0};
   return c.count * size_of(c.type);
+}
+
+// Whether each peer gets its own block of the input (else all get the same).
+bool per_peer_blocks(const Call& c) {
+  return c.op == Op::kReduceScatter || c.op == Op::kAllToAll;
 }
 
 }  // namespace
@@ -62,7 +71,7 @@ void OpeningExchange::run(gloo::Context& context, const Call& c, CallIdentity mi
                           std::uint32_t tag, std::chrono::milliseconds timeout) {
   bind(context);
   call_ = &c;
-  const bool scatter = c.op == Op::kReduceScatter;
+  const bool scatter = per_peer_blocks(c);
   const std::size_t bytes = travels_inline(c, room_) ? inline_bytes(c) : 0;
   const auto* input = static_cast<const std::uint8_t*>(c.input);
   // Slot r holds the message to rank r. An all-reduce or all-gather sends every peer the same
@@ -109,7 +118,7 @@ void OpeningExchange::run(gloo::Context& context, const Call& c, CallIdentity mi
 
 const void* OpeningExchange::data_from(int r) const {
   const Call& c = *call_;
-  if (r == rank_ && c.op == Op::kReduceScatter) {
+  if (r == rank_ && per_peer_blocks(c)) {
     return static_cast<const std::uint8_t*>(c.input) +
            static_cast<std::size_t>(r) * inline_bytes(c);
   }

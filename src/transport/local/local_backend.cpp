@@ -3,7 +3,10 @@
 
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "tpcomm/error.hpp"
+#include "transport/common/call_sizes.hpp"
 
 namespace tpcomm::transport {
 namespace {
@@ -14,10 +17,17 @@ class LocalBackend final : public CollectiveBackend {
   int setup_steps() const override { return 0; }
   std::string setup_step_name(int) const override { return {}; }
   void run_setup_step(int, const Deadline&) override {}
+  // One rank: every operation's output is its input (an all_to_allv's one block, whose two
+  // counts must agree).
   void run(const Call& c) override {
-    if (c.input != c.output && c.count > 0) {
-      std::memmove(c.output, c.input, c.count * size_of(c.type));
+    if (c.send_counts != nullptr && c.send_counts[0] != c.recv_counts[0]) {
+      throw Error(ErrorCode::kMismatch,
+                  fmt::format("all_to_allv counts do not match: rank 0 sends {} elements to rank "
+                              "0, which expects {} from it",
+                              c.send_counts[0], c.recv_counts[0]));
     }
+    const std::size_t bytes = input_elements(c, 0, 1) * size_of(c.type);
+    if (c.input != c.output && bytes > 0) std::memmove(c.output, c.input, bytes);
   }
   void abort() override {}
 };

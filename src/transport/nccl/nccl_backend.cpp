@@ -154,9 +154,56 @@ class NcclBackend final : public CollectiveBackend {
       case Op::kReduceScatter:
         return lib_->reduce_scatter(c.input, c.output, c.count, nccl_type(c.type),
                                     nccl_op(c.reduce, ctx_.size), comm_, stream);
+      case Op::kReduce:
+        return lib_->reduce(c.input, c.output, c.count, nccl_type(c.type),
+                            nccl_op(c.reduce, ctx_.size), c.root, comm_, stream);
+      case Op::kAllToAll:
+      case Op::kGather:
+      case Op::kScatter:
+        return enqueue_point_to_point(c, stream);
     }
     throw Error(ErrorCode::kInternal,
                 fmt::format("nccl: no NCCL call for op {}", static_cast<int>(c.op)));
+  }
+
+  // NCCL has no all-to-all, gather or scatter of its own: they are its sends and receives in one
+  // group, block r to or from rank r, this rank's own block included (NCCL copies a send to
+  // itself), as PyTorch's ProcessGroupNCCL makes them.
+  ncclResult_t enqueue_point_to_point(const Call& c, cudaStream_t stream) {
+    const std::size_t es = size_of(c.type);
+    const ncclDataType_t type = nccl_type(c.type);
+    const auto* in = static_cast<const std::uint8_t*>(c.input);
+    auto* out = static_cast<std::uint8_t*>(c.output);
+    const bool root = ctx_.rank == c.root;
+    ncclResult_t r = lib_->group_start();
+    std::size_t sent = 0;
+    std::size_t received = 0;
+    for (int peer = 0; peer < ctx_.size && r == ncclSuccess; ++peer) {
+      const auto p = static_cast<std::size_t>(peer);
+      std::size_t to = 0;  // elements this rank sends to `peer`, and receives from it
+      std::size_t from = 0;
+      if (c.op == Op::kAllToAll) {
+        to = c.send_counts != nullptr ? c.send_counts[p] : c.count;
+        from = c.recv_counts != nullptr ? c.recv_counts[p] : c.count;
+      } else if (c.op == Op::kGather) {
+        to = peer == c.root ? c.count : 0;
+        from = root ? c.count : 0;
+      } else {
+        to = root ? c.count : 0;
+        from = peer == c.root ? c.count : 0;
+      }
+      if (to > 0) {
+        r = lib_->send(c.op == Op::kGather ? in : in + sent * es, to, type, peer, comm_, stream);
+      }
+      if (from > 0 && r == ncclSuccess) {
+        r = lib_->recv(c.op == Op::kScatter ? out : out + received * es, from, type, peer, comm_,
+                       stream);
+      }
+      sent += to;
+      received += from;
+    }
+    const ncclResult_t end = lib_->group_end();
+    return r != ncclSuccess ? r : end;
   }
 
   // Non-blocking, inside the gate: an abort requested meanwhile ends the wait (wait_ready) and

@@ -35,6 +35,11 @@ Loaded load() {
   s.bind(l.lib.all_reduce, "ncclAllReduce");
   s.bind(l.lib.all_gather, "ncclAllGather");
   s.bind(l.lib.reduce_scatter, "ncclReduceScatter");
+  s.bind(l.lib.reduce, "ncclReduce");
+  s.bind(l.lib.send, "ncclSend");
+  s.bind(l.lib.recv, "ncclRecv");
+  s.bind(l.lib.group_start, "ncclGroupStart");
+  s.bind(l.lib.group_end, "ncclGroupEnd");
   s.bind(l.lib.get_error_string, "ncclGetErrorString");
   if (!s.missing().empty()) {
     l.error = fmt::format("libnccl.so.2 lacks {} (NCCL older than 2.14?)", s.missing());

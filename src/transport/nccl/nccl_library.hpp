@@ -23,6 +23,11 @@ struct NcclLibrary {
   decltype(&::ncclAllReduce) all_reduce = nullptr;
   decltype(&::ncclAllGather) all_gather = nullptr;
   decltype(&::ncclReduceScatter) reduce_scatter = nullptr;
+  decltype(&::ncclReduce) reduce = nullptr;
+  decltype(&::ncclSend) send = nullptr;
+  decltype(&::ncclRecv) recv = nullptr;
+  decltype(&::ncclGroupStart) group_start = nullptr;
+  decltype(&::ncclGroupEnd) group_end = nullptr;
   decltype(&::ncclGetErrorString) get_error_string = nullptr;
   int version = 0;  // e.g. 22703 for 2.27.3
 };

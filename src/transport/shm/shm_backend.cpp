@@ -171,6 +171,22 @@ void ShmBackend::run(const Call& c) {
     case Op::kReduceScatter:
       reduce_scatter(c);
       break;
+    case Op::kAllToAll:
+      if (c.send_counts != nullptr) {
+        all_to_allv(c);
+      } else {
+        all_to_all(c);
+      }
+      break;
+    case Op::kGather:
+      gather(c);
+      break;
+    case Op::kScatter:
+      scatter(c);
+      break;
+    case Op::kReduce:
+      reduce(c);
+      break;
   }
   throw_if_a_peer_aborted(c, true);
   current_call_.store(c.sequence + 1, std::memory_order_release);
@@ -187,9 +203,12 @@ void ShmBackend::throw_if_a_peer_aborted(const Call& c, bool done) const {
 void ShmBackend::register_input(const Call& c) {
   const bool in_place_one_shot =
       c.op == Op::kAllReduce && c.algorithm != Algorithm::kTwoShot && c.input == c.output;
+  // The three planned first read registered inputs in place; the others copy through the lanes.
+  const bool reads_registered =
+      c.op == Op::kAllReduce || c.op == Op::kAllGather || c.op == Op::kReduceScatter;
   mine_at_ = {};
   mine_single_copy_ = 0;
-  if (ctx_.shm.registered && !in_place_one_shot &&
+  if (ctx_.shm.registered && reads_registered && !in_place_one_shot &&
       input_bytes(c) >= registered_min_bytes(ctx_.size)) {
     mine_at_ = ctx_.shm.registered->find(c.input, input_bytes(c));
   }
@@ -209,7 +228,8 @@ void ShmBackend::exchange(std::uint64_t seq, const Call& c, Algorithm algorithm,
                           const Describe& what) {
   RankControl& me = *control(ctx_.rank);
   CallHeader& mine = me.lane[seq % kLanes].call;
-  mine = CallHeader{seq, identity_of(c), static_cast<std::uint32_t>(algorithm)};
+  mine = CallHeader{static_cast<std::uint32_t>(seq), static_cast<std::uint32_t>(algorithm),
+                    identity_of(c)};
   me.lane[seq % kLanes].source = mine_at_.id != 0 ? mine_at_.packed() : mine_single_copy_;
   publish(Flag::kArrived, seq);
   wait(Flag::kArrived, seq, what);

@@ -20,6 +20,7 @@
 #include "shm_wait.hpp"
 #include "transport/common/backend.hpp"
 #include "transport/common/backend_context.hpp"
+#include "transport/common/call_sizes.hpp"
 #include "transport/cpu/numa_placement.hpp"
 #include "transport/cpu/thread_team.hpp"
 
@@ -82,10 +83,9 @@ class ShmBackend final : public CollectiveBackend {
     return c.step_bytes != 0 ? std::min<std::size_t>(c.step_bytes, lane_bytes_) : lane_bytes_;
   }
 
-  // Bytes of a call's input on every rank.
+  // Bytes of a call's input on this rank.
   std::size_t input_bytes(const Call& c) const {
-    const std::size_t w = c.op == Op::kReduceScatter ? static_cast<std::size_t>(ctx_.size) : 1;
-    return c.count * w * size_of(c.type);
+    return input_elements(c, ctx_.rank, ctx_.size) * size_of(c.type);
   }
 
   // Whether this rank's input is read in place by its peers in this call: it lies in a
@@ -137,7 +137,9 @@ class ShmBackend final : public CollectiveBackend {
   // The team that splits this call's copies and reductions (a call of at least
   // team_min_bytes_ when the team has more than one thread), else null: the caller alone.
   cpu::ThreadTeam* team_for(const Call& c) const {
-    return team_ && input_bytes(c) >= ctx_.shm.team_min_bytes ? team_.get() : nullptr;
+    const std::size_t bytes =
+        std::max(input_bytes(c), output_elements(c, ctx_.rank, ctx_.size) * size_of(c.type));
+    return team_ && bytes >= ctx_.shm.team_min_bytes ? team_.get() : nullptr;
   }
 
   // Set-up: binds this rank's slot (at `offset`) to the rank's NUMA node before its pages exist
@@ -168,14 +170,30 @@ class ShmBackend final : public CollectiveBackend {
   // Each slot holds W blocks of the chunk; rank r reduces block r of every slot.
   void reduce_scatter(const Call& c);
 
+  // shm_exchange_ops.cpp. all_to_all: each slot holds W blocks of the chunk, block r for rank
+  // r, which copies block r of every slot out. all_to_allv: a first step posts every rank's
+  // counts, which every rank checks pair by pair; then each step moves the next part of every
+  // pair's block, as many steps as the largest block needs.
+  void all_to_all(const Call& c);
+  void all_to_allv(const Call& c);
+  // Rooted: gather and reduce through every other rank's lane into the root; scatter through
+  // the root's lane, W blocks of the chunk as all_to_all's.
+  void gather(const Call& c);
+  void scatter(const Call& c);
+  void reduce(const Call& c);
+  // all_to_allv: every pair's count from the posted counts, checked (kMismatch on every rank
+  // alike); returns the largest block between two different ranks.
+  std::size_t agree_on_counts(const Call& c, std::uint64_t seq, const Describe& what);
+
   BackendContext ctx_;
   std::size_t lane_bytes_;
-  std::unique_ptr<cpu::ThreadTeam> team_;     // null: one thread
-  cpu::ThreadTeam* call_team_ = nullptr;      // team_for(the current call)
-  std::vector<const void*> sources_;          // scratch for lanes_at, so a call allocates nothing
-  std::vector<const std::uint8_t*> peer_in_;  // each rank's registered input this step, or null
-  RegisteredAt mine_at_;                      // this rank's, posted in its lane header
-  std::vector<std::uint64_t> peer_address_;   // each rank's input for a single-copy read, or 0
+  std::unique_ptr<cpu::ThreadTeam> team_;       // null: one thread
+  cpu::ThreadTeam* call_team_ = nullptr;        // team_for(the current call)
+  std::vector<const void*> sources_;            // scratch for lanes_at, so a call allocates nothing
+  std::vector<std::size_t> send_at_, recv_at_;  // all_to_allv: where each block starts
+  std::vector<const std::uint8_t*> peer_in_;    // each rank's registered input this step, or null
+  RegisteredAt mine_at_;                        // this rank's, posted in its lane header
+  std::vector<std::uint64_t> peer_address_;     // each rank's input for a single-copy read, or 0
   std::vector<int> peer_pid_;    // each rank's process for read_peer_memory (set-up), 0: this one
   cpu::NodeBuffer peer_chunks_;  // single-copy all-reduce: a step of each peer, on this rank's node
   std::pair<std::uint8_t*, std::size_t> slot_pages_{nullptr, 0};  // this rank's slot's pages

@@ -42,9 +42,10 @@ struct alignas(kLine) SegmentHeader {
 // What a rank posted with its input: checked by every peer before reading, so a mismatched call
 // is an error, never garbage.
 struct CallHeader {
-  std::uint64_t sequence;   // the protocol step (one per chunk)
-  CallIdentity call;        // what every rank compares
+  // The protocol step (one per chunk), its low half: peers are never 2^32 steps apart.
+  std::uint32_t sequence;
   std::uint32_t algorithm;  // tpcomm::Algorithm
+  CallIdentity call;        // what every rank compares
 };
 
 // Inputs below this are copied into the lane even when registered (ShmBackend::register_input):

@@ -33,13 +33,35 @@ struct Scenario {
   std::optional<bool> zero_copy;
 };
 
+// The operations hier, hier_mpi, custom and multimem serve; the others (all_to_all, the rooted
+// ones) go to gloo or nccl wherever they are eligible.
+bool staged_op(Op op) {
+  return op == Op::kAllReduce || op == Op::kAllGather || op == Op::kReduceScatter;
+}
+
+std::vector<std::string> eligible_for(const Scenario& s, Op op) {
+  std::vector<std::string> out;
+  for (const auto& b : s.eligible) {
+    const bool fast_only = b == "hier" || b == "hier_mpi" || b == "custom" || b == "multimem";
+    if (staged_op(op) || !fast_only) out.push_back(b);
+  }
+  return out;
+}
+
 void check(const Scenario& s) {
   SCOPED_TRACE(s.file);
   Plan plan = plan_of(s.file);
   for (Op op : kAllOps) {
     SCOPED_TRACE(std::string(to_string(op)));
     const OpPlan& p = plan.ops.at(op);
-    EXPECT_EQ(eligible_names(p), s.eligible);
+    EXPECT_EQ(eligible_names(p), eligible_for(s, op));
+    for (const auto& b : s.eligible) {
+      if (staged_op(op) || eligible_for(s, op).size() == s.eligible.size()) continue;
+      const auto it = p.rejected.find(*from_string<Backend>(b));
+      if (it == p.rejected.end()) continue;
+      EXPECT_NE(it->second.find("carries " + std::string(to_string(op))), std::string::npos)
+          << it->second;
+    }
     for (const auto& [backend, parts] : s.reasons) {
       auto it = p.rejected.find(*from_string<Backend>(backend));
       ASSERT_NE(it, p.rejected.end()) << backend << " must be rejected";
@@ -48,8 +70,8 @@ void check(const Scenario& s) {
             << backend << " reason lacks \"" << part << "\": " << it->second;
       }
     }
-    if (s.zero_copy) {
-      EXPECT_EQ(p.zero_copy, *s.zero_copy);
+    if (s.zero_copy) {  // custom's registration: only on the ops custom serves
+      EXPECT_EQ(p.zero_copy, *s.zero_copy && staged_op(op));
     }
   }
 }
@@ -72,8 +94,8 @@ TEST(PlannerTables, AnMpirunGroupAcrossHostsRunsHierWithMpiLanesAtEverySize) {
     SCOPED_TRACE(std::string(to_string(op)));
     const auto& t = plan.ops.at(op).table;
     ASSERT_EQ(t.size(), 1u);
-    EXPECT_EQ(t[0].backend, Backend::kHierMpi);
-    EXPECT_EQ(t[0].algorithm, Algorithm::kHierarchical);
+    EXPECT_EQ(t[0].backend, staged_op(op) ? Backend::kHierMpi : Backend::kGloo);
+    EXPECT_EQ(t[0].algorithm, staged_op(op) ? Algorithm::kHierarchical : Algorithm::kGloo);
   }
   PlanOptions o;
   o.disabled[Backend::kHierMpi] = "TPCOMM_DISABLE";
@@ -81,7 +103,9 @@ TEST(PlannerTables, AnMpirunGroupAcrossHostsRunsHierWithMpiLanesAtEverySize) {
   for (const Plan& p :
        {make_plan(facts, o), plan_of("scenarios/cpu_2x2_one_rank_without_mpi.json")}) {
     for (Op op : kAllOps) {
-      for (const auto& row : p.ops.at(op).table) EXPECT_EQ(row.backend, Backend::kHier);
+      for (const auto& row : p.ops.at(op).table) {
+        EXPECT_EQ(row.backend, staged_op(op) ? Backend::kHier : Backend::kGloo);
+      }
     }
   }
 }

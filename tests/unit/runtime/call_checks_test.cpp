@@ -63,6 +63,8 @@ transport::Call in_place_shifted(Op op, DataType t, std::size_t count, int rank,
       return call_at(op, mine + shift, whole, count, t);
     case Op::kReduceScatter:
       return call_at(op, whole + shift, mine, count, t);
+    default:  // the rooted forms: rooted_in_place_shifted
+      break;
   }
   return {};
 }
@@ -129,20 +131,50 @@ TEST(CallChecks, TheRefusalNamesTheCallTheRangesAndTheInPlaceForm) {
   EXPECT_NE(reduce.find("input == output"), std::string::npos) << reduce;
 }
 
-TEST(CallChecks, CallsWithoutElementsOrWithNullBuffersAreLeftAlone) {
+TEST(CallChecks, CallsWithoutElementsAreLeftAloneAndNullBuffersAreNamed) {
   for (Op op : kOps) {
     EXPECT_EQ(refusal(call_at(op, base + 1, base, 0, DataType::kFloat32), 1, 2), "");
-    // The communicator's own null-buffer check names those.
-    EXPECT_EQ(refusal(call_at(op, nullptr, base, 8, DataType::kFloat32), 1, 2), "");
-    EXPECT_EQ(refusal(call_at(op, base, nullptr, 8, DataType::kFloat32), 1, 2), "");
+    EXPECT_NE(refusal(call_at(op, nullptr, base, 8, DataType::kFloat32), 1, 2).find("null input"),
+              std::string::npos);
+    EXPECT_NE(refusal(call_at(op, base, nullptr, 8, DataType::kFloat32), 1, 2).find("null output"),
+              std::string::npos);
   }
+}
+
+// Rooted calls: off the root, the buffer the call does not use may be null; on the root it is
+// named. Each in-place form is the root's.
+TEST(CallChecks, RootedCallsTakeNullOffTheRootAndTheirOwnInPlaceForms) {
+  auto rooted = [](Op op, const void* in, void* out, int root) {
+    transport::Call c = call_at(op, in, out, 8, DataType::kFloat32);
+    c.root = root;
+    return c;
+  };
+  EXPECT_EQ(refusal(rooted(Op::kGather, base, nullptr, 0), 1, 2), "");
+  EXPECT_NE(refusal(rooted(Op::kGather, base, nullptr, 1), 1, 2).find("null output for 16"),
+            std::string::npos);
+  EXPECT_EQ(refusal(rooted(Op::kScatter, nullptr, base, 0), 1, 2), "");
+  EXPECT_NE(refusal(rooted(Op::kScatter, nullptr, base, 1), 1, 2).find("null input for 16"),
+            std::string::npos);
+  EXPECT_EQ(refusal(rooted(Op::kReduce, base, nullptr, 0), 1, 2), "");
+  const std::size_t block = 8 * 4;
+  EXPECT_EQ(refusal(rooted(Op::kGather, base + block, base, 1), 1, 2), "");
+  EXPECT_NE(refusal(rooted(Op::kGather, base + 4, base, 1), 1, 2), "");
+  EXPECT_EQ(refusal(rooted(Op::kScatter, base, base + block, 1), 1, 2), "");
+  EXPECT_EQ(refusal(rooted(Op::kReduce, base, base, 1), 1, 2), "");
+  EXPECT_NE(refusal(rooted(Op::kReduce, base, base, 2), 1, 2).find("root 2 is not a rank"),
+            std::string::npos);
+  EXPECT_NE(refusal(call_at(Op::kAllToAll, base, base, 8, DataType::kFloat32), 0, 2)
+                .find("none (every block moves)"),
+            std::string::npos);
 }
 
 TEST(CallChecks, ByteSizesThatDoNotFitInSizeTAreRefusedAtTheBoundary) {
   for (DataType t : kTypes) {
     const std::size_t es = size_of(t);
     // all_reduce: count x element size.
-    EXPECT_EQ(refusal(call_at(Op::kAllReduce, nullptr, nullptr, kMax / es, t), 0, 3), "");
+    // (Null buffers: the sizes pass, then the null input is named.)
+    EXPECT_NE(refusal(call_at(Op::kAllReduce, nullptr, nullptr, kMax / es, t), 0, 3).find("null"),
+              std::string::npos);
     if (es > 1) {
       const std::string why =
           refusal(call_at(Op::kAllReduce, nullptr, nullptr, kMax / es + 1, t), 0, 3);
@@ -150,7 +182,8 @@ TEST(CallChecks, ByteSizesThatDoNotFitInSizeTAreRefusedAtTheBoundary) {
     }
     // all_gather's output and reduce_scatter's input: count x element size x ranks.
     for (Op op : {Op::kAllGather, Op::kReduceScatter}) {
-      EXPECT_EQ(refusal(call_at(op, nullptr, nullptr, kMax / (es * 3), t), 2, 3), "");
+      EXPECT_NE(refusal(call_at(op, nullptr, nullptr, kMax / (es * 3), t), 2, 3).find("null"),
+                std::string::npos);
       const std::string why = refusal(call_at(op, nullptr, nullptr, kMax / (es * 3) + 1, t), 2, 3);
       EXPECT_NE(why.find("x 3 ranks"), std::string::npos) << to_string(op) << ": " << why;
       EXPECT_NE(why.find(op == Op::kAllGather ? "output" : "input"), std::string::npos) << why;

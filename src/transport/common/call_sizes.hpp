@@ -1,0 +1,49 @@
+// The size of each buffer of a call on one rank, in elements: the one place that knows each
+// operation's shapes (the communicator checks them, backends stage and split by them).
+#pragma once
+
+#include <cstddef>
+#include <numeric>
+
+#include "backend.hpp"
+
+namespace tpcomm::transport {
+
+// Elements of all_to_allv's blocks: the sum of `counts` (size() of them).
+inline std::size_t sum_of(const std::size_t* counts, int size) {
+  return counts == nullptr ? 0 : std::accumulate(counts, counts + size, std::size_t{0});
+}
+
+// The input `rank` passes (0 where it passes none: scatter off the root).
+inline std::size_t input_elements(const Call& c, int rank, int size) {
+  const auto w = static_cast<std::size_t>(size);
+  switch (c.op) {
+    case Op::kReduceScatter:
+      return c.count * w;
+    case Op::kAllToAll:
+      return c.send_counts != nullptr ? sum_of(c.send_counts, size) : c.count * w;
+    case Op::kScatter:
+      return rank == c.root ? c.count * w : 0;
+    default:
+      return c.count;
+  }
+}
+
+// The output `rank` receives (0 where it receives none: gather and reduce off the root).
+inline std::size_t output_elements(const Call& c, int rank, int size) {
+  const auto w = static_cast<std::size_t>(size);
+  switch (c.op) {
+    case Op::kAllGather:
+      return c.count * w;
+    case Op::kAllToAll:
+      return c.recv_counts != nullptr ? sum_of(c.recv_counts, size) : c.count * w;
+    case Op::kGather:
+      return rank == c.root ? c.count * w : 0;
+    case Op::kReduce:
+      return rank == c.root ? c.count : 0;
+    default:
+      return c.count;
+  }
+}
+
+}  // namespace tpcomm::transport
