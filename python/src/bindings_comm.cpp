@@ -112,6 +112,62 @@ class Host {
   std::string address_;
 };
 
+// all_to_all(v) and the rooted calls: a buffer the call does not use on this rank (off the root)
+// comes as address 0.
+void bind_exchanges(py::class_<Comm>& c) {
+  auto rel = py::call_guard<py::gil_scoped_release>();
+  c.def(
+      "all_to_all",
+      [](Comm& comm, std::uintptr_t in, std::uintptr_t out, std::size_t count, int dtype,
+         Stream stream) {
+        const auto t = code_of<DataType>(dtype, "dtype");
+        on_stream(stream,
+                  [&](auto... s) { comm->all_to_all(in_ptr(in), out_ptr(out), count, t, s...); });
+      },
+      rel);
+  c.def(
+      "all_to_allv",
+      [](Comm& comm, std::uintptr_t in, const std::vector<std::size_t>& send_counts,
+         std::uintptr_t out, const std::vector<std::size_t>& recv_counts, int dtype,
+         Stream stream) {
+        const auto t = code_of<DataType>(dtype, "dtype");
+        on_stream(stream, [&](auto... s) {
+          comm->all_to_allv(in_ptr(in), send_counts, out_ptr(out), recv_counts, t, s...);
+        });
+      },
+      rel);
+  c.def(
+      "gather",
+      [](Comm& comm, std::uintptr_t in, std::uintptr_t out, std::size_t count, int dtype, int root,
+         Stream stream) {
+        const auto t = code_of<DataType>(dtype, "dtype");
+        on_stream(stream,
+                  [&](auto... s) { comm->gather(in_ptr(in), out_ptr(out), count, t, root, s...); });
+      },
+      rel);
+  c.def(
+      "scatter",
+      [](Comm& comm, std::uintptr_t in, std::uintptr_t out, std::size_t count, int dtype, int root,
+         Stream stream) {
+        const auto t = code_of<DataType>(dtype, "dtype");
+        on_stream(stream, [&](auto... s) {
+          comm->scatter(in_ptr(in), out_ptr(out), count, t, root, s...);
+        });
+      },
+      rel);
+  c.def(
+      "reduce",
+      [](Comm& comm, std::uintptr_t in, std::uintptr_t out, std::size_t count, int dtype, int op,
+         int root, Stream stream) {
+        const auto t = code_of<DataType>(dtype, "dtype");
+        const auto r = code_of<ReduceOp>(op, "op");
+        on_stream(stream, [&](auto... s) {
+          comm->reduce(in_ptr(in), out_ptr(out), count, t, r, root, s...);
+        });
+      },
+      rel);
+}
+
 void bind_collectives(py::class_<Comm>& c) {
   auto rel = py::call_guard<py::gil_scoped_release>();
   c.def(
@@ -154,6 +210,7 @@ void bind_collectives(py::class_<Comm>& c) {
       rel);
   c.def(
       "barrier", [](Comm& comm) { comm->barrier(); }, rel);
+  bind_exchanges(c);
 }
 
 void bind_group_calls(py::class_<Comm>& c) {

@@ -1,6 +1,7 @@
 """tpcomm.Communicator: a TP group's collectives on torch tensors and numpy arrays."""
 
 import json
+import math
 import operator
 
 from . import _buffers, _tpcomm
@@ -9,7 +10,18 @@ from ._rendezvous import torch_group_address
 _OP_CODES = _tpcomm.OP_CODES  # name -> the library's value of the reduction
 _OPS = tuple(_OP_CODES)
 # The collectives stats() counts, each always present.
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier")
+COLLECTIVES = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "broadcast",
+    "barrier",
+    "all_to_all",
+    "all_to_allv",
+    "gather",
+    "scatter",
+    "reduce",
+)
 
 
 def stats_dict(rows):
@@ -314,6 +326,109 @@ class Communicator:
         v = self._input(t, "broadcast", writable=True)
         self._native.broadcast(v.ptr, v.numel, v.code, src, _buffers.stream_of(v))
         return t
+
+    def _rows(self, v, what):
+        """Elements per row of dimension 0 (a 0-d buffer has no rows to split)."""
+        if not v.shape:
+            raise ValueError(f"{what}: a 0-d buffer has no dimension 0 to split among ranks")
+        rows = v.shape[0]
+        return (v.numel // rows if rows else math.prod(v.shape[1:])), rows
+
+    def _splits(self, splits, rows, what):
+        if splits is None:
+            if rows % self.size:
+                raise ValueError(
+                    f"{what}: {rows} rows of dimension 0 do not divide among {self.size} ranks "
+                    f"(pass the split sizes)"
+                )
+            return [rows // self.size] * self.size
+        splits = [int(n) for n in splits]
+        if len(splits) != self.size or any(n < 0 for n in splits):
+            raise ValueError(
+                f"{what}: split sizes {splits}: expected {self.size} sizes of at least 0"
+            )
+        return splits
+
+    def all_to_all(self, t, out=None, in_splits=None, out_splits=None):
+        """MoE's token exchange along dimension 0: t's rows go out in size parts, part r to rank
+        r (in_splits[r] rows each, or equal parts), and `out` receives part r from rank r, in
+        rank order (out_splits[r] rows each, or equal). Splits may be 0; rank r's in_splits[q]
+        must equal rank q's out_splits[r] (checked on every rank). Returns out."""
+        v = self._input(t)
+        row, rows = self._rows(v, "all_to_all")
+        if in_splits is None and out_splits is None:
+            self._splits(None, rows, "all_to_all")
+            o = self._output(out, v, v.numel, v.shape)
+            self._native.all_to_all(
+                v.ptr, o.ptr, v.numel // self.size, v.code, _buffers.stream_of(v)
+            )
+            return o.obj
+        sends = self._splits(in_splits, rows, "all_to_all in_splits")
+        if sum(sends) != rows:
+            raise ValueError(f"all_to_all: in_splits {sends} do not add up to the {rows} rows of t")
+        receives = self._splits(out_splits, rows, "all_to_all out_splits")
+        shape = (sum(receives),) + v.shape[1:]
+        o = self._output(out, v, sum(receives) * row, shape)
+        self._native.all_to_allv(
+            v.ptr,
+            [n * row for n in sends],
+            o.ptr,
+            [n * row for n in receives],
+            v.code,
+            _buffers.stream_of(v),
+        )
+        return o.obj
+
+    def gather(self, t, out=None, root=0):
+        """Every rank's t, concatenated along dimension 0 in rank order, on the root (returned
+        there; None elsewhere, where `out` is not touched)."""
+        v = self._input(t)
+        self._check_root(root, "gather")
+        o = None
+        if self.rank == root:
+            shape = _with(v.shape, 0, self.size * v.shape[0]) if v.shape else (self.size,)
+            o = self._output(out, v, v.numel * self.size, shape)
+        self._native.gather(
+            v.ptr, o.ptr if o else 0, v.numel, v.code, root, _buffers.stream_of(v)
+        )
+        return o.obj if o else None
+
+    def scatter(self, t, out, root=0):
+        """The root's t split along dimension 0 into size equal parts, part r into rank r's
+        `out` (which every rank passes; t is read on the root only and may be None elsewhere).
+        Returns out."""
+        self._check_root(root, "scatter")
+        o = self._input(out, "out", writable=True)
+        ptr = 0
+        if self.rank == root:
+            v = self._input(t)
+            if v.numel != o.numel * self.size or v.type_name != o.type_name:
+                raise ValueError(
+                    f"scatter: t holds {v.numel} {v.type_name}, the root needs size x out's "
+                    f"{o.numel} {o.type_name}"
+                )
+            ptr = v.ptr
+        self._native.scatter(ptr, o.ptr, o.numel, o.code, root, _buffers.stream_of(o))
+        return out
+
+    def reduce(self, t, op="sum", root=0, out=None):
+        """The reduction of every rank's t on the root: in place there (returns t), or into
+        `out`; None elsewhere, where nothing is written."""
+        _check_op(op)
+        self._check_root(root, "reduce")
+        v = self._input(t, writable=out is None)
+        o = None
+        if self.rank == root:
+            o = v if out is None else self._output(out, v, v.numel, v.shape)
+        self._native.reduce(
+            v.ptr, o.ptr if o else 0, v.numel, v.code, _reduction(v, op), root,
+            _buffers.stream_of(v),
+        )
+        return o.obj if o else None
+
+    def _check_root(self, root, what):
+        if not 0 <= root < self.size:
+            raise ValueError(f"{what}: root {root} is not a rank of this group of {self.size}")
 
     def barrier(self):
         """Returns once every rank has called it."""

@@ -32,13 +32,8 @@ _OPS = (
 # The c10d calls tpcomm has no native path for: each runs on the gloo backend the group makes
 # beside tpcomm's at its creation (_delegate below), so a valid call is served, never refused.
 _DELEGATED = (
-    "reduce",
-    "gather",
     "gather_into_tensor",
     "gather_single",
-    "alltoall",
-    "alltoall_base",
-    "all_to_all_single",
     "send",
     "recv",
     "recv_anysource",
@@ -303,19 +298,97 @@ class TpcommBackend(_C10dBackend):
         return DoneWork(tensors)
 
     def scatter(self, outputs, input_lists, opts):
-        if not _native(outputs):
+        if not _native(outputs) or (
+            self._rank == opts.rootRank
+            and any(p.shape != o.shape for o, ps in zip(outputs, input_lists) for p in ps)
+        ):
             return self._delegated_call("scatter", outputs, input_lists, opts)
-        # A broadcast of the root's whole list, each rank keeping its part: W times a scatter's
-        # bytes, for set-up (DTensor's distribute_tensor of a sharded parameter), not per token.
         root = opts.rootRank
         for i, out in enumerate(outputs):
             comm = self._comm(out, "scatter")
+            whole = None
             if self._rank == root:
                 whole = torch.cat([p.reshape(-1) for p in input_lists[i]])
+            part = out if out.is_contiguous() else torch.empty_like(out)
+            comm.scatter(whole, part.reshape(-1), root)
+            if part is not out:
+                out.copy_(part)
+        return DoneWork(outputs)
+
+    def gather(self, output_lists, inputs, opts):
+        root = opts.rootRank
+        if not _native(inputs) or (
+            self._rank == root
+            and any(o.shape != t.shape for outs, t in zip(output_lists, inputs) for o in outs)
+        ):
+            return self._delegated_call("gather", output_lists, inputs, opts)
+        for i, t in enumerate(inputs):
+            gathered = self._comm(t, "gather").gather(t.contiguous().reshape(-1), root=root)
+            if self._rank == root:
+                for out, part in zip(output_lists[i], gathered.chunk(self._size)):
+                    out.copy_(part.view(out.shape))
+        return DoneWork(output_lists)
+
+    def reduce(self, tensors, opts):
+        op = _op_name(opts)
+        if not _native(tensors, op):
+            return self._delegated_call("reduce", tensors, opts)
+        for t in tensors:
+            comm = self._comm(t, "reduce")
+            if t.is_contiguous():
+                comm.reduce(t, op, opts.rootRank)
             else:
-                whole = torch.empty(out.numel() * self._size, dtype=out.dtype, device=out.device)
-            comm.broadcast(whole, root)
-            out.copy_(whole.chunk(self._size)[self._rank].view(out.shape))
+                result = comm.reduce(t.contiguous(), op, opts.rootRank)
+                if result is not None:
+                    t.copy_(result)
+        return DoneWork(tensors)
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts):
+        """all_to_all_single: even (no split sizes) or uneven splits of dimension 0."""
+        if not _native([output, input]) or output.dtype != input.dtype:
+            return self._delegated_call(
+                "alltoall_base", output, input, output_split_sizes, input_split_sizes, opts
+            )
+        comm = self._comm(input, "all_to_all_single")
+        even = not output_split_sizes and not input_split_sizes
+        out = output if output.is_contiguous() else torch.empty_like(output)
+        comm.all_to_all(
+            input.contiguous(),
+            out=out,
+            in_splits=None if even else list(input_split_sizes) or None,
+            out_splits=None if even else list(output_split_sizes) or None,
+        )
+        if out is not output:
+            output.copy_(out)
+        return DoneWork([output])
+
+    all_to_all_single = alltoall_base
+
+    def alltoall(self, outputs, inputs, opts):
+        """all_to_all of lists: tensor r to rank r, any sizes (the counts of each pair are
+        checked on every rank)."""
+        if not _native(list(outputs) + list(inputs)) or len({t.dtype for t in inputs}) > 1:
+            return self._delegated_call("alltoall", outputs, inputs, opts)
+        if len(inputs) != self._size or len(outputs) != self._size:
+            raise ValueError(
+                f"tpcomm backend: all_to_all of {len(inputs)} inputs and {len(outputs)} "
+                f"outputs, the group has {self._size} ranks"
+            )
+        comm = self._comm(inputs[0], "all_to_all")
+        whole = torch.cat([t.reshape(-1) for t in inputs])
+        received = torch.empty(
+            sum(o.numel() for o in outputs), dtype=whole.dtype, device=whole.device
+        )
+        comm.all_to_all(
+            whole,
+            out=received,
+            in_splits=[t.numel() for t in inputs],
+            out_splits=[o.numel() for o in outputs],
+        )
+        at = 0
+        for o in outputs:
+            o.copy_(received[at : at + o.numel()].view(o.shape))
+            at += o.numel()
         return DoneWork(outputs)
 
     def barrier(self, opts=None):
