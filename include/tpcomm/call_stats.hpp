@@ -24,7 +24,9 @@ enum class Collective {
   kAllToAllv,
   kGather,
   kScatter,
-  kReduce
+  kReduce,
+  kSend,
+  kRecv
 };
 
 template <>
@@ -38,7 +40,9 @@ struct Names<Collective> {
                                                      {Collective::kAllToAllv, "all_to_allv"},
                                                      {Collective::kGather, "gather"},
                                                      {Collective::kScatter, "scatter"},
-                                                     {Collective::kReduce, "reduce"}};
+                                                     {Collective::kReduce, "reduce"},
+                                                     {Collective::kSend, "send"},
+                                                     {Collective::kRecv, "recv"}};
 };
 static_assert(names_in_declaration_order<Collective>());
 
@@ -57,7 +61,7 @@ struct RouteStats {
   // The size the plan's table is read at: all_reduce the buffer, all_gather the gathered output,
   // reduce_scatter the input, broadcast the buffer, barrier 4 (one int32), all_to_all the input,
   // gather the gathered output, scatter the root's input, reduce the buffer; all_to_allv this
-  // rank's input (what it sent).
+  // rank's input (what it sent); send and recv the message.
   std::uint64_t bytes = 0;
 };
 

@@ -145,6 +145,28 @@ class Communicator {
   void reduce(const void* input, void* output, std::size_t count, DataType type, ReduceOp op,
               int root, CudaStream stream);
 
+  // Point-to-point (docs/communicator.md, "Point-to-point"). Not collective: only the two ranks
+  // take part, and these calls stand outside the rule that every rank makes the same calls in
+  // the same order (and outside TPCOMM_CHECK). Messages from one rank to another match in the
+  // order they were started on each side; the receive names the sender, and count, type and
+  // tag must match the send's (kMismatch otherwise). isend / irecv return at once with a
+  // request that wait() completes: a wait progresses every message this rank started, so two
+  // ranks that both send first never wait for each other (kCpu); a send's buffer may be reused
+  // once its wait returns. send and recv are isend and irecv followed by their wait. A request
+  // is waited for once; the communicator's timeout bounds each wait. On a kCuda communicator a
+  // message is enqueued on `stream` (NCCL's send and receive; as with NCCL, two ranks that both
+  // send first on one stream deadlock the GPU).
+  using Request = std::uint64_t;
+  void send(const void* buffer, std::size_t count, DataType type, int peer, int tag = 0);
+  void recv(void* buffer, std::size_t count, DataType type, int peer, int tag = 0);
+  Request isend(const void* buffer, std::size_t count, DataType type, int peer, int tag = 0);
+  Request irecv(void* buffer, std::size_t count, DataType type, int peer, int tag = 0);
+  void wait(Request request);
+  Request isend(const void* buffer, std::size_t count, DataType type, int peer, int tag,
+                CudaStream stream);
+  Request irecv(void* buffer, std::size_t count, DataType type, int peer, int tag,
+                CudaStream stream);
+
   // The root's `count` elements of `buffer` on every rank, bit for bit (broadcast moves bytes,
   // never rounds). It runs as all_gather calls of at most 1 MiB per rank, on the route the plan
   // gives all_gather for that size, with the same deadlines and failure handling. Every rank

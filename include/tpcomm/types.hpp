@@ -17,8 +17,18 @@ enum class DataType { kFloat32, kFloat16, kBFloat16, kInt32, kInt64, kUInt8 };
 // types only.
 enum class ReduceOp { kSum, kMax, kMin, kAvg };
 // The planned operations. all_to_all also carries all_to_allv (per-peer counts); gather,
-// scatter and reduce are rooted (communicator.hpp).
-enum class Op { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kGather, kScatter, kReduce };
+// scatter and reduce are rooted; send_recv is point-to-point, a send and its matching receive
+// (communicator.hpp).
+enum class Op {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kGather,
+  kScatter,
+  kReduce,
+  kSendRecv
+};
 // hier_mpi: hier with its lanes across nodes over MPI instead of Gloo (groups started by mpirun).
 enum class Backend { kLocal, kCustom, kMultimem, kNccl, kShm, kGloo, kHier, kHierMpi };
 // How a backend runs an operation (algorithms_of() in plan.hpp says which belong to which).
@@ -74,7 +84,8 @@ struct Names<Op> {
                                              {Op::kAllToAll, "all_to_all"},
                                              {Op::kGather, "gather"},
                                              {Op::kScatter, "scatter"},
-                                             {Op::kReduce, "reduce"}};
+                                             {Op::kReduce, "reduce"},
+                                             {Op::kSendRecv, "send_recv"}};
 };
 template <>
 struct Names<Backend> {

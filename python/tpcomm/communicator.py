@@ -21,6 +21,8 @@ COLLECTIVES = (
     "gather",
     "scatter",
     "reduce",
+    "send",
+    "recv",
 )
 
 

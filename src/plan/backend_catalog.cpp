@@ -70,8 +70,9 @@ std::optional<std::string> why_not_serving(Backend backend, Op op) {
     case Backend::kCustom:
     case Backend::kMultimem:
       return fmt::format(
-          "{}'s kernels serve all_reduce, all_gather and reduce_scatter only; nccl carries {}",
-          to_string(backend), to_string(op));
+          "{}'s kernels serve all_reduce, all_gather and reduce_scatter only; nccl carries the "
+          "others",
+          to_string(backend));
     default:
       return std::nullopt;
   }

@@ -93,7 +93,7 @@ TuningEntry cuda_entry(int sm, int w, Mode mode) {
   rs.push_back({std::nullopt, {nccl}});
   // NCCL's grouped sends and receives, and ncclReduce: tpcomm has no GPU kernels of its own for
   // these.
-  for (Op op : {Op::kAllToAll, Op::kGather, Op::kScatter, Op::kReduce}) {
+  for (Op op : {Op::kAllToAll, Op::kGather, Op::kScatter, Op::kReduce, Op::kSendRecv}) {
     e.ops[op] = {{std::nullopt, {nccl}}};
   }
   return e;
@@ -151,7 +151,7 @@ TuningEntry cpu_entry(int w) {
   e.ops[Op::kReduceScatter] = {
       {std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), hier_mpi, hier, gloo}}};
   // Through the lanes inside a node at every size; across nodes Gloo (hier stages none of them).
-  for (Op op : {Op::kAllToAll, Op::kGather, Op::kScatter, Op::kReduce}) {
+  for (Op op : {Op::kAllToAll, Op::kGather, Op::kScatter, Op::kReduce, Op::kSendRecv}) {
     e.ops[op] = {{std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), gloo}}};
   }
   return e;

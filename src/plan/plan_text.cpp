@@ -99,8 +99,16 @@ void append_refusals(std::string& out, const Plan& plan) {
       out += fmt::format("  {}  {}\n", pad(to_string(b), 9), reasons.front().second);
       continue;
     }
+    // One line per reason, naming the ops it refuses, in the order they first appear.
+    std::vector<std::pair<std::string, std::vector<std::string_view>>> by_reason;
     for (const auto& [op, reason] : reasons) {
-      out += fmt::format("  {}  {}: {}\n", pad(to_string(b), 9), to_string(op), reason);
+      auto it = std::find_if(by_reason.begin(), by_reason.end(),
+                             [&](const auto& r) { return r.first == reason; });
+      if (it == by_reason.end()) it = by_reason.insert(by_reason.end(), {reason, {}});
+      it->second.push_back(to_string(op));
+    }
+    for (const auto& [reason, ops] : by_reason) {
+      out += fmt::format("  {}  {}: {}\n", pad(to_string(b), 9), fmt::join(ops, ", "), reason);
     }
   }
 }

@@ -19,6 +19,7 @@
 #include "fault_injection.hpp"
 #include "graph_safe_scratch.hpp"
 #include "group_abort.hpp"
+#include "peer_messages.hpp"
 #include "tpcomm/communicator.hpp"
 #include "tpcomm/error.hpp"
 #include "tpcomm/probe.hpp"
@@ -78,6 +79,7 @@ struct CommunicatorState {
   FaultPlan faults;
   CallCounters counters;
   int broadcast_chunks = -1;
+  PeerMessages messages;  // point-to-point, numbered apart from the calls (peer_messages.hpp)
 
   // Buffers kept between calls: broadcast's staging in host memory, and on the GPU (made on
   // first use; graphs may point at it, so it is never moved while one might), and

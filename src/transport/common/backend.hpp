@@ -28,6 +28,7 @@ struct Call {
   // blocks lie in rank order, back to back); null for all_to_all, whose blocks hold `count`.
   const std::size_t* send_counts = nullptr;
   const std::size_t* recv_counts = nullptr;
+  bool sends = false;  // send_recv on a backend that runs it as a call (NCCL): `root` is the peer
   Algorithm algorithm = Algorithm::kOneShot;
   std::uint64_t sequence = 0;
   int blocks = 0;                // the plan row's thread blocks (custom kernels)
@@ -43,6 +44,19 @@ struct Call {
   // Communicator::barrier's one-element all-reduce: compared across ranks like the rest, so that
   // a barrier never meets a user's all-reduce of one int32.
   bool barrier = false;
+};
+
+// One side of a point-to-point message (Op::kSendRecv): a send of `buffer` to `peer`, or a
+// receive into it from `peer`. Not collective: the two ranks alone take part.
+struct PeerMessage {
+  bool send = true;
+  void* buffer = nullptr;  // read only by a send
+  std::size_t count = 0;
+  DataType type = DataType::kFloat32;
+  int peer = 0;
+  int tag = 0;
+  std::uint64_t sequence = 0;  // the communicator's number of this message (for errors)
+  void* stream = nullptr;      // cudaStream_t of a GPU message; null for host buffers
 };
 
 class CollectiveBackend {
@@ -72,6 +86,13 @@ class CollectiveBackend {
   // A collective call on every rank: shares the buffers that calls captured in CUDA graphs
   // since the last call read, so that replays read them in place. Returns how many now are.
   virtual std::size_t register_graph_buffers(const Deadline&) { return 0; }
+  // Point-to-point, on the backends the plan gives send_recv: start() begins a message (a
+  // receive is posted, a send may go out at once or wait for room) and returns its handle;
+  // wait() returns once that message completed, progressing every message started before it,
+  // or throws by `deadline`. Messages between two ranks match in the order they were started
+  // on each side; a receive checks the count, type and tag of what arrives (kMismatch).
+  virtual std::uint64_t start(const PeerMessage& message);
+  virtual void wait(std::uint64_t handle, const Deadline& deadline);
   // Time its calls spent in each of its stages so far (hier); none for a backend of one stage.
   virtual std::vector<StageTime> stage_times() const { return {}; }
 };

@@ -17,8 +17,10 @@
 #include "control/store_auth.hpp"
 #include "gloo_exchange_ops.hpp"
 #include "gloo_group.hpp"
+#include "gloo_integer_calls.hpp"
 #include "gloo_opening_exchange.hpp"
 #include "gloo_pairs.hpp"
+#include "gloo_peer_messages.hpp"
 #include "gloo_ring_reduce_scatter.hpp"
 #include "gloo_store_adapter.hpp"
 #include "gloo_worker.hpp"
@@ -81,50 +83,6 @@ void reduce_floats(const GlooGroup& g, float* data, std::size_t count, ReduceOp 
   opts.setTimeout(g.timeout);
   gloo::allreduce(opts);
   divide_if_avg(g, data, count, op);
-}
-
-template <typename T>
-void gloo_allreduce_as(const GlooGroup& g, void* data, std::size_t count, DataType type,
-                       ReduceOp op, std::uint64_t sequence) {
-  gloo::AllreduceOptions opts(g.context);
-  opts.setOutput(static_cast<T*>(data), count);
-  opts.setReduceFunction([type, op](void* out, const void* a, const void* b, std::size_t n) {
-    const void* both[] = {a, b};
-    kernels::cpu::reduce_ints(both, 2, n, type, op, out);
-  });
-  opts.setTag(data_tag(sequence));
-  opts.setTimeout(g.timeout);
-  gloo::allreduce(opts);
-}
-
-// Reduces `count` integers of `type` in place across ranks: Gloo's allreduce in the call's own
-// type, exact (int_reduce.hpp).
-void reduce_ints_across(const GlooGroup& g, void* data, std::size_t count, DataType type,
-                        ReduceOp op, std::uint64_t sequence) {
-  if (count == 0) return;
-  switch (type) {
-    case DataType::kInt32:
-      return gloo_allreduce_as<std::int32_t>(g, data, count, type, op, sequence);
-    case DataType::kInt64:
-      return gloo_allreduce_as<std::int64_t>(g, data, count, type, op, sequence);
-    default:
-      return gloo_allreduce_as<std::uint8_t>(g, data, count, type, op, sequence);
-  }
-}
-
-// Integers, larger than the opening exchange carries: an all-reduce in place in the job's copy
-// (staged in `output`); a reduce-scatter all-reduces the job's copy of its whole input and keeps
-// its block (W times the bytes of a ring, for calls that carry indices and counts, not
-// activations).
-void reduce_integer_call(const GlooGroup& g, const Call& c) {
-  if (c.op == Op::kAllReduce) {
-    return reduce_ints_across(g, c.output, c.count, c.type, c.reduce, c.sequence);
-  }
-  const std::size_t block = c.count * size_of(c.type);
-  auto* all = static_cast<std::uint8_t*>(const_cast<void*>(c.input));  // the job's copy
-  reduce_ints_across(g, all, c.count * static_cast<std::size_t>(g.size), c.type, c.reduce,
-                     c.sequence);
-  std::memcpy(c.output, all + static_cast<std::size_t>(g.rank) * block, block);
 }
 
 // Gloo's all-gather of `bytes` per rank, in place in `out` (this rank's block already there).
@@ -331,6 +289,7 @@ class GlooBackend final : public CollectiveBackend {
       context->connectFullMesh(*adapter_, device_);
       verify_gloo_members(*context, *adapter_, token, deadline.remaining());
       context_ = context;
+      peer_ = std::make_unique<GlooPeerMessages>(context_, ctx_.rank, ctx_.size);
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
@@ -362,20 +321,26 @@ class GlooBackend final : public CollectiveBackend {
     std::shared_ptr<StagedCall> staged = staged_;
     staged->stage(call, ctx_.rank, ctx_.size);
     const CallIdentity identity = identity_of(call);
-    try {
+    gloo_translated([&] {
       worker_.run([group, staged, identity] { run_staged(group, *staged, identity); },
                   ctx_.timeout + std::chrono::seconds(5));
-    } catch (const Error&) {
-      throw;
-    } catch (const std::exception& e) {
-      // Gloo reports a dead peer or a timeout as an IoException; only the text tells them apart.
-      const bool timed_out = std::string_view(e.what()).find("Timed out") != std::string_view::npos;
-      throw Error(timed_out ? ErrorCode::kTimeout : ErrorCode::kUnavailable,
-                  fmt::format("gloo: {}", e.what()));
-    }
+      return 0;
+    });
     // What this rank's output holds (none off the root of a gather or reduce).
     const std::size_t out_bytes = output_elements(call, ctx_.rank, ctx_.size) * size_of(call.type);
     if (out_bytes > 0) std::memcpy(call.output, staged->output.data(), out_bytes);
+  }
+
+  // Point-to-point on the calling thread: Gloo's transport moves the bytes, an abort's closed
+  // connections end a wait.
+  std::uint64_t start(const PeerMessage& m) override {
+    return gloo_translated([&] { return peer_->start(m); });
+  }
+  void wait(std::uint64_t handle, const Deadline& deadline) override {
+    gloo_translated([&] {
+      peer_->wait(handle, deadline);
+      return 0;
+    });
   }
 
   // From any thread: the waiting call fails at once, and closing the connections makes every
@@ -392,6 +357,7 @@ class GlooBackend final : public CollectiveBackend {
   std::shared_ptr<gloo::Context> context_;
   GlooWorker worker_;
   std::shared_ptr<StagedCall> staged_;
+  std::unique_ptr<GlooPeerMessages> peer_;
 };
 
 }  // namespace

@@ -7,7 +7,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <memory>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "tpcomm/error.hpp"
 
 namespace tpcomm::transport {
 
@@ -26,5 +32,20 @@ struct GlooGroup {
   int size;
   std::chrono::milliseconds timeout;
 };
+
+// Runs `fn`, turning Gloo's exceptions into tpcomm's errors.
+template <typename Fn>
+auto gloo_translated(Fn fn) {
+  try {
+    return fn();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    // Gloo reports a dead peer or a timeout as an IoException; only the text tells them apart.
+    const bool timed_out = std::string_view(e.what()).find("Timed out") != std::string_view::npos;
+    throw Error(timed_out ? ErrorCode::kTimeout : ErrorCode::kUnavailable,
+                fmt::format("gloo: {}", e.what()));
+  }
+}
 
 }  // namespace tpcomm::transport

@@ -100,6 +100,23 @@ class NcclBackend final : public CollectiveBackend {
     if (watchdog_ && !c.captured) watchdog_->watch(stream, identity_of(c));
   }
 
+  // A message is enqueued on its stream at once, and complete when the stream gets there, as
+  // NCCL's own: two ranks that both send first on one stream each wait for the other (NCCL's
+  // rule: pair them in Communicator::send_recv, one group).
+  std::uint64_t start(const PeerMessage& m) override {
+    run(Call{.op = Op::kSendRecv,
+             .input = m.send ? m.buffer : nullptr,
+             .output = m.send ? nullptr : m.buffer,
+             .count = m.count,
+             .type = m.type,
+             .root = m.peer,
+             .sends = m.send,
+             .sequence = m.sequence,
+             .stream = m.stream});
+    return 0;
+  }
+  void wait(std::uint64_t, const Deadline&) override {}
+
   // From any thread: NCCL's kernels are ended (the user's stream wait returns), at once or when
   // the call inside NCCL leaves (the gate).
   void abort() override {
@@ -161,6 +178,9 @@ class NcclBackend final : public CollectiveBackend {
       case Op::kGather:
       case Op::kScatter:
         return enqueue_point_to_point(c, stream);
+      case Op::kSendRecv:
+        return c.sends ? lib_->send(c.input, c.count, nccl_type(c.type), c.root, comm_, stream)
+                       : lib_->recv(c.output, c.count, nccl_type(c.type), c.root, comm_, stream);
     }
     throw Error(ErrorCode::kInternal,
                 fmt::format("nccl: no NCCL call for op {}", static_cast<int>(c.op)));

@@ -2,7 +2,10 @@
 // the step protocol every algorithm runs over (shm_collectives.cpp has the algorithms).
 #include "shm_backend.hpp"
 
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <cstring>
@@ -67,6 +70,10 @@ void ShmBackend::run_setup_step(int step, const Deadline& deadline) {
       slots_offset(world) + static_cast<std::size_t>(ctx_.rank) * ctx_.shm.workspace_bytes;
   place_slot(mine_at);
   segment_.reserve(mine_at, ctx_.shm.workspace_bytes, hint);
+  // This rank's inbox, which its senders write and it reads (shm_layout.hpp, mailboxes).
+  segment_.reserve(
+      inbox_offset(world, ctx_.shm.workspace_bytes, static_cast<std::size_t>(ctx_.rank)),
+      inbox_bytes(world), hint);
   control(ctx_.rank)->pid.store(getpid(), std::memory_order_release);
   control(ctx_.rank)->mapped.store(1, std::memory_order_release);
 }
@@ -107,6 +114,23 @@ void ShmBackend::setup_complete() {
         cpu::peer_process(control(r)->pid.load(std::memory_order_acquire));
   }
   make_team();
+  mail_ = std::make_unique<Mailboxes>(
+      [this](int from, int to) {
+        const std::size_t world = static_cast<std::size_t>(ctx_.size);
+        auto* inbox = static_cast<std::uint8_t*>(segment_.base()) +
+                      inbox_offset(world, ctx_.shm.workspace_bytes, static_cast<std::size_t>(to));
+        return reinterpret_cast<Mailbox*>(inbox) + from;
+      },
+      ctx_.rank, ctx_.size, [this](int peer) { check_peer(peer); });
+}
+
+void ShmBackend::check_peer(int peer) const {
+  const std::int32_t by = header().aborted_by.load(std::memory_order_acquire);
+  if (by != 0) throw Error(ErrorCode::kAborted, stopped_by_text(by));
+  const int pid = control(peer)->pid.load(std::memory_order_acquire);
+  if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
+    throw Error(ErrorCode::kUnavailable, fmt::format("rank {} (pid {}) died", peer, pid));
+  }
 }
 
 void ShmBackend::make_team() {
@@ -187,6 +211,8 @@ void ShmBackend::run(const Call& c) {
     case Op::kReduce:
       reduce(c);
       break;
+    case Op::kSendRecv:
+      throw Error(ErrorCode::kInternal, "shm: send_recv is no collective call (start/wait)");
   }
   throw_if_a_peer_aborted(c, true);
   current_call_.store(c.sequence + 1, std::memory_order_release);

@@ -15,6 +15,7 @@
 #include "common/function_ref.hpp"
 #include "shm_call_text.hpp"
 #include "shm_layout.hpp"
+#include "shm_mailboxes.hpp"
 #include "shm_registered_heap.hpp"
 #include "shm_segment.hpp"
 #include "shm_wait.hpp"
@@ -60,11 +61,20 @@ class ShmBackend final : public CollectiveBackend {
   // happened (one atomic load of a line nobody writes until an abort).
   void run(const Call& c) override;
 
+  // Point-to-point through the mailboxes (shm_mailboxes.hpp).
+  std::uint64_t start(const PeerMessage& m) override { return mail_->start(m); }
+  void wait(std::uint64_t handle, const Deadline& deadline) override {
+    mail_->wait(handle, deadline);
+  }
+
  private:
   SegmentHeader& header() const { return *static_cast<SegmentHeader*>(segment_.base()); }
   // `done`: this call has completed here; it fails only if the abort stopped it (or an earlier
   // one) on the aborting rank, not if that rank aborted after completing it.
   void throw_if_a_peer_aborted(const Call& c, bool done) const;
+  // A point-to-point wait's check of its peer: kAborted when a rank aborted or closed,
+  // kUnavailable when the peer's process is gone.
+  void check_peer(int peer) const;
   // abort() and announce_close(): `by` goes to SegmentHeader::aborted_by.
   void stop_peers(std::int32_t by);
   RankControl* control(int r) const {
@@ -203,6 +213,7 @@ class ShmBackend final : public CollectiveBackend {
   bool logged_[2] = {false, false};     // [single copy]: first in-place read logged
   bool logged_streaming_ = false;       // first streaming lane fill logged
   Segment segment_;
+  std::unique_ptr<Mailboxes> mail_;  // made once every rank mapped the segment
   std::uint64_t seq_ = 0;
   std::atomic<std::uint64_t> current_call_{1};  // read by abort() on another thread
   bool wake_pending_ = false;  // a publish whose sleepers are not yet woken (shm_wait.hpp)

@@ -96,8 +96,43 @@ inline std::size_t slots_offset(std::size_t world) {
 inline std::size_t lane_bytes(std::size_t slot_bytes) {
   return slot_bytes / kLanes / kLine * kLine;
 }
-inline std::size_t segment_bytes(std::size_t world, std::size_t slot_bytes) {
+// Point-to-point messages (send_recv) go through a mailbox per ordered pair of ranks, after the
+// slots: rank d's inbox holds one mailbox per sender s (its own unused), on d's NUMA node. A
+// mailbox is a ring of kMailSlots chunks: the sender writes chunk `posted` % kMailSlots and then
+// publishes posted + 1; the receiver copies it out and publishes taken + 1. The sender writes a
+// slot again only once taken shows it read; neither counter is ever reset.
+constexpr std::size_t kMailSlots = 2;
+constexpr std::size_t kMailChunk = std::size_t{32} << 10;
+
+// What a chunk carries besides its bytes: which message of the pair it belongs to and what that
+// message is, which the receiver checks against the receive it posted.
+struct ChunkHeader {
+  std::uint64_t message;  // the pair's message number, from 1
+  std::uint64_t count;    // the message's elements
+  std::uint64_t offset;   // this chunk's first byte in the message
+  std::int32_t tag;
+  std::uint32_t type;  // tpcomm::DataType
+};
+
+struct alignas(kLine) Mailbox {
+  std::atomic<std::uint64_t> posted;  // chunks the sender wrote (only it writes this line)
+  alignas(kLine) std::atomic<std::uint64_t> taken;  // chunks the receiver read
+  alignas(kLine) ChunkHeader header[kMailSlots];
+  alignas(kLine) std::uint8_t data[kMailSlots][kMailChunk];
+};
+
+inline std::size_t mailboxes_offset(std::size_t world, std::size_t slot_bytes) {
   return slots_offset(world) + world * slot_bytes;
+}
+// Rank `to`'s inbox (every sender's mailbox to it), and its bytes.
+inline std::size_t inbox_bytes(std::size_t world) {
+  return world * sizeof(Mailbox);
+}
+inline std::size_t inbox_offset(std::size_t world, std::size_t slot_bytes, std::size_t to) {
+  return mailboxes_offset(world, slot_bytes) + to * inbox_bytes(world);
+}
+inline std::size_t segment_bytes(std::size_t world, std::size_t slot_bytes) {
+  return mailboxes_offset(world, slot_bytes) + world * inbox_bytes(world);
 }
 
 }  // namespace tpcomm::transport::shm

@@ -1,0 +1,143 @@
+// Point-to-point messages through the mailboxes (shm_mailboxes.hpp).
+#include "shm_mailboxes.hpp"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "tpcomm/error.hpp"
+
+namespace tpcomm::transport::shm {
+
+Mailboxes::Mailboxes(std::function<Mailbox*(int, int)> box, int rank, int world,
+                     std::function<void(int)> check_peers)
+    : box_(std::move(box)),
+      rank_(rank),
+      check_peers_(std::move(check_peers)),
+      sends_(static_cast<std::size_t>(world)),
+      receives_(static_cast<std::size_t>(world)),
+      sent_(static_cast<std::size_t>(world)),
+      received_(static_cast<std::size_t>(world)),
+      posted_(static_cast<std::size_t>(world)) {}
+
+std::string Mailboxes::text(const Pending& p) const {
+  return fmt::format("{}({} x {}, tag {}) {} rank {} #{}", p.m.send ? "send" : "recv",
+                     to_string(p.m.type), p.m.count, p.m.tag, p.m.send ? "to" : "from", p.m.peer,
+                     p.m.sequence);
+}
+
+std::uint64_t Mailboxes::start(const PeerMessage& m) {
+  const auto peer = static_cast<std::size_t>(m.peer);
+  Pending p{m, next_handle_++, m.send ? ++sent_[peer] : ++received_[peer], 0, false};
+  pending_[p.handle] = m.peer;
+  (m.send ? sends_ : receives_)[peer].push_back(p);
+  progress();  // a send that fits goes out now: its buffer is free once started
+  return p.handle;
+}
+
+bool Mailboxes::progress_send(Pending& p) {
+  Mailbox& b = *box_(rank_, p.m.peer);
+  const std::size_t total = p.m.count * size_of(p.m.type);
+  std::uint64_t& posted = posted_[static_cast<std::size_t>(p.m.peer)];
+  bool moved = false;
+  while ((p.moved < total || !p.any_chunk) &&
+         posted - b.taken.load(std::memory_order_acquire) < kMailSlots) {
+    const std::size_t slot = posted % kMailSlots;
+    const std::size_t n = std::min(kMailChunk, total - p.moved);
+    b.header[slot] =
+        ChunkHeader{p.message, p.m.count, p.moved, p.m.tag, static_cast<std::uint32_t>(p.m.type)};
+    if (n > 0) std::memcpy(b.data[slot], static_cast<const std::uint8_t*>(p.m.buffer) + p.moved, n);
+    p.moved += n;
+    p.any_chunk = true;
+    b.posted.store(++posted, std::memory_order_release);
+    moved = true;
+  }
+  return moved;
+}
+
+bool Mailboxes::progress_receive(Pending& p) {
+  Mailbox& b = *box_(p.m.peer, rank_);
+  const std::size_t total = p.m.count * size_of(p.m.type);
+  std::uint64_t taken = b.taken.load(std::memory_order_relaxed);  // only this rank writes it
+  bool moved = false;
+  while ((p.moved < total || !p.any_chunk) && b.posted.load(std::memory_order_acquire) > taken) {
+    const std::size_t slot = taken % kMailSlots;
+    const ChunkHeader h = b.header[slot];
+    if (h.message != p.message || h.count != p.m.count || h.tag != p.m.tag ||
+        h.type != static_cast<std::uint32_t>(p.m.type) || h.offset != p.moved) {
+      throw Error(ErrorCode::kMismatch,
+                  fmt::format("rank {} sent send({} x {}, tag {}) as its message {} to rank {}, "
+                              "but rank {} receives {}",
+                              p.m.peer, to_string(static_cast<DataType>(h.type)), h.count, h.tag,
+                              h.message, rank_, rank_, text(p)));
+    }
+    const std::size_t n = std::min(kMailChunk, total - p.moved);
+    if (n > 0) std::memcpy(static_cast<std::uint8_t*>(p.m.buffer) + p.moved, b.data[slot], n);
+    p.moved += n;
+    p.any_chunk = true;
+    b.taken.store(++taken, std::memory_order_release);
+    moved = true;
+  }
+  return moved;
+}
+
+bool Mailboxes::progress() {
+  bool moved = false;
+  for (auto* queues : {&sends_, &receives_}) {
+    for (auto& queue : *queues) {
+      while (!queue.empty()) {
+        Pending& p = queue.front();
+        moved = (p.m.send ? progress_send(p) : progress_receive(p)) || moved;
+        if (p.moved < p.m.count * size_of(p.m.type) || !p.any_chunk) break;
+        pending_.erase(p.handle);
+        queue.pop_front();
+      }
+    }
+  }
+  return moved;
+}
+
+void Mailboxes::wait(std::uint64_t handle, const Deadline& deadline) {
+  // Spin while messages move, then yield, then sleep in short slices: a peer may be descheduled
+  // on a machine with fewer cores than ranks.
+  for (unsigned idle = 0; pending_.count(handle) != 0;) {
+    if (progress()) {
+      idle = 0;
+      continue;
+    }
+    ++idle;
+    if (idle < 4096) {
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+    } else if (idle < 4160) {
+      sched_yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    if (idle % 256 != 0) continue;
+    const int peer = pending_.at(handle);
+    check_peers_(peer);
+    if (deadline.expired()) {
+      for (const auto* queues : {&sends_, &receives_}) {
+        for (const auto& queue : *queues) {
+          for (const auto& p : queue) {
+            if (p.handle != handle) continue;
+            throw Error(ErrorCode::kTimeout,
+                        fmt::format("{} did not complete within {} ms: rank {} {} (a {} missing "
+                                    "there, or one of another count, type or tag ahead of it)",
+                                    text(p), deadline.budget().count(), peer,
+                                    p.m.send ? "did not receive it" : "sent nothing matching",
+                                    p.m.send ? "receive" : "send"));
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace tpcomm::transport::shm

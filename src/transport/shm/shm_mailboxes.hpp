@@ -1,0 +1,55 @@
+// Point-to-point messages through the segment's mailboxes (shm_layout.hpp): the messages a rank
+// started, each progressed chunk by chunk whenever any of them is waited for, so that two ranks
+// that both send first (torch's batch_isend_irecv) never wait on each other: a wait moves every
+// pending message to and from every peer, in the order started per peer and direction.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "shm_layout.hpp"
+#include "tpcomm/deadline.hpp"
+#include "transport/common/backend.hpp"
+
+namespace tpcomm::transport::shm {
+
+class Mailboxes {
+ public:
+  // `box(from, to)`: the mailbox from rank `from` to rank `to`. `check_peers` throws when a peer
+  // aborted, closed or died (called while a wait waits).
+  Mailboxes(std::function<Mailbox*(int, int)> box, int rank, int world,
+            std::function<void(int peer)> check_peers);
+
+  std::uint64_t start(const PeerMessage& m);
+  void wait(std::uint64_t handle, const Deadline& deadline);
+
+ private:
+  struct Pending {
+    PeerMessage m;
+    std::uint64_t handle = 0;
+    std::uint64_t message = 0;  // the pair's message number
+    std::size_t moved = 0;      // bytes written (send) or read (receive) so far
+    bool any_chunk = false;     // a message of no bytes still takes one chunk
+  };
+  // Moves what it can of the first pending message of each queue; true if anything moved.
+  bool progress();
+  bool progress_send(Pending& p);
+  bool progress_receive(Pending& p);
+  std::string text(const Pending& p) const;
+
+  std::function<Mailbox*(int, int)> box_;
+  int rank_;
+  std::function<void(int)> check_peers_;
+  std::vector<std::deque<Pending>> sends_, receives_;  // [peer]
+  std::vector<std::uint64_t> sent_, received_;         // [peer]: messages started so far
+  std::vector<std::uint64_t> posted_;                  // [peer]: chunks written to its mailbox
+  std::map<std::uint64_t, int> pending_;               // handle -> peer, until completed
+  std::uint64_t next_handle_ = 1;
+};
+
+}  // namespace tpcomm::transport::shm
