@@ -161,7 +161,11 @@ class Communicator {
   void recv(void* buffer, std::size_t count, DataType type, int peer, int tag = 0);
   Request isend(const void* buffer, std::size_t count, DataType type, int peer, int tag = 0);
   Request irecv(void* buffer, std::size_t count, DataType type, int peer, int tag = 0);
-  void wait(Request request);
+  // A receive from whichever rank's message comes first (host communicators; torch's recv
+  // without a source): wait() says which.
+  Request irecv_any(void* buffer, std::size_t count, DataType type, int tag = 0);
+  // Completes the request; returns its peer (the sender, for irecv_any).
+  int wait(Request request);
   Request isend(const void* buffer, std::size_t count, DataType type, int peer, int tag,
                 CudaStream stream);
   Request irecv(void* buffer, std::size_t count, DataType type, int peer, int tag,

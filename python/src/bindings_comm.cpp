@@ -168,6 +168,44 @@ void bind_exchanges(py::class_<Comm>& c) {
       rel);
 }
 
+// Point-to-point: isend / irecv return the request wait() takes; a stream (kCuda) enqueues.
+void bind_messages(py::class_<Comm>& c) {
+  auto rel = py::call_guard<py::gil_scoped_release>();
+  c.def(
+      "isend",
+      [](Comm& comm, std::uintptr_t buf, std::size_t count, int dtype, int peer, int tag,
+         Stream stream) {
+        const auto t = code_of<DataType>(dtype, "dtype");
+        if (stream) {
+          return comm->isend(in_ptr(buf), count, t, peer, tag,
+                             reinterpret_cast<CudaStream>(*stream));
+        }
+        return comm->isend(in_ptr(buf), count, t, peer, tag);
+      },
+      rel);
+  c.def(
+      "irecv",
+      [](Comm& comm, std::uintptr_t buf, std::size_t count, int dtype, int peer, int tag,
+         Stream stream) {
+        const auto t = code_of<DataType>(dtype, "dtype");
+        if (stream) {
+          return comm->irecv(out_ptr(buf), count, t, peer, tag,
+                             reinterpret_cast<CudaStream>(*stream));
+        }
+        return comm->irecv(out_ptr(buf), count, t, peer, tag);
+      },
+      rel);
+  c.def(
+      "irecv_any",
+      [](Comm& comm, std::uintptr_t buf, std::size_t count, int dtype, int tag) {
+        return comm->irecv_any(out_ptr(buf), count, code_of<DataType>(dtype, "dtype"), tag);
+      },
+      rel);
+  // Returns the message's peer (the sender of an irecv_any).
+  c.def(
+      "wait", [](Comm& comm, std::uint64_t request) { return comm->wait(request); }, rel);
+}
+
 void bind_collectives(py::class_<Comm>& c) {
   auto rel = py::call_guard<py::gil_scoped_release>();
   c.def(
@@ -211,6 +249,7 @@ void bind_collectives(py::class_<Comm>& c) {
   c.def(
       "barrier", [](Comm& comm) { comm->barrier(); }, rel);
   bind_exchanges(c);
+  bind_messages(c);
 }
 
 void bind_group_calls(py::class_<Comm>& c) {

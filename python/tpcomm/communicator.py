@@ -428,6 +428,39 @@ class Communicator:
         )
         return o.obj if o else None
 
+    # --- point-to-point ---------------------------------------------------------------------
+
+    def isend(self, t, peer, tag=0):
+        """Starts sending t to rank `peer`; returns a Request whose wait() completes it (t may be
+        changed after that). Not collective: only the two ranks take part; messages between
+        them match in the order started, and the receive's count, dtype and tag must match."""
+        v = self._input(t, "send")
+        return Request(
+            self,
+            self._native.isend(v.ptr, v.numel, v.code, peer, tag, _buffers.stream_of(v)),
+            t,
+        )
+
+    def irecv(self, t, peer=None, tag=0):
+        """Starts receiving into t from rank `peer` (None: whichever rank sends first, host
+        buffers only); returns a Request (wait() returns t, its `source` the sender)."""
+        v = self._input(t, "recv", writable=True)
+        if peer is None:
+            return Request(self, self._native.irecv_any(v.ptr, v.numel, v.code, tag), t)
+        return Request(
+            self,
+            self._native.irecv(v.ptr, v.numel, v.code, peer, tag, _buffers.stream_of(v)),
+            t,
+        )
+
+    def send(self, t, peer, tag=0):
+        """Sends t to rank `peer` (isend, then its wait)."""
+        self.isend(t, peer, tag).wait()
+
+    def recv(self, t, peer=None, tag=0):
+        """Receives into t from rank `peer` (None: any rank); returns t."""
+        return self.irecv(t, peer, tag).wait()
+
     def _check_root(self, root, what):
         if not 0 <= root < self.size:
             raise ValueError(f"{what}: root {root} is not a rank of this group of {self.size}")
@@ -533,3 +566,24 @@ class Communicator:
         if self._native.closed:
             return "<tpcomm.Communicator closed>"
         return f"<tpcomm.Communicator rank {self.rank} of {self.size} ({self.device})>"
+
+
+class Request:
+    """A message isend or irecv started: wait() completes it (once) and returns its buffer;
+    done() says whether it was waited for. A wait progresses every message the rank started,
+    so ranks that both send first do not wait for each other."""
+
+    __slots__ = ("_comm", "_id", "_buffer", "_done", "source")
+
+    def __init__(self, comm, request_id, buffer):
+        self._comm, self._id, self._buffer, self._done = comm, request_id, buffer, False
+        self.source = None  # the peer, once waited for (the sender of a receive from any rank)
+
+    def wait(self):
+        if not self._done:
+            self.source = self._comm._native.wait(self._id)
+            self._done = True
+        return self._buffer
+
+    def done(self):
+        return self._done

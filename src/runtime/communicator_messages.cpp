@@ -58,8 +58,16 @@ Communicator::Request Communicator::irecv(void* buffer, std::size_t count, DataT
   });
 }
 
-void Communicator::wait(Request request) {
-  impl_->gate.run("wait", [&] { runtime::wait_message(*impl_, request); });
+Communicator::Request Communicator::irecv_any(void* buffer, std::size_t count, DataType type,
+                                              int tag) {
+  return impl_->gate.run("recv", [&] {
+    return runtime::start_message(*impl_, message(false, buffer, count, type, -1, tag, nullptr),
+                                  false);
+  });
+}
+
+int Communicator::wait(Request request) {
+  return impl_->gate.run("wait", [&] { return runtime::wait_message(*impl_, request); });
 }
 
 }  // namespace tpcomm

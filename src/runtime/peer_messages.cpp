@@ -13,8 +13,10 @@ namespace {
 
 // "send(float32 x 5, tag 0) to rank 1 #3"
 std::string text(const transport::PeerMessage& m) {
-  return fmt::format("{}({} x {}, tag {}) {} rank {} #{}", m.send ? "send" : "recv",
-                     to_string(m.type), m.count, m.tag, m.send ? "to" : "from", m.peer, m.sequence);
+  return fmt::format("{}({} x {}, tag {}) {} {} #{}", m.send ? "send" : "recv", to_string(m.type),
+                     m.count, m.tag, m.send ? "to" : "from",
+                     m.peer < 0 ? std::string("any rank") : fmt::format("rank {}", m.peer),
+                     m.sequence);
 }
 
 void check_message(const CommunicatorState& c, const transport::PeerMessage& m, bool device_call) {
@@ -25,7 +27,8 @@ void check_message(const CommunicatorState& c, const transport::PeerMessage& m, 
                                     device_call ? "with" : "without",
                                     to_string(c.plan.device_type)));
   }
-  if (m.peer < 0 || m.peer >= c.group_size || m.peer == rank) {
+  const bool any = m.peer == -1 && !m.send;  // irecv_any
+  if (!any && (m.peer < 0 || m.peer >= c.group_size || m.peer == rank)) {
     throw invalid_input(
         fmt::format("rank {}: {} {} rank {}: {}", rank, what, m.send ? "to" : "from", m.peer,
                     m.peer == rank ? "a rank's messages go to another rank"
@@ -87,7 +90,7 @@ std::uint64_t start_message(CommunicatorState& c, transport::PeerMessage m, bool
   return m.sequence;
 }
 
-void wait_message(CommunicatorState& c, std::uint64_t request) {
+int wait_message(CommunicatorState& c, std::uint64_t request) {
   const auto it = c.messages.started.find(request);
   if (it == c.messages.started.end()) {
     throw invalid_input(
@@ -98,13 +101,16 @@ void wait_message(CommunicatorState& c, std::uint64_t request) {
   const PeerMessages::Started s = it->second;
   c.messages.started.erase(it);
   c.group_abort.throw_if_aborted();
+  int peer = s.message.peer;
   try {
-    c.backends.at(s.backend).wait(s.handle, c.deadline());
+    const int matched = c.backends.at(s.backend).wait(s.handle, c.deadline());
+    if (peer < 0) peer = matched;
   } catch (const Error& e) {
     fail(c, s.message, s.backend, e);
   }
   c.counters.add(s.message.send ? Collective::kSend : Collective::kRecv, s.backend, s.algorithm, 1,
                  s.message.count * size_of(s.message.type));
+  return peer;
 }
 
 }  // namespace tpcomm::runtime

@@ -29,6 +29,7 @@ struct PeerMessages {
 
 // device_call: the overload with a CUDA stream was used.
 std::uint64_t start_message(CommunicatorState& c, transport::PeerMessage m, bool device_call);
-void wait_message(CommunicatorState& c, std::uint64_t request);
+// Returns the message's peer (a receive from any rank: its sender).
+int wait_message(CommunicatorState& c, std::uint64_t request);
 
 }  // namespace tpcomm::runtime

@@ -120,3 +120,91 @@ ok(f"exchanges moe max diff {diff:.1e}")
 @needs_torch2
 def test_exchanges_rooted_calls_and_a_moe_layer_run_natively(tmp_path):
     run_ranks(tmp_path, EXCHANGES, n=3, launcher="torchrun").expect_ok(3)
+
+
+MESSAGES = """
+import torch.distributed as dist
+import tpcomm.torch
+dist.init_process_group("tpcomm")
+r, w = dist.get_rank(), dist.get_world_size()
+other = 1 - r
+backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+
+def payload(src, n, salt):
+    return (torch.arange(n, dtype=torch.float32) * 3 + 1000 * src + salt) % 65521
+
+# batch_isend_irecv with both ranks sending first, at every size (past shm's mailbox ring)
+for i, n in enumerate([0, 1, 4096, 70001, 1 << 20]):
+    got = torch.full((n,), -1.0)
+    ops = [dist.P2POp(dist.isend, payload(r, n, i), other),
+           dist.P2POp(dist.irecv, got, other)]
+    for work in dist.batch_isend_irecv(ops):
+        work.wait()
+    assert torch.equal(got, payload(other, n, i)), (n, got[:4])
+
+# a receive without a source learns it; tags; isend / irecv
+if r == 0:
+    dist.send(payload(0, 10, 7), 1, tag=3)
+    work = dist.isend(torch.arange(4, dtype=torch.int64), 1)
+    work.wait()
+else:
+    got = torch.empty(10)
+    assert dist.recv(got, tag=3) == 0
+    assert torch.equal(got, payload(0, 10, 7)), got
+    ints = torch.empty(4, dtype=torch.int64)
+    dist.irecv(ints, 0).wait()
+    assert torch.equal(ints, torch.arange(4)), ints
+
+# a two-stage pipeline: stage 0 runs the first layer and sends activations, stage 1 the second;
+# the gradient comes back. Against both layers in this one process.
+g = torch.Generator().manual_seed(1)
+w1, w2 = torch.randn(8, 16, generator=g), torch.randn(16, 4, generator=g)
+batches = [torch.randn(5, 8, generator=g) for _ in range(3)]
+for b in batches:
+    whole = torch.tanh(b @ w1) @ w2
+    if r == 0:
+        act = torch.tanh(b @ w1)
+        dist.send(act, 1)
+        grad = torch.empty_like(act)
+        dist.recv(grad, 1)
+        assert torch.allclose(grad, torch.ones(5, 4) @ w2.T, atol=1e-6), grad
+    else:
+        act = torch.empty(5, 16)
+        dist.recv(act, 0)
+        out = act @ w2
+        assert torch.allclose(out, whole, atol=1e-5), (out - whole).abs().max()
+        dist.send(torch.ones(5, 4) @ w2.T, 0)
+
+# object collectives over the native calls
+objs = [{"rank": r, "text": "x" * (r + 3)}] if r == 0 else [None]
+if r == 0:
+    dist.send_object_list(objs, 1)
+else:
+    dist.recv_object_list(objs, src=0)
+    assert objs == [{"rank": 0, "text": "xxx"}], objs
+gathered = [None, None] if r == 0 else None
+dist.gather_object(("g", r), gathered, dst=0)
+if r == 0:
+    assert gathered == [("g", 0), ("g", 1)], gathered
+out = [None]
+dist.scatter_object_list(out, [("s", 0), ("s", 1)] if r == 1 else None, src=1)
+assert out == [("s", r)], out
+
+# float64: no native path, the group's gloo on both sides
+d = torch.full((3,), 0.25 + r, dtype=torch.float64)
+if r == 0:
+    dist.send(d, 1)
+else:
+    dist.recv(d, 0)
+    assert torch.equal(d, torch.full((3,), 0.25, dtype=torch.float64)), d
+assert backend.delegated == ({"send": 1} if r == 0 else {"recv": 1}), backend.delegated
+stats = tpcomm.torch.communicator().stats()
+assert stats["send"]["calls"] >= 5 and set(stats["send"]["routes"]) == {"shm/one_shot"}, stats
+dist.destroy_process_group()
+ok("messages")
+"""
+
+
+@needs_torch2
+def test_batch_isend_irecv_any_source_and_a_pipeline_run_natively(tmp_path):
+    run_ranks(tmp_path, MESSAGES, n=2, launcher="torchrun").expect_ok(2)

@@ -20,7 +20,7 @@ if (
         "that Python can subclass (the backend needs torch 2.x; docs/python.md)"
     )
 
-from . import _registry  # noqa: F401 (imported for its registrations)
+from . import _recv_any, _registry  # noqa: F401 (_registry: imported for its registrations)
 from ._backend import TpcommBackend, create
 
 BACKEND_NAME = "tpcomm"
@@ -33,6 +33,7 @@ def _register():
 
 
 _register()
+_recv_any.install()
 
 
 def communicator(group=None, device="cpu"):

@@ -15,7 +15,7 @@ from .. import _buffers, _tpcomm
 from .._rendezvous import PublishedAddress, _host_for_store
 from ..communicator import Communicator
 from . import _registry
-from ._work import DoneWork
+from ._work import DoneWork, MessageWork
 
 _C10dBackend = torch._C._distributed_c10d.Backend
 _C10dGloo = torch._C._distributed_c10d.ProcessGroupGloo
@@ -34,9 +34,6 @@ _OPS = (
 _DELEGATED = (
     "gather_into_tensor",
     "gather_single",
-    "send",
-    "recv",
-    "recv_anysource",
     "allreduce_sparse",
 )
 
@@ -390,6 +387,31 @@ class TpcommBackend(_C10dBackend):
             o.copy_(received[at : at + o.numel()].view(o.shape))
             at += o.numel()
         return DoneWork(outputs)
+
+    # Point-to-point: one message per tensor, in flight until the Work's wait (which progresses
+    # every message this rank started, so batch_isend_irecv's ranks may all send first).
+
+    def send(self, tensors, dst, tag):
+        if not _native(tensors) or len(tensors) != 1:
+            return self._delegated_call("send", tensors, dst, tag)
+        t = tensors[0].contiguous()
+        return MessageWork(self._comm(t, "send").isend(t, dst, tag), tensors)
+
+    def recv(self, tensors, src, tag):
+        if not _native(tensors) or len(tensors) != 1:
+            return self._delegated_call("recv", tensors, src, tag)
+        t = tensors[0]
+        if not t.is_contiguous():
+            return self._delegated_call("recv", tensors, src, tag)
+        return MessageWork(self._comm(t, "recv").irecv(t, src, tag), tensors)
+
+    def recv_anysource(self, tensors, tag):
+        if not _native(tensors) or len(tensors) != 1 or not tensors[0].is_contiguous():
+            return self._delegated_call("recv_anysource", tensors, tag)
+        t = tensors[0]
+        if not t.is_cpu:  # NCCL names the sender of every receive
+            return self._delegated_call("recv_anysource", tensors, tag)
+        return MessageWork(self._comm(t, "recv").irecv(t, None, tag), tensors)
 
     def barrier(self, opts=None):
         with self._lock:

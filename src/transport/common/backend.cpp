@@ -13,7 +13,7 @@ std::uint64_t CollectiveBackend::start(const PeerMessage&) {
               fmt::format("{} has no point-to-point messages", to_string(kind())));
 }
 
-void CollectiveBackend::wait(std::uint64_t, const Deadline&) {
+int CollectiveBackend::wait(std::uint64_t, const Deadline&) {
   throw Error(ErrorCode::kInternal,
               fmt::format("{} has no point-to-point messages", to_string(kind())));
 }

@@ -53,7 +53,7 @@ struct PeerMessage {
   void* buffer = nullptr;  // read only by a send
   std::size_t count = 0;
   DataType type = DataType::kFloat32;
-  int peer = 0;
+  int peer = 0;  // -1: a receive from whichever rank sends first
   int tag = 0;
   std::uint64_t sequence = 0;  // the communicator's number of this message (for errors)
   void* stream = nullptr;      // cudaStream_t of a GPU message; null for host buffers
@@ -88,11 +88,12 @@ class CollectiveBackend {
   virtual std::size_t register_graph_buffers(const Deadline&) { return 0; }
   // Point-to-point, on the backends the plan gives send_recv: start() begins a message (a
   // receive is posted, a send may go out at once or wait for room) and returns its handle;
-  // wait() returns once that message completed, progressing every message started before it,
-  // or throws by `deadline`. Messages between two ranks match in the order they were started
-  // on each side; a receive checks the count, type and tag of what arrives (kMismatch).
+  // wait() returns once that message completed (its peer: a receive from any rank, peer -1,
+  // learns it then), progressing every message started before it, or throws by `deadline`. Messages
+  // between two ranks match in the order they were started on each side; a receive checks the
+  // count, type and tag of what arrives (kMismatch).
   virtual std::uint64_t start(const PeerMessage& message);
-  virtual void wait(std::uint64_t handle, const Deadline& deadline);
+  virtual int wait(std::uint64_t handle, const Deadline& deadline);
   // Time its calls spent in each of its stages so far (hier); none for a backend of one stage.
   virtual std::vector<StageTime> stage_times() const { return {}; }
 };

@@ -336,11 +336,8 @@ class GlooBackend final : public CollectiveBackend {
   std::uint64_t start(const PeerMessage& m) override {
     return gloo_translated([&] { return peer_->start(m); });
   }
-  void wait(std::uint64_t handle, const Deadline& deadline) override {
-    gloo_translated([&] {
-      peer_->wait(handle, deadline);
-      return 0;
-    });
+  int wait(std::uint64_t handle, const Deadline& deadline) override {
+    return gloo_translated([&] { return peer_->wait(handle, deadline); });
   }
 
   // From any thread: the waiting call fails at once, and closing the connections makes every

@@ -31,14 +31,19 @@ GlooPeerMessages::GlooPeerMessages(std::shared_ptr<gloo::Context> context, int r
     : context_(std::move(context)),
       rank_(rank),
       sent_(static_cast<std::size_t>(size)),
-      received_(static_cast<std::size_t>(size)) {}
+      received_(static_cast<std::size_t>(size)) {
+  for (int r = 0; r < size; ++r) {
+    if (r != rank) others_.push_back(r);
+  }
+}
 
 std::uint64_t GlooPeerMessages::start(const PeerMessage& m) {
-  const auto peer = static_cast<std::size_t>(m.peer);
   Pending p;
   p.m = m;
   p.handle = next_handle_++;
-  p.message = m.send ? ++sent_[peer] : ++received_[peer];
+  // A receive numbers its message when the header arrives (a receive from any rank learns its
+  // sender then); headers of one pair arrive in order, and are taken in the order started.
+  if (m.send) p.message = ++sent_[static_cast<std::size_t>(m.peer)];
   p.header = std::make_unique<Header>(
       Header{p.message, m.count, m.tag, static_cast<std::uint32_t>(m.type)});
   p.header_buffer = context_->createUnboundBuffer(p.header.get(), sizeof(Header));
@@ -48,6 +53,8 @@ std::uint64_t GlooPeerMessages::start(const PeerMessage& m) {
       p.payload = context_->createUnboundBuffer(m.buffer, bytes(p));
       p.payload->send(m.peer, kPayloadSlot);
     }
+  } else if (m.peer < 0) {
+    p.header_buffer->recv(others_, kHeaderSlot);
   } else {
     p.header_buffer->recv(m.peer, kHeaderSlot);
   }
@@ -56,9 +63,12 @@ std::uint64_t GlooPeerMessages::start(const PeerMessage& m) {
 }
 
 void GlooPeerMessages::take_header(Pending& p, const Deadline& deadline) {
-  if (!p.header_buffer->waitRecv(nullptr, left(deadline))) {
+  int sender = p.m.peer;
+  if (!p.header_buffer->waitRecv(&sender, left(deadline))) {
     throw Error(ErrorCode::kAborted, fmt::format("gloo: {} was aborted", text(p.m)));
   }
+  p.m.peer = sender;
+  p.message = ++received_[static_cast<std::size_t>(sender)];
   const Header& h = *p.header;
   if (h.message != p.message || h.count != p.m.count || h.tag != p.m.tag ||
       h.type != static_cast<std::uint32_t>(p.m.type)) {
@@ -75,13 +85,13 @@ void GlooPeerMessages::take_header(Pending& p, const Deadline& deadline) {
   p.payload_posted = true;
 }
 
-void GlooPeerMessages::wait(std::uint64_t handle, const Deadline& deadline) {
+int GlooPeerMessages::wait(std::uint64_t handle, const Deadline& deadline) {
   for (Pending& p : pending_) {
     if (!p.m.send && !p.payload_posted) take_header(p, deadline);
   }
   const auto it = std::find_if(pending_.begin(), pending_.end(),
                                [&](const Pending& p) { return p.handle == handle; });
-  if (it == pending_.end()) return;
+  if (it == pending_.end()) throw Error(ErrorCode::kInternal, "gloo: no such message");
   Pending& p = *it;
   bool done = true;
   if (p.m.send) {
@@ -91,7 +101,9 @@ void GlooPeerMessages::wait(std::uint64_t handle, const Deadline& deadline) {
     done = p.payload->waitRecv(nullptr, left(deadline));
   }
   if (!done) throw Error(ErrorCode::kAborted, fmt::format("gloo: {} was aborted", text(p.m)));
+  const int peer = p.m.peer;
   pending_.erase(it);
+  return peer;
 }
 
 }  // namespace tpcomm::transport

@@ -25,7 +25,8 @@ class GlooPeerMessages {
  public:
   GlooPeerMessages(std::shared_ptr<gloo::Context> context, int rank, int size);
   std::uint64_t start(const PeerMessage& m);
-  void wait(std::uint64_t handle, const Deadline& deadline);
+  // Returns the message's peer (for a receive from any rank: the sender it matched).
+  int wait(std::uint64_t handle, const Deadline& deadline);
 
  private:
   struct Header {
@@ -37,7 +38,7 @@ class GlooPeerMessages {
   struct Pending {
     PeerMessage m;
     std::uint64_t handle = 0;
-    std::uint64_t message = 0;
+    std::uint64_t message = 0;       // a receive's: known once its header arrived
     std::unique_ptr<Header> header;  // sent, or received into
     std::unique_ptr<gloo::transport::UnboundBuffer> header_buffer, payload;
     bool payload_posted = false;  // a receive's, once its header matched
@@ -49,6 +50,7 @@ class GlooPeerMessages {
   int rank_;
   std::vector<std::uint64_t> sent_, received_;  // [peer]: messages started
   std::deque<Pending> pending_;                 // in the order started
+  std::vector<int> others_;                     // every rank but this one (receives from any)
   std::uint64_t next_handle_ = 1;
 };
 

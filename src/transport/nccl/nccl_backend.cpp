@@ -104,6 +104,7 @@ class NcclBackend final : public CollectiveBackend {
   // NCCL's own: two ranks that both send first on one stream each wait for the other (NCCL's
   // rule: pair them in Communicator::send_recv, one group).
   std::uint64_t start(const PeerMessage& m) override {
+    if (m.peer < 0) throw invalid_input("nccl: NCCL has no receive from any rank; name the sender");
     run(Call{.op = Op::kSendRecv,
              .input = m.send ? m.buffer : nullptr,
              .output = m.send ? nullptr : m.buffer,
@@ -115,7 +116,7 @@ class NcclBackend final : public CollectiveBackend {
              .stream = m.stream});
     return 0;
   }
-  void wait(std::uint64_t, const Deadline&) override {}
+  int wait(std::uint64_t, const Deadline&) override { return -1; }
 
   // From any thread: NCCL's kernels are ended (the user's stream wait returns), at once or when
   // the call inside NCCL leaves (the gate).

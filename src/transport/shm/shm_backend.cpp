@@ -127,6 +127,7 @@ void ShmBackend::setup_complete() {
 void ShmBackend::check_peer(int peer) const {
   const std::int32_t by = header().aborted_by.load(std::memory_order_acquire);
   if (by != 0) throw Error(ErrorCode::kAborted, stopped_by_text(by));
+  if (peer < 0) return;  // a receive from any rank: no one peer to look for
   const int pid = control(peer)->pid.load(std::memory_order_acquire);
   if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
     throw Error(ErrorCode::kUnavailable, fmt::format("rank {} (pid {}) died", peer, pid));

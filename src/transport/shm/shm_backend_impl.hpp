@@ -63,8 +63,8 @@ class ShmBackend final : public CollectiveBackend {
 
   // Point-to-point through the mailboxes (shm_mailboxes.hpp).
   std::uint64_t start(const PeerMessage& m) override { return mail_->start(m); }
-  void wait(std::uint64_t handle, const Deadline& deadline) override {
-    mail_->wait(handle, deadline);
+  int wait(std::uint64_t handle, const Deadline& deadline) override {
+    return mail_->wait(handle, deadline);
   }
 
  private:

@@ -17,6 +17,7 @@ Mailboxes::Mailboxes(std::function<Mailbox*(int, int)> box, int rank, int world,
                      std::function<void(int)> check_peers)
     : box_(std::move(box)),
       rank_(rank),
+      world_(world),
       check_peers_(std::move(check_peers)),
       sends_(static_cast<std::size_t>(world)),
       receives_(static_cast<std::size_t>(world)),
@@ -25,16 +26,22 @@ Mailboxes::Mailboxes(std::function<Mailbox*(int, int)> box, int rank, int world,
       posted_(static_cast<std::size_t>(world)) {}
 
 std::string Mailboxes::text(const Pending& p) const {
-  return fmt::format("{}({} x {}, tag {}) {} rank {} #{}", p.m.send ? "send" : "recv",
-                     to_string(p.m.type), p.m.count, p.m.tag, p.m.send ? "to" : "from", p.m.peer,
+  return fmt::format("{}({} x {}, tag {}) {} {} #{}", p.m.send ? "send" : "recv",
+                     to_string(p.m.type), p.m.count, p.m.tag, p.m.send ? "to" : "from",
+                     p.m.peer < 0 ? std::string("any rank") : fmt::format("rank {}", p.m.peer),
                      p.m.sequence);
 }
 
 std::uint64_t Mailboxes::start(const PeerMessage& m) {
-  const auto peer = static_cast<std::size_t>(m.peer);
-  Pending p{m, next_handle_++, m.send ? ++sent_[peer] : ++received_[peer], 0, false};
+  Pending p{m, next_handle_++, 0, 0, false};
   pending_[p.handle] = m.peer;
-  (m.send ? sends_ : receives_)[peer].push_back(p);
+  if (m.peer < 0) {
+    any_.push_back(p);
+  } else {
+    const auto peer = static_cast<std::size_t>(m.peer);
+    p.message = m.send ? ++sent_[peer] : ++received_[peer];
+    (m.send ? sends_ : receives_)[peer].push_back(p);
+  }
   progress();  // a send that fits goes out now: its buffer is free once started
   return p.handle;
 }
@@ -85,8 +92,29 @@ bool Mailboxes::progress_receive(Pending& p) {
   return moved;
 }
 
+bool Mailboxes::match_any() {
+  if (any_.empty()) return false;
+  for (int peer = 0; peer < world_; ++peer) {
+    const auto p = static_cast<std::size_t>(peer);
+    if (peer == rank_ || !receives_[p].empty()) continue;
+    const Mailbox& b = *box_(peer, rank_);
+    if (b.posted.load(std::memory_order_acquire) <= b.taken.load(std::memory_order_relaxed)) {
+      continue;
+    }
+    Pending q = any_.front();
+    any_.pop_front();
+    q.m.peer = peer;
+    q.message = ++received_[p];
+    pending_[q.handle] = peer;
+    receives_[p].push_back(q);
+    return true;
+  }
+  return false;
+}
+
 bool Mailboxes::progress() {
   bool moved = false;
+  while (match_any()) moved = true;
   for (auto* queues : {&sends_, &receives_}) {
     for (auto& queue : *queues) {
       while (!queue.empty()) {
@@ -94,6 +122,7 @@ bool Mailboxes::progress() {
         moved = (p.m.send ? progress_send(p) : progress_receive(p)) || moved;
         if (p.moved < p.m.count * size_of(p.m.type) || !p.any_chunk) break;
         pending_.erase(p.handle);
+        finished_[p.handle] = p.m.peer;
         queue.pop_front();
       }
     }
@@ -101,7 +130,7 @@ bool Mailboxes::progress() {
   return moved;
 }
 
-void Mailboxes::wait(std::uint64_t handle, const Deadline& deadline) {
+int Mailboxes::wait(std::uint64_t handle, const Deadline& deadline) {
   // Spin while messages move, then yield, then sleep in short slices: a peer may be descheduled
   // on a machine with fewer cores than ranks.
   for (unsigned idle = 0; pending_.count(handle) != 0;) {
@@ -123,21 +152,27 @@ void Mailboxes::wait(std::uint64_t handle, const Deadline& deadline) {
     const int peer = pending_.at(handle);
     check_peers_(peer);
     if (deadline.expired()) {
-      for (const auto* queues : {&sends_, &receives_}) {
+      std::vector<std::deque<Pending>> unmatched{any_};
+      for (const auto* queues : {&sends_, &receives_, &unmatched}) {
         for (const auto& queue : *queues) {
           for (const auto& p : queue) {
             if (p.handle != handle) continue;
-            throw Error(ErrorCode::kTimeout,
-                        fmt::format("{} did not complete within {} ms: rank {} {} (a {} missing "
-                                    "there, or one of another count, type or tag ahead of it)",
-                                    text(p), deadline.budget().count(), peer,
-                                    p.m.send ? "did not receive it" : "sent nothing matching",
-                                    p.m.send ? "receive" : "send"));
+            throw Error(
+                ErrorCode::kTimeout,
+                fmt::format("{} did not complete within {} ms: {} {} (a {} missing "
+                            "there, or one of another count, type or tag ahead of it)",
+                            text(p), deadline.budget().count(),
+                            peer < 0 ? std::string("no rank") : fmt::format("rank {}", peer),
+                            p.m.send ? "did not receive it" : "sent nothing matching",
+                            p.m.send ? "receive" : "send"));
           }
         }
       }
     }
   }
+  const int peer = finished_.at(handle);
+  finished_.erase(handle);
+  return peer;
 }
 
 }  // namespace tpcomm::transport::shm

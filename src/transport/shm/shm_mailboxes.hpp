@@ -26,7 +26,8 @@ class Mailboxes {
             std::function<void(int peer)> check_peers);
 
   std::uint64_t start(const PeerMessage& m);
-  void wait(std::uint64_t handle, const Deadline& deadline);
+  // Returns the message's peer (for a receive from any rank: the sender it matched).
+  int wait(std::uint64_t handle, const Deadline& deadline);
 
  private:
   struct Pending {
@@ -38,17 +39,23 @@ class Mailboxes {
   };
   // Moves what it can of the first pending message of each queue; true if anything moved.
   bool progress();
+  // Gives the first receive from any rank the first rank with a message waiting and no receive
+  // of its own queued ahead; true if one was matched.
+  bool match_any();
   bool progress_send(Pending& p);
   bool progress_receive(Pending& p);
   std::string text(const Pending& p) const;
 
   std::function<Mailbox*(int, int)> box_;
   int rank_;
+  int world_;
   std::function<void(int)> check_peers_;
   std::vector<std::deque<Pending>> sends_, receives_;  // [peer]
+  std::deque<Pending> any_;                            // receives from any rank, unmatched
   std::vector<std::uint64_t> sent_, received_;         // [peer]: messages started so far
   std::vector<std::uint64_t> posted_;                  // [peer]: chunks written to its mailbox
-  std::map<std::uint64_t, int> pending_;               // handle -> peer, until completed
+  std::map<std::uint64_t, int> pending_;               // handle -> peer (-1: any), until completed
+  std::map<std::uint64_t, int> finished_;  // handle -> peer, completed and not waited for
   std::uint64_t next_handle_ = 1;
 };
 
