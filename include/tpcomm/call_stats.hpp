@@ -26,7 +26,9 @@ enum class Collective {
   kScatter,
   kReduce,
   kSend,
-  kRecv
+  kRecv,
+  kAllGatherv,
+  kReduceScatterv
 };
 
 template <>
@@ -42,7 +44,10 @@ struct Names<Collective> {
                                                      {Collective::kScatter, "scatter"},
                                                      {Collective::kReduce, "reduce"},
                                                      {Collective::kSend, "send"},
-                                                     {Collective::kRecv, "recv"}};
+                                                     {Collective::kRecv, "recv"},
+                                                     {Collective::kAllGatherv, "all_gatherv"},
+                                                     {Collective::kReduceScatterv,
+                                                      "reduce_scatterv"}};
 };
 static_assert(names_in_declaration_order<Collective>());
 
@@ -61,7 +66,8 @@ struct RouteStats {
   // The size the plan's table is read at: all_reduce the buffer, all_gather the gathered output,
   // reduce_scatter the input, broadcast the buffer, barrier 4 (one int32), all_to_all the input,
   // gather the gathered output, scatter the root's input, reduce the buffer; all_to_allv this
-  // rank's input (what it sent); send and recv the message.
+  // rank's input (what it sent); send and recv the message; all_gatherv the gathered output,
+  // reduce_scatterv the input.
   std::uint64_t bytes = 0;
 };
 

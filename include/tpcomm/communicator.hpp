@@ -121,6 +121,20 @@ class Communicator {
   void all_to_all(const void* input, void* output, std::size_t count, DataType type);
   void all_to_allv(const void* input, const std::vector<std::size_t>& send_counts, void* output,
                    const std::vector<std::size_t>& recv_counts, DataType type);
+  // Blocks of any size per rank: counts[r] elements from (all_gatherv) or for (reduce_scatterv)
+  // rank r, back to back in rank order, any of them 0; every rank passes the same counts (their
+  // digest is compared like the rest of the call). all_gatherv: input holds counts[rank()],
+  // output their sum; reduce_scatterv: input holds their sum, output counts[rank()]. Routed by
+  // their sum on the all_gather and reduce_scatter tables; a row of hier, custom or multimem goes
+  // to the fallback engine (gloo, nccl). No in-place form.
+  void all_gatherv(const void* input, void* output, const std::vector<std::size_t>& counts,
+                   DataType type);
+  void reduce_scatterv(const void* input, void* output, const std::vector<std::size_t>& counts,
+                       DataType type, ReduceOp op);
+  void all_gatherv(const void* input, void* output, const std::vector<std::size_t>& counts,
+                   DataType type, CudaStream stream);
+  void reduce_scatterv(const void* input, void* output, const std::vector<std::size_t>& counts,
+                       DataType type, ReduceOp op, CudaStream stream);
   // Rooted calls; every rank passes the same count, type, op and root. gather: `count` elements
   // from each rank into the root's output (size() * count, block r from rank r; other ranks'
   // output is not touched and may be null). scatter: the root's input holds size() * count

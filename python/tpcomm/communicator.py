@@ -23,6 +23,8 @@ COLLECTIVES = (
     "reduce",
     "send",
     "recv",
+    "all_gatherv",
+    "reduce_scatterv",
 )
 
 

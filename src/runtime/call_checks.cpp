@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "tpcomm/error.hpp"
+#include "transport/common/call_sizes.hpp"
 #include "transport/common/call_text.hpp"
 
 namespace tpcomm::runtime {
@@ -119,7 +120,14 @@ void check_call_buffers(const transport::Call& call, int rank, int size) {
   const std::size_t block = bytes_of(name, "input", call.count, call.type, 1, rank);
   Range in{reinterpret_cast<std::uintptr_t>(call.input), 0};
   Range out{reinterpret_cast<std::uintptr_t>(call.output), 0};
-  if (per_peer || (call.op == Op::kAllToAll && call.recv_counts != nullptr)) {
+  const bool per_rank = transport::per_rank_counts(call);
+  if (per_rank) {
+    counts_sum(name, call.recv_counts, "per-rank", rank, size);  // fits: `count` is their sum
+    const std::size_t mine = call.recv_counts[static_cast<std::size_t>(rank)];
+    const bool gathers = call.op == Op::kAllGather;
+    in.bytes = bytes_of(name, "input", gathers ? mine : call.count, call.type, 1, rank);
+    out.bytes = bytes_of(name, "output", gathers ? call.count : mine, call.type, 1, rank);
+  } else if (per_peer || (call.op == Op::kAllToAll && call.recv_counts != nullptr)) {
     in.bytes = bytes_of(name, "input", counts_sum(name, call.send_counts, "send", rank, size),
                         call.type, 1, rank);
     out.bytes = bytes_of(name, "output", counts_sum(name, call.recv_counts, "receive", rank, size),
@@ -144,13 +152,13 @@ void check_call_buffers(const transport::Call& call, int rank, int size) {
   const std::uintptr_t at = static_cast<std::uintptr_t>(rank) * block;
   const bool gather = call.op == Op::kAllGather || call.op == Op::kGather;
   const bool scatter = call.op == Op::kReduceScatter || call.op == Op::kScatter;
-  if (call.op != Op::kAllToAll && (gather    ? in.begin == out.begin + at
+  if (call.op != Op::kAllToAll && !per_rank && (gather    ? in.begin == out.begin + at
                                    : scatter ? out.begin == in.begin + at
                                              : in.begin == out.begin)) {
     return;
   }
   const std::string form =
-      call.op == Op::kAllToAll ? std::string("none (every block moves)")
+      call.op == Op::kAllToAll || per_rank ? std::string("none (every block moves)")
       : gather ? fmt::format("input == output + rank * count elements (here {:#x})", out.begin + at)
       : scatter ? fmt::format("output == input + rank * count elements (here {:#x})", in.begin + at)
                 : std::string("input == output");

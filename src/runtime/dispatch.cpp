@@ -52,7 +52,15 @@ void check_call(CommunicatorState& c, const transport::Call& call, bool device_c
 // The row that carries `call` (route_call), refused where nothing here may carry it. Every rank
 // has the same plan and backends: every rank refuses the same calls, and none waits for another.
 TableRow route(const CommunicatorState& c, const Plan& table, const transport::Call& call) {
-  const TableRow row = route_call(table, call.op, call_bytes(call, c.bootstrap->size()), call.type);
+  TableRow row = route_call(table, call.op, call_bytes(call, c.bootstrap->size()), call.type);
+  // The staged and GPU-kernel backends have no form with per-rank counts: the fallback engine
+  // carries all_gatherv and reduce_scatterv where the row names one of them.
+  if (transport::per_rank_counts(call) && why_not_serving(row.backend, Op::kAllToAll)) {
+    row.backend = fallback_backend(table.device_type);
+    row.algorithm = algorithms_of(row.backend, call.op).front();
+    row.blocks.reset();
+    row.step_bytes.reset();
+  }
   // Only a refusal names the call: formatting it on every call cost about a microsecond.
   auto which = [&] {
     return fmt::format("rank {}: {} #{}", c.bootstrap->rank(), transport::call_signature(call),
@@ -103,6 +111,9 @@ void count_call(CommunicatorState& c, const transport::Call& call, const TableRo
   } else if (c.broadcast_chunks >= 0) {
     c.counters.add(Collective::kBroadcast, row.backend, row.algorithm,
                    c.broadcast_chunks++ == 0 ? 1 : 0, call.count * size_of(call.type));
+  } else if (transport::per_rank_counts(call)) {
+    c.counters.add(call.op == Op::kAllGather ? Collective::kAllGatherv : Collective::kReduceScatterv,
+                   row.backend, row.algorithm, 1, call.count * size_of(call.type));
   } else if (call.send_counts != nullptr) {
     c.counters.add(Collective::kAllToAllv, row.backend, row.algorithm, 1,
                    transport::sum_of(call.send_counts, c.bootstrap->size()) * size_of(call.type));
@@ -141,6 +152,9 @@ std::uint64_t call_bytes(const transport::Call& call, int size) {
   // all_to_allv: the ranks' sizes differ and none knows the others', so every rank reads the
   // table where it agrees for any size: its last row (docs/plan.md, "Operations").
   if (call.op == Op::kAllToAll && call.send_counts != nullptr) return kPerPeerRoutedBytes;
+  // all_gatherv and reduce_scatterv: the sum every rank agrees on (the gathered output, the
+  // reduced input).
+  if (transport::per_rank_counts(call)) return call.count * size_of(call.type);
   const std::uint64_t per = call.count * size_of(call.type);
   const bool whole =
       call.op == Op::kReduceScatter || call.op == Op::kAllToAll || call.op == Op::kScatter;

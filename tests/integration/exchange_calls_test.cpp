@@ -1,4 +1,5 @@
-// all_to_all, all_to_allv, gather, scatter and reduce on every CPU route: shm, Gloo (both sides of
+// all_to_all, all_to_allv, all_gatherv, reduce_scatterv, gather, scatter and reduce on every CPU
+// route: shm, Gloo (both sides of
 // its opening exchange's inline room) and a group of two simulated nodes (where the plan gives
 // them to Gloo and says why hier may not). W = 2, 3 and 4; float32, bfloat16 and int64. Every
 // element is checked against values computed here from (sender, receiver, element); uneven
@@ -122,6 +123,42 @@ void check_all_to_allv(Communicator& comm, DataType t, int round, Wrong& wrong) 
   }
 }
 
+// all_gatherv and reduce_scatterv with rank r's block split(r, 0, round) long (the same counts
+// on every rank).
+void check_per_rank(Communicator& comm, DataType t, int round, Wrong& wrong) {
+  const int w = comm.size();
+  const int me = comm.rank();
+  std::vector<std::size_t> counts, at{0};
+  for (int r = 0; r < w; ++r) {
+    counts.push_back(split(r, 0, round));
+    at.push_back(at.back() + counts.back());
+  }
+  const std::size_t total = at.back();
+  const auto um = static_cast<std::size_t>(me);
+  std::vector<std::uint8_t> mine(counts[um] * size_of(t)), all(total * size_of(t), 0xa5);
+  for (std::size_t i = 0; i < counts[um]; ++i) put(mine, i, bits(me, 0, i, t), t);
+  comm.all_gatherv(mine.data(), all.data(), counts, t);
+  for (int r = 0; r < w; ++r) {
+    const auto ur = static_cast<std::size_t>(r);
+    for (std::size_t i = 0; i < counts[ur]; ++i) {
+      wrong.check(get(all, at[ur] + i, t), bits(r, 0, i, t), [&] {
+        return fmt::format("all_gatherv {} round {} block {} element {}", to_string(t), round, r,
+                           i);
+      });
+    }
+  }
+  std::vector<std::uint8_t> whole(total * size_of(t)), part(counts[um] * size_of(t), 0xa5);
+  for (std::size_t i = 0; i < total; ++i) put(whole, i, small(input_value(me, i), t), t);
+  comm.reduce_scatterv(whole.data(), part.data(), counts, t, ReduceOp::kSum);
+  for (std::size_t i = 0; i < counts[um]; ++i) {
+    std::int64_t want = 0;
+    for (int r = 0; r < w; ++r) want += input_value(r, at[um] + i);
+    wrong.check(get(part, i, t), small(want, t), [&] {
+      return fmt::format("reduce_scatterv {} round {} element {}", to_string(t), round, i);
+    });
+  }
+}
+
 void check_rooted(Communicator& comm, DataType t, std::size_t n, int root, Wrong& wrong) {
   const int w = comm.size();
   const int me = comm.rank();
@@ -175,7 +212,10 @@ void check_every_call(Communicator& comm, const std::vector<std::size_t>& counts
       check_all_to_all(comm, t, n, wrong);
       for (int root = 0; root < comm.size(); ++root) check_rooted(comm, t, n, root, wrong);
     }
-    for (int round = 0; round < 3; ++round) check_all_to_allv(comm, t, round, wrong);
+    for (int round = 0; round < 3; ++round) {
+      check_all_to_allv(comm, t, round, wrong);
+      check_per_rank(comm, t, round, wrong);
+    }
     EXPECT_EQ(wrong.count, 0) << "rank " << comm.rank() << " of " << comm.size() << ": "
                               << wrong.first;
   }
@@ -249,6 +289,12 @@ void expect_refused_everywhere(bool disable_shm, const std::string& expected, Ca
 
 TEST(ExchangeCalls, MismatchedCountsRootsAndOpsFailOnEveryRank) {
   for (bool gloo : {false, true}) {
+    expect_refused_everywhere(gloo, "called all_gatherv", [](Communicator& c, int r) {
+      std::vector<float> in(4), out(12);
+      c.all_gatherv(in.data(), out.data(), r == 1 ? std::vector<std::size_t>{3, 4, 5}
+                                                  : std::vector<std::size_t>{4, 4, 4},
+                    DataType::kFloat32);
+    });
     // Rank 1 expects 5 elements from rank 0, which sends it 4.
     expect_refused_everywhere(
         gloo, "rank 0 sends 4 elements to rank 1, which expects 5", [](Communicator& c, int r) {

@@ -27,7 +27,10 @@ struct Call {
   // all_to_allv: the elements this rank sends to and receives from each rank (size() each; the
   // blocks lie in rank order, back to back); null for all_to_all, whose blocks hold `count`.
   const std::size_t* send_counts = nullptr;
+  // all_gatherv and reduce_scatterv: `recv_counts` holds every rank's block (the same on every
+  // rank), `count` their sum, and this digest of them is compared across ranks (never 0 or 1).
   const std::size_t* recv_counts = nullptr;
+  std::uint32_t counts_digest = 0;
   bool sends = false;  // send_recv on a backend that runs it as a call (NCCL): `root` is the peer
   Algorithm algorithm = Algorithm::kOneShot;
   std::uint64_t sequence = 0;

@@ -19,7 +19,9 @@ struct CallIdentity {
   std::uint8_t op = 0, type = 0, reduce = 0, has_outer = 0;
   std::uint8_t outer_op = 0, outer_type = 0, outer_reduce = 0, barrier = 0;
   std::int32_t root = 0;       // gather, scatter, reduce
-  std::uint32_t per_peer = 0;  // 1: all_to_allv (its counts are compared by the backend)
+  // 1: all_to_allv (its counts are compared by the backend); else all_gatherv's and
+  // reduce_scatterv's Call::counts_digest
+  std::uint32_t per_peer = 0;
   bool operator==(const CallIdentity&) const = default;
 };
 static_assert(sizeof(CallIdentity) == 40);
@@ -33,6 +35,7 @@ inline CallIdentity identity_of(const Call& c) {
   id.reduce = static_cast<std::uint8_t>(c.reduce);
   id.root = is_rooted(c.op) ? c.root : 0;
   id.per_peer = c.send_counts != nullptr ? 1 : 0;
+  if (c.send_counts == nullptr && c.recv_counts != nullptr) id.per_peer = c.counts_digest;
   id.barrier = (c.outer != nullptr ? c.outer->barrier : c.barrier) ? 1 : 0;
   if (c.outer != nullptr) {
     id.has_outer = 1;
@@ -52,6 +55,8 @@ inline std::string describe(const CallIdentity& id, const std::string& detail = 
                      static_cast<ReduceOp>(id.reduce), id.root, id.per_peer != 0);
   std::string text =
       fmt::format("{} #{}", id.barrier && !id.has_outer ? "barrier" : own, id.sequence);
+  // all_gatherv's and reduce_scatterv's counts: two calls of one sum can differ only there.
+  if (id.per_peer > 1) text += fmt::format(" (counts digest {:08x})", id.per_peer);
   if (!detail.empty()) text += " " + detail;
   if (id.has_outer && id.barrier) {
     text += " of barrier";

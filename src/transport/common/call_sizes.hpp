@@ -9,6 +9,12 @@
 
 namespace tpcomm::transport {
 
+// Whether the call is all_gatherv or reduce_scatterv: per-rank counts (`recv_counts`, the same
+// on every rank) and `count` their sum.
+inline bool per_rank_counts(const Call& c) {
+  return (c.op == Op::kAllGather || c.op == Op::kReduceScatter) && c.recv_counts != nullptr;
+}
+
 // Elements of all_to_allv's blocks: the sum of `counts` (size() of them).
 inline std::size_t sum_of(const std::size_t* counts, int size) {
   return counts == nullptr ? 0 : std::accumulate(counts, counts + size, std::size_t{0});
@@ -17,6 +23,9 @@ inline std::size_t sum_of(const std::size_t* counts, int size) {
 // The input `rank` passes (0 where it passes none: scatter off the root).
 inline std::size_t input_elements(const Call& c, int rank, int size) {
   const auto w = static_cast<std::size_t>(size);
+  if (per_rank_counts(c)) {
+    return c.op == Op::kAllGather ? c.recv_counts[static_cast<std::size_t>(rank)] : c.count;
+  }
   switch (c.op) {
     case Op::kReduceScatter:
       return c.count * w;
@@ -32,6 +41,9 @@ inline std::size_t input_elements(const Call& c, int rank, int size) {
 // The output `rank` receives (0 where it receives none: gather and reduce off the root).
 inline std::size_t output_elements(const Call& c, int rank, int size) {
   const auto w = static_cast<std::size_t>(size);
+  if (per_rank_counts(c)) {
+    return c.op == Op::kAllGather ? c.count : c.recv_counts[static_cast<std::size_t>(rank)];
+  }
   switch (c.op) {
     case Op::kAllGather:
       return c.count * w;

@@ -11,20 +11,23 @@
 
 namespace tpcomm::transport {
 
+// `per_peer_counts`: all_to_allv, all_gatherv or reduce_scatterv (`count` then their sum).
 inline std::string call_signature(Op op, DataType type, std::uint64_t count, ReduceOp reduce,
                                   int root = 0, bool per_peer_counts = false) {
-  if (op == Op::kAllToAll && per_peer_counts)
+  if (op == Op::kAllToAll && per_peer_counts) {
     return fmt::format("all_to_allv({})", to_string(type));
-  std::string text = fmt::format("{}({} x {}", to_string(op), to_string(type), count);
+  }
+  std::string text = fmt::format("{}{}({} x {}", to_string(op), per_peer_counts ? "v" : "",
+                                 to_string(type), count);
   if (reduces(op)) text += fmt::format(", {}", to_string(reduce));
   if (is_rooted(op)) text += fmt::format(", root {}", root);
   return text + ")";
 }
 
 inline std::string call_signature(const Call& c) {
-  return c.barrier
-             ? "barrier"
-             : call_signature(c.op, c.type, c.count, c.reduce, c.root, c.send_counts != nullptr);
+  return c.barrier ? "barrier"
+                   : call_signature(c.op, c.type, c.count, c.reduce, c.root,
+                                    c.send_counts != nullptr || c.recv_counts != nullptr);
 }
 
 }  // namespace tpcomm::transport

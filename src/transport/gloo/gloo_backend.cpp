@@ -196,8 +196,11 @@ struct StagedCall {
   void stage(const Call& c, int rank, int size) {
     call = c;
     const std::size_t es = size_of(c.type);
-    // A reduce runs as an all-reduce whose result only the root keeps (gloo_exchange_ops.hpp).
-    if (c.op == Op::kReduce) call.op = Op::kAllReduce;
+    // A reduce runs as an all-reduce whose result only the root keeps (gloo_exchange_ops.hpp),
+    // a reduce_scatterv as one whose result each rank keeps its block of.
+    if (c.op == Op::kReduce || (c.op == Op::kReduceScatter && per_rank_counts(c))) {
+      call.op = Op::kAllReduce;
+    }
     const std::size_t in_bytes = input_elements(call, rank, size) * es;
     output.resize(output_elements(call, rank, size) * es);
     call.output = output.data();
@@ -209,8 +212,10 @@ struct StagedCall {
     call.input = in.data();
     if (c.send_counts != nullptr) {
       send_counts.assign(c.send_counts, c.send_counts + size);
-      recv_counts.assign(c.recv_counts, c.recv_counts + size);
       call.send_counts = send_counts.data();
+    }
+    if (c.recv_counts != nullptr) {
+      recv_counts.assign(c.recv_counts, c.recv_counts + size);
       call.recv_counts = recv_counts.data();
     }
   }
@@ -229,6 +234,7 @@ void run_staged(const GlooGroup& g, StagedCall& staged, CallIdentity identity) {
   if (travels_inline(c, staged.opening.room())) {
     return finish_inline(g, c, staged.opening, staged.wide);
   }
+  if (c.op == Op::kAllGather && per_rank_counts(c)) return gloo_all_gatherv(g, c);
   switch (c.op) {
     case Op::kAllToAll:
       return c.send_counts != nullptr ? gloo_all_to_allv(g, c) : gloo_all_to_all(g, c);
@@ -327,8 +333,14 @@ class GlooBackend final : public CollectiveBackend {
       return 0;
     });
     // What this rank's output holds (none off the root of a gather or reduce).
-    const std::size_t out_bytes = output_elements(call, ctx_.rank, ctx_.size) * size_of(call.type);
-    if (out_bytes > 0) std::memcpy(call.output, staged->output.data(), out_bytes);
+    const std::size_t es = size_of(call.type);
+    const std::size_t out_bytes = output_elements(call, ctx_.rank, ctx_.size) * es;
+    // A reduce_scatterv's block of the all-reduced whole.
+    std::size_t from = 0;
+    for (int r = 0; call.op == Op::kReduceScatter && per_rank_counts(call) && r < ctx_.rank; ++r) {
+      from += call.recv_counts[r] * es;
+    }
+    if (out_bytes > 0) std::memcpy(call.output, staged->output.data() + from, out_bytes);
   }
 
   // Point-to-point on the calling thread: Gloo's transport moves the bytes, an abort's closed

@@ -3,6 +3,7 @@
 #include "gloo_exchange_ops.hpp"
 
 #include <gloo/allgather.h>
+#include <gloo/allgatherv.h>
 #include <gloo/alltoall.h>
 #include <gloo/alltoallv.h>
 #include <gloo/gather.h>
@@ -84,6 +85,19 @@ void gloo_all_to_allv(const GlooGroup& g, const Call& c) {
   opts.setTag(data_tag(c.sequence));
   opts.setTimeout(g.timeout);
   gloo::alltoallv(opts);
+}
+
+void gloo_all_gatherv(const GlooGroup& g, const Call& c) {
+  if (c.count == 0) return;
+  const std::size_t es = size_of(c.type);
+  std::vector<std::size_t> bytes(static_cast<std::size_t>(g.size));
+  for (std::size_t r = 0; r < bytes.size(); ++r) bytes[r] = c.recv_counts[r] * es;
+  gloo::AllgathervOptions opts(g.context);
+  opts.setInput(bytes_at(c.input), bytes[static_cast<std::size_t>(g.rank)]);
+  opts.setOutput(bytes_at(c.output), bytes);
+  opts.setTag(data_tag(c.sequence));
+  opts.setTimeout(g.timeout);
+  gloo::allgatherv(opts);
 }
 
 void gloo_gather(const GlooGroup& g, const Call& c) {

@@ -13,6 +13,8 @@ void gloo_all_to_all(const GlooGroup& g, const Call& c);
 // all of them: Gloo would abort the process on a message longer than its receive).
 void gloo_all_to_allv(const GlooGroup& g, const Call& c);
 void gloo_gather(const GlooGroup& g, const Call& c);
+// Gloo's allgatherv (every rank's block of its count, into the staged output).
+void gloo_all_gatherv(const GlooGroup& g, const Call& c);
 void gloo_scatter(const GlooGroup& g, const Call& c);
 
 }  // namespace tpcomm::transport

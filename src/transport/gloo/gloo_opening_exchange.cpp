@@ -21,7 +21,9 @@ constexpr std::uint8_t kOpeningSlotPrefix = 0x41;
 // it: the exchange sends every peer a message anyway), a reduce-scatter's or all_to_all's block
 // for that peer. all_to_allv and scatter never travel inline.
 std::size_t inline_bytes(const Call& c) {
-  if (c.op == Op::kScatter || c.send_counts != nullptr) return ~std::size_t{0};
+  if (c.op == Op::kScatter || c.send_counts != nullptr || c.recv_counts != nullptr) {
+    return ~std::size_t{0};
+  }
   return c.count * size_of(c.type);
 }
 

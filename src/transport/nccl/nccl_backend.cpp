@@ -19,6 +19,7 @@
 #include "nccl_watchdog.hpp"
 #include "tpcomm/error.hpp"
 #include "transport/common/call_identity.hpp"
+#include "transport/common/call_sizes.hpp"
 #include "transport/cuda/device_guard.hpp"
 
 namespace tpcomm::transport {
@@ -163,6 +164,7 @@ class NcclBackend final : public CollectiveBackend {
   }
 
   ncclResult_t enqueue(const Call& c, cudaStream_t stream) {
+    if (per_rank_counts(c)) return enqueue_per_rank(c, stream);
     switch (c.op) {
       case Op::kAllReduce:
         return lib_->all_reduce(c.input, c.output, c.count, nccl_type(c.type),
@@ -185,6 +187,33 @@ class NcclBackend final : public CollectiveBackend {
     }
     throw Error(ErrorCode::kInternal,
                 fmt::format("nccl: no NCCL call for op {}", static_cast<int>(c.op)));
+  }
+
+  // all_gatherv: this rank's block sent to every rank and each rank's received, in one group;
+  // reduce_scatterv: one ncclReduce per block, rooted at its rank, in one group.
+  ncclResult_t enqueue_per_rank(const Call& c, cudaStream_t stream) {
+    const std::size_t es = size_of(c.type);
+    const ncclDataType_t type = nccl_type(c.type);
+    const auto* in = static_cast<const std::uint8_t*>(c.input);
+    auto* out = static_cast<std::uint8_t*>(c.output);
+    const auto me = static_cast<std::size_t>(ctx_.rank);
+    ncclResult_t r = lib_->group_start();
+    std::size_t at = 0;
+    for (int peer = 0; peer < ctx_.size && r == ncclSuccess; ++peer) {
+      const std::size_t n = c.recv_counts[static_cast<std::size_t>(peer)];
+      if (c.op == Op::kReduceScatter) {
+        if (n > 0) {
+          r = lib_->reduce(in + at * es, peer == ctx_.rank ? c.output : nullptr, n, type,
+                           nccl_op(c.reduce, ctx_.size), peer, comm_, stream);
+        }
+      } else {
+        if (c.recv_counts[me] > 0) r = lib_->send(c.input, c.recv_counts[me], type, peer, comm_, stream);
+        if (n > 0 && r == ncclSuccess) r = lib_->recv(out + at * es, n, type, peer, comm_, stream);
+      }
+      at += n;
+    }
+    const ncclResult_t end = lib_->group_end();
+    return r != ncclSuccess ? r : end;
   }
 
   // NCCL has no all-to-all, gather or scatter of its own: they are its sends and receives in one

@@ -191,10 +191,18 @@ void ShmBackend::run(const Call& c) {
       }
       break;
     case Op::kAllGather:
-      all_gather(c);
+      if (per_rank_counts(c)) {
+        all_gatherv(c);
+      } else {
+        all_gather(c);
+      }
       break;
     case Op::kReduceScatter:
-      reduce_scatter(c);
+      if (per_rank_counts(c)) {
+        reduce_scatterv(c);
+      } else {
+        reduce_scatter(c);
+      }
       break;
     case Op::kAllToAll:
       if (c.send_counts != nullptr) {
@@ -232,7 +240,8 @@ void ShmBackend::register_input(const Call& c) {
       c.op == Op::kAllReduce && c.algorithm != Algorithm::kTwoShot && c.input == c.output;
   // The three planned first read registered inputs in place; the others copy through the lanes.
   const bool reads_registered =
-      c.op == Op::kAllReduce || c.op == Op::kAllGather || c.op == Op::kReduceScatter;
+      (c.op == Op::kAllReduce || c.op == Op::kAllGather || c.op == Op::kReduceScatter) &&
+      !per_rank_counts(c);
   mine_at_ = {};
   mine_single_copy_ = 0;
   if (ctx_.shm.registered && reads_registered && !in_place_one_shot &&

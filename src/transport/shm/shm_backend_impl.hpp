@@ -186,6 +186,12 @@ class ShmBackend final : public CollectiveBackend {
   // pair's block, as many steps as the largest block needs.
   void all_to_all(const Call& c);
   void all_to_allv(const Call& c);
+  // Blocks of per-rank counts (shm_vector_ops.cpp), step by step as all_to_allv's data: each
+  // step moves the next part of every rank's block, as many steps as the largest block needs.
+  void all_gatherv(const Call& c);
+  void reduce_scatterv(const Call& c);
+  // Where each block of `counts` starts (into `at`, size() + 1 entries), and the largest block.
+  std::size_t block_starts(const std::size_t* counts, std::vector<std::size_t>& at) const;
   // Rooted: gather and reduce through every other rank's lane into the root; scatter through
   // the root's lane, W blocks of the chunk as all_to_all's.
   void gather(const Call& c);
