@@ -33,21 +33,21 @@ enum class Collective {
 
 template <>
 struct Names<Collective> {
-  static constexpr NamedValue<Collective> table[] = {{Collective::kAllReduce, "all_reduce"},
-                                                     {Collective::kAllGather, "all_gather"},
-                                                     {Collective::kReduceScatter, "reduce_scatter"},
-                                                     {Collective::kBroadcast, "broadcast"},
-                                                     {Collective::kBarrier, "barrier"},
-                                                     {Collective::kAllToAll, "all_to_all"},
-                                                     {Collective::kAllToAllv, "all_to_allv"},
-                                                     {Collective::kGather, "gather"},
-                                                     {Collective::kScatter, "scatter"},
-                                                     {Collective::kReduce, "reduce"},
-                                                     {Collective::kSend, "send"},
-                                                     {Collective::kRecv, "recv"},
-                                                     {Collective::kAllGatherv, "all_gatherv"},
-                                                     {Collective::kReduceScatterv,
-                                                      "reduce_scatterv"}};
+  static constexpr NamedValue<Collective> table[] = {
+      {Collective::kAllReduce, "all_reduce"},
+      {Collective::kAllGather, "all_gather"},
+      {Collective::kReduceScatter, "reduce_scatter"},
+      {Collective::kBroadcast, "broadcast"},
+      {Collective::kBarrier, "barrier"},
+      {Collective::kAllToAll, "all_to_all"},
+      {Collective::kAllToAllv, "all_to_allv"},
+      {Collective::kGather, "gather"},
+      {Collective::kScatter, "scatter"},
+      {Collective::kReduce, "reduce"},
+      {Collective::kSend, "send"},
+      {Collective::kRecv, "recv"},
+      {Collective::kAllGatherv, "all_gatherv"},
+      {Collective::kReduceScatterv, "reduce_scatterv"}};
 };
 static_assert(names_in_declaration_order<Collective>());
 

@@ -137,6 +137,26 @@ void bind_exchanges(py::class_<Comm>& c) {
       },
       rel);
   c.def(
+      "all_gatherv",
+      [](Comm& comm, std::uintptr_t in, std::uintptr_t out, const std::vector<std::size_t>& counts,
+         int dtype, Stream stream) {
+        const auto t = code_of<DataType>(dtype, "dtype");
+        on_stream(stream,
+                  [&](auto... s) { comm->all_gatherv(in_ptr(in), out_ptr(out), counts, t, s...); });
+      },
+      rel);
+  c.def(
+      "reduce_scatterv",
+      [](Comm& comm, std::uintptr_t in, std::uintptr_t out, const std::vector<std::size_t>& counts,
+         int dtype, int op, Stream stream) {
+        const auto t = code_of<DataType>(dtype, "dtype");
+        const auto r = code_of<ReduceOp>(op, "op");
+        on_stream(stream, [&](auto... s) {
+          comm->reduce_scatterv(in_ptr(in), out_ptr(out), counts, t, r, s...);
+        });
+      },
+      rel);
+  c.def(
       "gather",
       [](Comm& comm, std::uintptr_t in, std::uintptr_t out, std::size_t count, int dtype, int root,
          Stream stream) {

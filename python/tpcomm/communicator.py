@@ -383,6 +383,41 @@ class Communicator:
         )
         return o.obj
 
+    def all_gatherv(self, t, sizes, out=None):
+        """Every rank's t concatenated along dimension 0 in rank order, rank r's holding
+        sizes[r] rows (any of them 0; the same sizes on every rank, compared by the library).
+        Returns out."""
+        v = self._input(t)
+        row, rows = self._rows(v, "all_gatherv")
+        sizes = self._splits(sizes, rows, "all_gatherv sizes")
+        if sizes[self.rank] != rows:
+            raise ValueError(
+                f"all_gatherv: t has {rows} rows, sizes[{self.rank}] says {sizes[self.rank]}"
+            )
+        o = self._output(out, v, sum(sizes) * row, (sum(sizes),) + v.shape[1:])
+        self._native.all_gatherv(
+            v.ptr, o.ptr, [n * row for n in sizes], v.code, _buffers.stream_of(v)
+        )
+        return o.obj
+
+    def reduce_scatterv(self, t, sizes, op="sum", out=None):
+        """This rank's part of the reduction of t, whose dimension 0 is split in rank order into
+        parts of sizes[r] rows (the same sizes on every rank). Returns out."""
+        _check_op(op)
+        v = self._input(t)
+        row, rows = self._rows(v, "reduce_scatterv")
+        sizes = self._splits(sizes, rows, "reduce_scatterv sizes")
+        if sum(sizes) != rows:
+            raise ValueError(
+                f"reduce_scatterv: sizes {sizes} do not add up to the {rows} rows of t"
+            )
+        mine = sizes[self.rank]
+        o = self._output(out, v, mine * row, (mine,) + v.shape[1:])
+        self._native.reduce_scatterv(
+            v.ptr, o.ptr, [n * row for n in sizes], v.code, _reduction(v, op), _buffers.stream_of(v)
+        )
+        return o.obj
+
     def gather(self, t, out=None, root=0):
         """Every rank's t, concatenated along dimension 0 in rank order, on the root (returned
         there; None elsewhere, where `out` is not touched)."""
@@ -392,9 +427,7 @@ class Communicator:
         if self.rank == root:
             shape = _with(v.shape, 0, self.size * v.shape[0]) if v.shape else (self.size,)
             o = self._output(out, v, v.numel * self.size, shape)
-        self._native.gather(
-            v.ptr, o.ptr if o else 0, v.numel, v.code, root, _buffers.stream_of(v)
-        )
+        self._native.gather(v.ptr, o.ptr if o else 0, v.numel, v.code, root, _buffers.stream_of(v))
         return o.obj if o else None
 
     def scatter(self, t, out, root=0):
@@ -425,7 +458,12 @@ class Communicator:
         if self.rank == root:
             o = v if out is None else self._output(out, v, v.numel, v.shape)
         self._native.reduce(
-            v.ptr, o.ptr if o else 0, v.numel, v.code, _reduction(v, op), root,
+            v.ptr,
+            o.ptr if o else 0,
+            v.numel,
+            v.code,
+            _reduction(v, op),
+            root,
             _buffers.stream_of(v),
         )
         return o.obj if o else None

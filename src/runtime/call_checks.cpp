@@ -152,9 +152,10 @@ void check_call_buffers(const transport::Call& call, int rank, int size) {
   const std::uintptr_t at = static_cast<std::uintptr_t>(rank) * block;
   const bool gather = call.op == Op::kAllGather || call.op == Op::kGather;
   const bool scatter = call.op == Op::kReduceScatter || call.op == Op::kScatter;
-  if (call.op != Op::kAllToAll && !per_rank && (gather    ? in.begin == out.begin + at
-                                   : scatter ? out.begin == in.begin + at
-                                             : in.begin == out.begin)) {
+  if (call.op != Op::kAllToAll && !per_rank &&
+      (gather    ? in.begin == out.begin + at
+       : scatter ? out.begin == in.begin + at
+                 : in.begin == out.begin)) {
     return;
   }
   const std::string form =

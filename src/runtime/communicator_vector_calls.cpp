@@ -29,9 +29,10 @@ void run_vector(runtime::CommunicatorState& c, Op op, const void* input, void* o
   std::size_t total = 0;
   for (std::size_t n : counts) {
     if (__builtin_add_overflow(total, n, &total)) {
-      throw invalid_input(fmt::format("rank {}: {}({}): the counts add up to more than size_t "
-                                      "holds",
-                                      c.group_rank, name, to_string(type)));
+      throw invalid_input(
+          fmt::format("rank {}: {}({}): the counts add up to more than size_t "
+                      "holds",
+                      c.group_rank, name, to_string(type)));
     }
   }
   transport::Call call{.op = op,

@@ -112,8 +112,9 @@ void count_call(CommunicatorState& c, const transport::Call& call, const TableRo
     c.counters.add(Collective::kBroadcast, row.backend, row.algorithm,
                    c.broadcast_chunks++ == 0 ? 1 : 0, call.count * size_of(call.type));
   } else if (transport::per_rank_counts(call)) {
-    c.counters.add(call.op == Op::kAllGather ? Collective::kAllGatherv : Collective::kReduceScatterv,
-                   row.backend, row.algorithm, 1, call.count * size_of(call.type));
+    c.counters.add(
+        call.op == Op::kAllGather ? Collective::kAllGatherv : Collective::kReduceScatterv,
+        row.backend, row.algorithm, 1, call.count * size_of(call.type));
   } else if (call.send_counts != nullptr) {
     c.counters.add(Collective::kAllToAllv, row.backend, row.algorithm, 1,
                    transport::sum_of(call.send_counts, c.bootstrap->size()) * size_of(call.type));

@@ -291,8 +291,8 @@ TEST(ExchangeCalls, MismatchedCountsRootsAndOpsFailOnEveryRank) {
   for (bool gloo : {false, true}) {
     expect_refused_everywhere(gloo, "called all_gatherv", [](Communicator& c, int r) {
       std::vector<float> in(4), out(12);
-      c.all_gatherv(in.data(), out.data(), r == 1 ? std::vector<std::size_t>{3, 4, 5}
-                                                  : std::vector<std::size_t>{4, 4, 4},
+      c.all_gatherv(in.data(), out.data(),
+                    r == 1 ? std::vector<std::size_t>{3, 4, 5} : std::vector<std::size_t>{4, 4, 4},
                     DataType::kFloat32);
     });
     // Rank 1 expects 5 elements from rank 0, which sends it 4.

@@ -1,11 +1,11 @@
 """The device communicator vLLM builds per process group when tpcomm's plugin is loaded
 (vllm_plugin.py): a subclass of the platform's own class (CudaCommunicator on CUDA,
 CpuCommunicator on CPU, DeviceCommunicatorBase or a vendor's class elsewhere), made when vLLM
-first asks the platform for it, that serves a TP group's all_reduce, all_gather and
-reduce_scatter through a tpcomm.Communicator where tpcomm's plan keeps the call on one of its own
-backends, and leaves everything else (calls the plan gives to NCCL, other dtypes, broadcast,
-gather, send/recv, the v-variants, all-to-all, other groups, other devices) to the class it
-derives from (docs/engines.md, "vLLM").
+first asks the platform for it, that serves a TP group's all_reduce, all_gather, reduce_scatter,
+all_gatherv and reduce_scatterv (dimension 0) through a tpcomm.Communicator where tpcomm's plan
+keeps the call on one of its own backends, and leaves everything else (calls the plan gives to
+NCCL, other dtypes, broadcast, gather, send/recv, all-to-all, other groups, other devices) to the
+class it derives from (docs/engines.md, "vLLM").
 
 vLLM constructs it as `cls(cpu_group=..., device=..., device_group=..., unique_name=...,
 use_all2all=...)` inside GroupCoordinator, collectively on every rank of the group, and catches
@@ -230,6 +230,35 @@ class _TpcommServed:
             self.tpcomm_passed.add("reduce_scatter", nbytes(input_))
             return super().reduce_scatter(input_, dim)
         return self.tpcomm.reduce_scatter(input_.contiguous(), dim=d)
+
+    def all_gatherv(self, input_, dim=0, sizes=None):
+        """Rank r's tensor of sizes[r] rows along dimension 0 (any of them 0), concatenated in rank
+        order (a list of tensors: each gathered so); vLLM's data-parallel MoE gathers its tokens
+        so. Other dimensions, and calls tpcomm does not serve, go to vLLM's own path."""
+        tensors = [input_] if not isinstance(input_, (list, tuple)) else list(input_)
+        if dim != 0 or not all(self._tpcomm_takes("all_gather", t) for t in tensors):
+            for t in tensors:
+                self.tpcomm_passed.add("all_gatherv", nbytes(t) * self.world_size)
+            return super().all_gatherv(input_, dim, sizes)
+        out = [
+            self.tpcomm.all_gather(t.contiguous())
+            if sizes is None
+            else self.tpcomm.all_gatherv(t.contiguous(), list(sizes))
+            for t in tensors
+        ]
+        return out[0] if not isinstance(input_, (list, tuple)) else out
+
+    def reduce_scatterv(self, input_, dim=-1, sizes=None):
+        """This rank's sizes[rank] rows of the sum, dimension 0 split in rank order into parts of
+        sizes[r] rows (without sizes: reduce_scatter). Other dimensions, and calls tpcomm does
+        not serve, go to vLLM's own path."""
+        d = _check_dim("reduce_scatterv", input_, dim)
+        if sizes is None:
+            return self.reduce_scatter(input_, dim)
+        if d != 0 or not self._tpcomm_takes("reduce_scatter", input_):
+            self.tpcomm_passed.add("reduce_scatterv", nbytes(input_))
+            return super().reduce_scatterv(input_, dim, sizes)
+        return self.tpcomm.reduce_scatterv(input_.contiguous(), list(sizes))
 
     # --- statistics ------------------------------------------------------------------------------
 

@@ -23,8 +23,8 @@ def recv(tensor, src=None, group=None, tag=0, group_src=None):
                 work = backend.recv_anysource([tensor], tag)
                 work.wait()
                 source = work._source_rank()
-                return source if pg is c10d._get_default_group() else dist.get_global_rank(
-                    pg, source
+                return (
+                    source if pg is c10d._get_default_group() else dist.get_global_rank(pg, source)
                 )
     return _torch_recv(tensor, src=src, group=group, tag=tag, group_src=group_src)
 

@@ -18,7 +18,7 @@ struct CallIdentity {
   std::uint64_t outer_count = 0;
   std::uint8_t op = 0, type = 0, reduce = 0, has_outer = 0;
   std::uint8_t outer_op = 0, outer_type = 0, outer_reduce = 0, barrier = 0;
-  std::int32_t root = 0;       // gather, scatter, reduce
+  std::int32_t root = 0;  // gather, scatter, reduce
   // 1: all_to_allv (its counts are compared by the backend); else all_gatherv's and
   // reduce_scatterv's Call::counts_digest
   std::uint32_t per_peer = 0;

@@ -207,7 +207,8 @@ class NcclBackend final : public CollectiveBackend {
                            nccl_op(c.reduce, ctx_.size), peer, comm_, stream);
         }
       } else {
-        if (c.recv_counts[me] > 0) r = lib_->send(c.input, c.recv_counts[me], type, peer, comm_, stream);
+        if (c.recv_counts[me] > 0)
+          r = lib_->send(c.input, c.recv_counts[me], type, peer, comm_, stream);
         if (n > 0 && r == ncclSuccess) r = lib_->recv(out + at * es, n, type, peer, comm_, stream);
       }
       at += n;

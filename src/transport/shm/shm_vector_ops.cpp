@@ -17,7 +17,8 @@ std::size_t part(std::size_t count, std::size_t base, std::size_t per) {
 
 }  // namespace
 
-std::size_t ShmBackend::block_starts(const std::size_t* counts, std::vector<std::size_t>& at) const {
+std::size_t ShmBackend::block_starts(const std::size_t* counts,
+                                     std::vector<std::size_t>& at) const {
   const auto w = static_cast<std::size_t>(ctx_.size);
   at.assign(w + 1, 0);
   std::size_t largest = 0;
