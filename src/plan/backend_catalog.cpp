@@ -43,7 +43,9 @@ const std::vector<Algorithm>& algorithms_of(Backend backend, Op op) {
     case Backend::kCustom:
       return op == Op::kAllReduce ? one_two : one;
     case Backend::kShm:
-      return op == Op::kAllReduce ? one_two_single : op == Op::kAllGather ? one_single : one;
+      return op == Op::kAllReduce                          ? one_two_single
+             : op == Op::kAllGather || op == Op::kAllToAll ? one_single
+                                                           : one;
     case Backend::kMultimem:
       return op == Op::kAllGather ? st : ld_reduce;
     case Backend::kNccl:

@@ -260,6 +260,20 @@ with set_current_vllm_config(VllmConfig()):
     # broadcast and gather are vLLM's own.
     b = tp.broadcast(torch.full((3,), float(r + 7)), src=1)
     assert torch.equal(b, torch.full((3,), 8.0)) and len(served) == before
+    # all_gatherv and reduce_scatterv of uneven rows (a rank of none), as vLLM's DP MoE makes
+    # them: tpcomm's, counted under their own names.
+    sizes = [3, 0]
+    mine = torch.full((sizes[r], 6), float(r + 1))
+    gv = dc.all_gatherv(mine, dim=0, sizes=sizes)
+    assert torch.equal(gv, torch.ones(3, 6)), gv
+    lists = dc.all_gatherv([mine, mine.to(torch.int32)], dim=0, sizes=sizes)
+    assert torch.equal(lists[1], torch.ones(3, 6, dtype=torch.int32)), lists
+    whole = torch.arange(18, dtype=torch.float32).reshape(3, 6) + r
+    rv = dc.reduce_scatterv(whole, dim=0, sizes=sizes)
+    want = (2 * torch.arange(18, dtype=torch.float32).reshape(3, 6) + 1)[: sizes[0]]
+    assert torch.equal(rv, want if r == 0 else torch.empty(0, 6)), rv
+    st = dc.stats()
+    assert st["all_gatherv"]["calls"] == 3 and st["reduce_scatterv"]["calls"] == 1, st
     # Bad input names the cause, on the calling rank, before anything blocks.
     refused(lambda: dc.reduce_scatter(torch.ones(3, 4), dim=0),
             "reduce_scatter: dimension 0 of shape (3, 4) does not divide among 2 ranks")

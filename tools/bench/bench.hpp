@@ -24,6 +24,10 @@ struct BenchArgs {
   int iters = 0;  // 0: as many as fit in 25 ms per size (at least 21)
   int warmup = 10;
   bool check = false;
+  // all_to_all: all_to_allv with a mixture-of-experts router's counts (bench_exchange.hpp), rows
+  // of `hidden` elements.
+  bool uneven = false;
+  std::size_t hidden = 4096;
   std::optional<Backend> backend;  // force one backend (others disabled)
   std::string compare;             // "mpi", "gloo" or "mpi,gloo"
   // Who starts the ranks: "tpcomm" or "mpirun" (launcher/mpirun_launch.hpp).

@@ -32,6 +32,7 @@ double expected(Op op, ReduceOp redop, std::size_t i, std::size_t n_out, int ran
 }  // namespace
 
 double bus_factor(Op op, int w) {
+  if (op == Op::kSendRecv) return 1.0;
   return op == Op::kAllReduce ? 2.0 * (w - 1) / w : static_cast<double>(w - 1) / w;
 }
 

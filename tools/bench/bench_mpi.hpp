@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "tpcomm/error.hpp"
 #include "tpcomm/types.hpp"
@@ -29,6 +30,11 @@ class MpiEngine {
 
   // `per`: elements per rank, as the communicator's call takes them.
   void call(Op op, const void* in, void* out, std::size_t per) const;
+  // MPI_Alltoallv of blocks back to back in rank order, and MPI_Send / MPI_Recv.
+  void all_to_allv(const void* in, const std::vector<std::size_t>& send, void* out,
+                   const std::vector<std::size_t>& recv) const;
+  void send(const void* in, std::size_t count, int peer) const;
+  void recv(void* out, std::size_t count, int peer) const;
 
  private:
   struct Impl;

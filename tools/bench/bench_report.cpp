@@ -5,6 +5,8 @@
 #include <fstream>
 #include <iostream>
 
+#include <cmath>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -187,12 +189,17 @@ void print_table_row(const BenchArgs& a, int w, const BenchRow& row) {
   auto wrong = [&](std::uint64_t v) { return a.check ? std::to_string(v) : std::string("N/A"); };
   const double algbw = static_cast<double>(row.bytes) / row.time_oop / 1e3;
   const double algbw_ip = static_cast<double>(row.bytes) / row.time_ip / 1e3;
+  // No in-place form (all_to_all, send_recv): dashes.
+  const std::string in_place =
+      std::isnan(row.time_ip)
+          ? fmt::format("{:>9} {:>7} {:>7} {:>6}", "-", "-", "-", "-")
+          : fmt::format("{:>9.2f} {:>7.2f} {:>7.2f} {:>6}", row.time_ip, algbw_ip,
+                        algbw_ip * bus_factor(a.op, w), wrong(row.wrong_ip));
   std::cout << fmt::format(
                    "  {:>10} {:>12} {:>9} {:>6} {:>5}   {:>9.2f} {:>7.2f} {:>7.2f} {:>6}   "
-                   "{:>9.2f} {:>7.2f} {:>7.2f} {:>6}  {}\n",
+                   "{}  {}\n",
                    row.bytes, row.count, to_string(a.dtype), to_string(a.redop), -1, row.time_oop,
-                   algbw, algbw * bus_factor(a.op, w), wrong(row.wrong_oop), row.time_ip, algbw_ip,
-                   algbw_ip * bus_factor(a.op, w), wrong(row.wrong_ip), row.path)
+                   algbw, algbw * bus_factor(a.op, w), wrong(row.wrong_oop), in_place, row.path)
             << std::flush;
 }
 

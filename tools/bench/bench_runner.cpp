@@ -6,13 +6,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "bench.hpp"
 #include "bench_data.hpp"
+#include "bench_exchange.hpp"
 #include "bench_mpi.hpp"
 #include "bench_report.hpp"
 #include "bench_timing.hpp"
@@ -22,6 +25,10 @@
 
 namespace tpcomm::cli {
 namespace {
+
+bool is_exchange(Op op) {
+  return op == Op::kAllToAll || op == Op::kSendRecv;
+}
 
 // The engines of one sweep: tpcomm's communicator, and those --compare asked for.
 struct Engines {
@@ -70,10 +77,20 @@ Engines start_engines(const BenchArgs& a) {
 struct SizeBuffers {
   std::size_t n_in = 0, n_out = 0, per = 0;  // per: the count a call takes
   std::vector<std::uint8_t> in, out, ip;
-  std::size_t ip_in = 0, ip_out = 0;  // byte offsets of input and output in `ip`
+  std::size_t ip_in = 0, ip_out = 0;      // byte offsets of input and output in `ip`
+  std::optional<ExchangeShape> exchange;  // all_to_all and send_recv (no in-place form)
 
   SizeBuffers(const BenchArgs& a, std::uint64_t bytes, int rank, int w) {
     const std::size_t es = size_of(a.dtype);
+    if (is_exchange(a.op)) {
+      exchange = exchange_shape(a.op, a.uneven, bytes, es, a.hidden, rank, w);
+      n_in = exchange->in;
+      n_out = exchange->out;
+      per = a.op == Op::kAllToAll ? n_in / static_cast<std::size_t>(w) : n_in;
+      in = exchange_input(n_in, a.dtype, rank);
+      out.assign(n_out * es, 0);
+      return;
+    }
     std::tie(n_in, n_out) = bench_counts(a.op, bytes, es, w);
     per = a.op == Op::kReduceScatter ? n_out : n_in;
     in = bench_input(n_in, a.dtype, rank);
@@ -90,23 +107,60 @@ struct SizeBuffers {
   }
 };
 
-void call(const BenchArgs& a, Communicator& c, const void* in, void* out, std::size_t per) {
-  if (a.op == Op::kAllReduce) c.all_reduce(in, out, per, a.dtype, a.redop);
-  if (a.op == Op::kAllGather) c.all_gather(in, out, per, a.dtype);
-  if (a.op == Op::kReduceScatter) c.reduce_scatter(in, out, per, a.dtype, a.redop);
+// send_recv: a message to rank ^ 1 and its answer (the even rank sends first); a last odd rank
+// out copies its own.
+template <typename Send, typename Recv>
+void ping_pong(int rank, int w, const SizeBuffers& b, const void* in, void* out, Send send,
+               Recv recv) {
+  const int peer = rank ^ 1;
+  if (peer >= w) {
+    std::memcpy(out, in, b.out.size());
+  } else if (rank % 2 == 0) {
+    send(in, peer);
+    recv(out, peer);
+  } else {
+    recv(out, peer);
+    send(in, peer);
+  }
+}
+
+void call(const BenchArgs& a, Communicator& c, const SizeBuffers& b, const void* in, void* out) {
+  switch (a.op) {
+    case Op::kAllReduce:
+      return c.all_reduce(in, out, b.per, a.dtype, a.redop);
+    case Op::kAllGather:
+      return c.all_gather(in, out, b.per, a.dtype);
+    case Op::kReduceScatter:
+      return c.reduce_scatter(in, out, b.per, a.dtype, a.redop);
+    case Op::kAllToAll:
+      if (a.uneven) return c.all_to_allv(in, b.exchange->send, out, b.exchange->recv, a.dtype);
+      return c.all_to_all(in, out, b.per, a.dtype);
+    case Op::kSendRecv:
+      return ping_pong(
+          c.rank(), c.size(), b, in, out,
+          [&](const void* from, int peer) { c.send(from, b.per, a.dtype, peer); },
+          [&](void* to, int peer) { c.recv(to, b.per, a.dtype, peer); });
+    default:
+      throw invalid_input(fmt::format("tpcomm bench: no timing for {}", to_string(a.op)));
+  }
+}
+
+std::uint64_t wrong_here(const BenchArgs& a, const SizeBuffers& b, const std::uint8_t* out,
+                         int rank, int w) {
+  if (b.exchange) return count_wrong_exchange(a.op, *b.exchange, a.dtype, out, rank, w);
+  return count_wrong(a.op, a.redop, a.dtype, out, b.n_out, rank, w, b.n_in);
 }
 
 // Runs each way once more on fresh buffers and counts wrong elements over every rank.
 void check(const BenchArgs& a, Engines& e, SizeBuffers& b, BenchRow& row) {
   const int rank = e.bs->rank();
   const int w = e.bs->size();
-  call(a, *e.comm, b.in.data(), b.out.data(), b.per);
-  row.wrong_oop = sum_over_ranks(
-      *e.bs, count_wrong(a.op, a.redop, a.dtype, b.out.data(), b.n_out, rank, w, b.n_in));
+  call(a, *e.comm, b, b.in.data(), b.out.data());
+  row.wrong_oop = sum_over_ranks(*e.bs, wrong_here(a, b, b.out.data(), rank, w));
+  if (b.exchange) return;  // no in-place form
   b.reset_in_place();
-  call(a, *e.comm, b.ip.data() + b.ip_in, b.ip.data() + b.ip_out, b.per);
-  row.wrong_ip = sum_over_ranks(
-      *e.bs, count_wrong(a.op, a.redop, a.dtype, b.ip.data() + b.ip_out, b.n_out, rank, w, b.n_in));
+  call(a, *e.comm, b, b.ip.data() + b.ip_in, b.ip.data() + b.ip_out);
+  row.wrong_ip = sum_over_ranks(*e.bs, wrong_here(a, b, b.ip.data() + b.ip_out, rank, w));
 }
 
 // Where a staged call's time goes: more out-of-place calls (about 25 ms of them, the same
@@ -118,7 +172,7 @@ void split_stages(const BenchArgs& a, Engines& e, SizeBuffers& b, BenchRow& row)
       static_cast<int>(std::clamp(25'000.0 / std::max(row.time_oop, 1e-3), 20.0, 2000.0));
   const auto before = e.comm->stage_times();
   const auto start = Clock::now();
-  for (int i = 0; i < calls; ++i) call(a, *e.comm, b.in.data(), b.out.data(), b.per);
+  for (int i = 0; i < calls; ++i) call(a, *e.comm, b, b.in.data(), b.out.data());
   const auto whole = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start);
   const auto after = e.comm->stage_times();
   const double ns_per_us_call = 1e3 * static_cast<double>(calls) * e.bs->size();
@@ -132,20 +186,35 @@ void split_stages(const BenchArgs& a, Engines& e, SizeBuffers& b, BenchRow& row)
   }
 }
 
+void mpi_call(const BenchArgs& a, const MpiEngine& mpi, int rank, int w, SizeBuffers& b) {
+  if (a.op == Op::kAllToAll && a.uneven) {
+    return mpi.all_to_allv(b.in.data(), b.exchange->send, b.out.data(), b.exchange->recv);
+  }
+  if (a.op == Op::kSendRecv) {
+    return ping_pong(
+        rank, w, b, b.in.data(), b.out.data(),
+        [&](const void* from, int peer) { mpi.send(from, b.per, peer); },
+        [&](void* to, int peer) { mpi.recv(to, b.per, peer); });
+  }
+  mpi.call(a.op, b.in.data(), b.out.data(), b.per);
+}
+
 BenchRow measure(const BenchArgs& a, Engines& e, std::uint64_t bytes) {
   SizeBuffers b(a, bytes, e.bs->rank(), e.bs->size());
   BenchRow row;
   row.bytes = bytes;
   row.count = a.op == Op::kAllReduce ? b.n_in : std::max(b.n_in, b.n_out);
+  if (b.exchange) row.count = b.n_in;
   const bool first_row = bytes == a.min_bytes;
   const int warmup = first_row ? std::max(a.warmup, kFirstRowWarmup) : a.warmup;
-  const Timing oop = time_calls(*e.bs, warmup, a.iters,
-                                [&] { call(a, *e.comm, b.in.data(), b.out.data(), b.per); });
+  const Timing oop =
+      time_calls(*e.bs, warmup, a.iters, [&] { call(a, *e.comm, b, b.in.data(), b.out.data()); });
   row.time_oop = oop.best;
   row.spread_oop = oop.spread();
-  row.time_ip = time_calls(*e.bs, a.warmup, a.iters, [&] {
-                  call(a, *e.comm, b.ip.data() + b.ip_in, b.ip.data() + b.ip_out, b.per);
-                }).best;
+  row.time_ip = b.exchange ? std::nan("")
+                           : time_calls(*e.bs, a.warmup, a.iters, [&] {
+                               call(a, *e.comm, b, b.ip.data() + b.ip_in, b.ip.data() + b.ip_out);
+                             }).best;
   if (a.check) check(a, e, b, row);
   split_stages(a, e, b, row);
   const auto& plan_row = e.comm->plan().ops.at(a.op).row_for(bytes);
@@ -154,23 +223,22 @@ BenchRow measure(const BenchArgs& a, Engines& e, std::uint64_t bytes) {
     void* reg = e.comm->allocate(std::max<std::size_t>(b.in.size(), 1));
     std::memcpy(reg, b.in.data(), b.in.size());
     row.registered =
-        time_calls(*e.bs, warmup, a.iters, [&] { call(a, *e.comm, reg, b.out.data(), b.per); });
+        time_calls(*e.bs, warmup, a.iters, [&] { call(a, *e.comm, b, reg, b.out.data()); });
     if (a.check) {
       std::fill(b.out.begin(), b.out.end(), 0);
-      call(a, *e.comm, reg, b.out.data(), b.per);
+      call(a, *e.comm, b, reg, b.out.data());
       row.wrong_oop +=
-          sum_over_ranks(*e.bs, count_wrong(a.op, a.redop, a.dtype, b.out.data(), b.n_out,
-                                            e.bs->rank(), e.bs->size(), b.n_in));
+          sum_over_ranks(*e.bs, wrong_here(a, b, b.out.data(), e.bs->rank(), e.bs->size()));
     }
     e.comm->free(reg);
   }
   if (e.gloo) {
-    row.gloo = time_calls(*e.bs, warmup, a.iters,
-                          [&] { call(a, *e.gloo, b.in.data(), b.out.data(), b.per); });
+    row.gloo =
+        time_calls(*e.bs, warmup, a.iters, [&] { call(a, *e.gloo, b, b.in.data(), b.out.data()); });
   }
   if (e.mpi) {
     row.mpi = time_calls(*e.bs, warmup, a.iters,
-                         [&] { e.mpi->call(a.op, b.in.data(), b.out.data(), b.per); });
+                         [&] { mpi_call(a, *e.mpi, e.bs->rank(), e.bs->size(), b); });
   }
   return row;
 }
@@ -203,6 +271,7 @@ std::vector<std::string> bench_argv(const BenchArgs& a, const std::string& self)
                                 "--iters",  std::to_string(a.iters),
                                 "--warmup", std::to_string(a.warmup)};
   if (a.check) v.push_back("--check");
+  if (a.uneven) v.insert(v.end(), {"--uneven", "--hidden", std::to_string(a.hidden)});
   if (a.registered) v.push_back("--registered");
   if (a.backend) v.insert(v.end(), {"--backend", std::string(to_string(*a.backend))});
   // For the header and the rows: the launcher sets the links up.

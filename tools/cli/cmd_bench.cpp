@@ -41,6 +41,15 @@ int run_bench(const BenchArgs& a) {
   if (a.min_bytes == 0 || a.max_bytes < a.min_bytes || a.factor < 2) {
     throw invalid_input("-b, -e, -f: expected 0 < MIN <= MAX and FACTOR >= 2");
   }
+  const bool timed = a.op == Op::kAllReduce || a.op == Op::kAllGather ||
+                     a.op == Op::kReduceScatter || a.op == Op::kAllToAll || a.op == Op::kSendRecv;
+  if (!timed) {
+    throw invalid_input(
+        fmt::format("--op {}: tpcomm bench times all_reduce, all_gather, "
+                    "reduce_scatter, all_to_all and send_recv",
+                    to_string(a.op)));
+  }
+  if (a.uneven && a.op != Op::kAllToAll) throw invalid_input("--uneven is for --op all_to_all");
   if (!is_floating(a.dtype) && a.redop == ReduceOp::kAvg && a.op != Op::kAllGather) {
     throw invalid_input(
         fmt::format("--redop avg: avg is for floating-point types, not {}", to_string(a.dtype)));
@@ -105,6 +114,13 @@ void add_bench_command(CLI::App& app, int& exit_status) {
       ->capture_default_str()
       ->check(CLI::Range(0, 1000000));
   cmd->add_flag("--check", a->check, "check every result on real data (the #wrong columns)");
+  cmd->add_flag("--uneven", a->uneven,
+                "all_to_all: all_to_allv with the counts of a seeded mixture-of-experts router "
+                "(8 experts, 2 per token, seed 0; a size is a rank's dispatch when every token "
+                "went out twice)");
+  cmd->add_option("--hidden", a->hidden, "--uneven: elements per token row")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option_function<std::string>(
          "--backend", [a](const std::string& v) { a->backend = from_string<Backend>(v); },
          "force this backend (the others are disabled)")

@@ -18,6 +18,7 @@ tpcomm afterwards (not under vLLM's cuMem graph pool, as vLLM's own)."""
 
 import inspect
 import logging
+import math
 
 from ..communicator import add_stats, stats_rows
 from .agreed_setup import SetupRefused, create_agreed
@@ -175,10 +176,11 @@ class _TpcommServed:
             self._tpcomm_took_ca = True
         return True
 
-    def _tpcomm_takes(self, op, input_):
+    def _tpcomm_takes(self, op, input_, size=None):
         """Whether tpcomm serves this call: a served group, not left to vLLM, a tensor on the
         group's device of a dtype tpcomm carries, of a size the plan keeps off NCCL (which
-        vLLM's own chain serves). A pure function of what every rank sees alike."""
+        vLLM's own chain serves). A pure function of what every rank sees alike: `size`, where
+        the ranks' tensors differ (all_gatherv), is one they agree on."""
         ar = self.tpcomm_ar
         if (
             self.tpcomm is None
@@ -189,7 +191,7 @@ class _TpcommServed:
         ):
             return False
         mode = ar._mode(input_)
-        size = nbytes(input_)
+        size = nbytes(input_) if size is None else size
         taken = (
             ar.gate(size, input_.dtype, mode)
             if op == "all_reduce"
@@ -236,7 +238,15 @@ class _TpcommServed:
         order (a list of tensors: each gathered so); vLLM's data-parallel MoE gathers its tokens
         so. Other dimensions, and calls tpcomm does not serve, go to vLLM's own path."""
         tensors = [input_] if not isinstance(input_, (list, tuple)) else list(input_)
-        if dim != 0 or not all(self._tpcomm_takes("all_gather", t) for t in tensors):
+
+        def agreed(t):  # the gathered bytes over the ranks: the same on every rank
+            row = t.element_size() * math.prod(t.shape[1:])
+            rows = sum(sizes) if sizes is not None else t.shape[0] * self.world_size
+            return rows * row // self.world_size
+
+        if dim != 0 or not all(
+            t.dim() and self._tpcomm_takes("all_gather", t, agreed(t)) for t in tensors
+        ):
             for t in tensors:
                 self.tpcomm_passed.add("all_gatherv", nbytes(t) * self.world_size)
             return super().all_gatherv(input_, dim, sizes)

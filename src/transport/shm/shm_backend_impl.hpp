@@ -186,6 +186,13 @@ class ShmBackend final : public CollectiveBackend {
   // pair's block, as many steps as the largest block needs.
   void all_to_all(const Call& c);
   void all_to_allv(const Call& c);
+  // single_copy (where the set-up vote allowed it): in one step, each peer's block for this rank
+  // read where it lies in the peer's input, at `from_at[r]` elements (peer_address_ from the
+  // step just exchanged), `counts[r]` elements into `out` at `to_at[r]`; then the closing barrier
+  // (a rank's input may change once every peer has read it).
+  void read_blocks(const Call& c, std::uint64_t seq, const std::size_t* counts,
+                   const std::vector<std::size_t>& from_at, const std::vector<std::size_t>& to_at,
+                   const Describe& what);
   // Blocks of per-rank counts (shm_vector_ops.cpp), step by step as all_to_allv's data: each
   // step moves the next part of every rank's block, as many steps as the largest block needs.
   void all_gatherv(const Call& c);
@@ -207,6 +214,7 @@ class ShmBackend final : public CollectiveBackend {
   cpu::ThreadTeam* call_team_ = nullptr;        // team_for(the current call)
   std::vector<const void*> sources_;            // scratch for lanes_at, so a call allocates nothing
   std::vector<std::size_t> send_at_, recv_at_;  // all_to_allv: where each block starts
+  std::vector<std::size_t> peer_at_;            // single-copy all_to_all(v): each peer's block
   std::vector<const std::uint8_t*> peer_in_;    // each rank's registered input this step, or null
   RegisteredAt mine_at_;                        // this rank's, posted in its lane header
   std::vector<std::uint64_t> peer_address_;     // each rank's input for a single-copy read, or 0

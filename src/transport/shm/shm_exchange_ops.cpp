@@ -6,11 +6,35 @@
 
 #include <fmt/format.h>
 
+#include "kernels/cpu/streaming_copy.hpp"
 #include "shm_backend_impl.hpp"
 #include "tpcomm/error.hpp"
 #include "transport/cpu/team_ops.hpp"
 
 namespace tpcomm::transport::shm {
+
+// all_to_allv reads its peers' blocks in place when its largest block is at least this: below it
+// the system call and the closing barrier cost more than the second copy (the equal all_to_all's
+// plan row says; tpcomm bench --op all_to_all --uneven, docs/results).
+constexpr std::size_t kDirectBlockBytes = 32 << 10;
+
+void ShmBackend::read_blocks(const Call& c, std::uint64_t seq, const std::size_t* counts,
+                             const std::vector<std::size_t>& from_at,
+                             const std::vector<std::size_t>& to_at, const Describe& what) {
+  const std::size_t es = size_of(c.type);
+  auto* out = static_cast<std::uint8_t*>(c.output);
+  // Each rank starts with the next rank's block, so that the ranks do not all read rank 0 first.
+  for (int k = 1; k < ctx_.size; ++k) {
+    const int r = (ctx_.rank + k) % ctx_.size;
+    const auto ur = static_cast<std::size_t>(r);
+    if (counts[ur] == 0) continue;
+    cpu::team_read_peer(call_team_, r, peer_pid_[ur], peer_address_[ur] + from_at[ur] * es,
+                        out + to_at[ur] * es, counts[ur] * es);
+  }
+  publish(Flag::kReduced, seq);
+  wait(Flag::kReduced, seq, what);
+  flush_wake(header(), wake_pending_);
+}
 
 void ShmBackend::all_to_all(const Call& c) {
   const std::size_t es = size_of(c.type);
@@ -18,6 +42,19 @@ void ShmBackend::all_to_all(const Call& c) {
   const auto me = static_cast<std::size_t>(ctx_.rank);
   const auto* in = static_cast<const std::uint8_t*>(c.input);
   auto* out = static_cast<std::uint8_t*>(c.output);
+  if (single_copy_ && c.algorithm == Algorithm::kSingleCopy) {
+    const Describe what = describer(c, Algorithm::kSingleCopy);
+    mine_single_copy_ = reinterpret_cast<std::uint64_t>(in) | kSingleCopyFlag;
+    const std::uint64_t seq = ++seq_;
+    exchange(seq, c, Algorithm::kSingleCopy, what);
+    cpu::team_copy(call_team_, out + me * c.count * es, in + me * c.count * es, c.count * es,
+                   c.count * es >= kernels::cpu::kStreamingCopyMinBytes);
+    peer_at_.assign(w, me * c.count);
+    recv_at_.resize(w);
+    send_at_.assign(w, c.count);
+    for (std::size_t r = 0; r < w; ++r) recv_at_[r] = r * c.count;
+    return read_blocks(c, seq, send_at_.data(), peer_at_, recv_at_, what);
+  }
   chunked(
       c, std::max<std::size_t>(1, step_bytes(c) / (es * w)), Algorithm::kOneShot,
       describer(c, Algorithm::kOneShot),
@@ -53,6 +90,11 @@ std::size_t ShmBackend::agree_on_counts(const Call& c, std::uint64_t seq, const 
   }
   exchange(seq, c, Algorithm::kOneShot, what);
   std::size_t largest = 0;
+  peer_at_.assign(w, 0);  // where sender s's block for this rank starts in its input
+  for (std::size_t s = 0; s < w; ++s) {
+    const auto* sent = reinterpret_cast<const std::uint64_t*>(lane(static_cast<int>(s), seq));
+    for (std::size_t d = 0; d < static_cast<std::size_t>(ctx_.rank); ++d) peer_at_[s] += sent[d];
+  }
   for (std::size_t s = 0; s < w; ++s) {
     const auto* sender = reinterpret_cast<const std::uint64_t*>(lane(static_cast<int>(s), seq));
     for (std::size_t d = 0; d < w; ++d) {
@@ -77,7 +119,10 @@ void ShmBackend::all_to_allv(const Call& c) {
   const auto* in = static_cast<const std::uint8_t*>(c.input);
   auto* out = static_cast<std::uint8_t*>(c.output);
   const Describe what = describer(c, Algorithm::kOneShot);
-  const std::size_t largest = agree_on_counts(c, ++seq_, what);
+  // Posted with the counts, in case the blocks turn out large enough to be read in place.
+  if (single_copy_) mine_single_copy_ = reinterpret_cast<std::uint64_t>(in) | kSingleCopyFlag;
+  const std::uint64_t counts_step = ++seq_;
+  const std::size_t largest = agree_on_counts(c, counts_step, what);
   send_at_.assign(w + 1, 0);
   recv_at_.assign(w + 1, 0);
   for (std::size_t r = 0; r < w; ++r) {
@@ -85,7 +130,12 @@ void ShmBackend::all_to_allv(const Call& c) {
     recv_at_[r + 1] = recv_at_[r] + c.recv_counts[r];
   }
   cpu::team_copy(call_team_, out + recv_at_[me] * es, in + send_at_[me] * es,
-                 c.send_counts[me] * es);
+                 c.send_counts[me] * es,
+                 c.send_counts[me] * es >= kernels::cpu::kStreamingCopyMinBytes);
+  // Every rank decides alike: the counts and the set-up's single-copy vote are the same on all.
+  if (single_copy_ && largest * es >= kDirectBlockBytes) {
+    return read_blocks(c, counts_step, c.recv_counts, peer_at_, recv_at_, what);
+  }
   // Each step moves up to `per` elements of every pair's block, block d of the lane for rank d.
   const std::size_t per = std::max<std::size_t>(1, step_bytes(c) / (es * w));
   auto part = [per](std::size_t count, std::size_t base) {
