@@ -202,7 +202,7 @@ def test_llama_tensor_parallel_over_tpcomm_gives_one_process_logits_and_tpcomm_c
 
 # Expert parallelism: a small Mixtral-shaped model (8 experts, 2 per token) whose tokens travel
 # between the ranks by all_to_all_single (transformers' ep_implementation="all_to_all"), which
-# the tpcomm backend runs on the group's gloo (docs/torch-backend.md).
+# the tpcomm backend runs natively, on shm (docs/torch-backend.md).
 MOE_CONFIG = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, vocab_size=160, max_position_embeddings=64,
                   num_local_experts=8, num_experts_per_tok=2, initializer_range=0.1)
@@ -223,9 +223,12 @@ with torch.no_grad():
     logits = model(torch.tensor(INPUT_IDS)).logits
 diff = (logits - torch.load(os.environ["REFERENCE"])).abs().max().item()
 delegated = dist.group.WORLD._get_backend(torch.device("cpu")).delegated
+stats = tpcomm.torch.communicator().stats()
+moved = {k: stats[k]["calls"] for k in ("all_to_all", "all_to_allv")}
 print(f"rank {dist.get_rank()}: expert-parallel forward: max abs difference {diff:.3e}, "
-      f"delegated {delegated}", flush=True)
-assert delegated.get("all_to_all_single", 0) >= 2, delegated   # dispatch and combine, per layer
+      f"native {moved}, delegated {delegated}", flush=True)
+assert "all_to_all_single" not in delegated, delegated
+assert sum(moved.values()) >= 2, stats   # dispatch and combine, per layer, on tpcomm's own
 dist.destroy_process_group()
 ok()
 """
