@@ -53,7 +53,7 @@ ProcessResult run_group(std::vector<std::string> run_args, std::vector<std::stri
   for (const char* k :
        {"TPCOMM_FAULT", "TPCOMM_CHECK", "TPCOMM_LOG", "TPCOMM_DISABLE", "TPCOMM_SHM_WORKSPACE",
         "TPCOMM_SHM_STREAMING_FILL", "TPCOMM_SHM_SPIN_US", "TEST_SKIP_RANK", "TEST_KILL_RANK",
-        "TEST_STOP_RANK", "TEST_AFTER", "TPCOMM_DUMP_FACTS"}) {
+        "TEST_STOP_RANK", "TEST_AFTER", "TPCOMM_DUMP_FACTS", "TEST_OP"}) {
     env.emplace(k, "");
   }
   return test::run_process(argv, env);
@@ -407,6 +407,33 @@ TEST(Faults, KillNineInsideAOneShotCall) {
   EXPECT_EQ(segments_of(pid_in(killed[0])), 0) << "no /dev/shm segment left by the killed rank";
 }
 
+// All-to-all: a rank killed between calls (its peers inside the next one, through the lanes and
+// reading blocks in place) is named by both survivors within the deadline; nothing is left.
+TEST(Faults, KillNineMidAllToAllIsNamedByEverySurvivor) {
+  for (const char* count : {"1000", "100000"}) {  // lanes; blocks read in place
+    const std::string mark = marker();
+    auto r = run_group({"-n", "3", "--keep-going"}, {"loop", "100000", count},
+                       {{"TPCOMM_TIMEOUT_MS", "10000"},
+                        {"TEST_OP", "all_to_all"},
+                        {"TEST_KILL_RANK", "1"},
+                        {"TEST_AFTER", "20"}},
+                       mark);
+    auto killed = lines_with(r.out, "killing itself (pid ");
+    ASSERT_EQ(killed.size(), 1u) << r.out;
+    auto errors = lines_with(r.out, "ERROR");
+    ASSERT_EQ(errors.size(), 2u) << r.out;
+    for (const auto& e : errors) {
+      EXPECT_NE(e.find(std::string("all_to_all(float32 x ") + count + ") #21 via shm failed"),
+                std::string::npos)
+          << e;
+      EXPECT_NE(e.find("rank 1"), std::string::npos) << e;
+      EXPECT_LT(time_in(e) - time_in(killed[0]), 10000) << "within the timeout";
+    }
+    EXPECT_EQ(processes_with(mark), 0);
+    EXPECT_EQ(segments_of(pid_in(killed[0])), 0) << "no /dev/shm segment left by the killed rank";
+  }
+}
+
 TEST(Faults, KillNineWhilePeersReadItsRegisteredInputIsNamedAndLeavesNothing) {
   // 64 KiB inputs in registered buffers: the survivors read rank 2's memory in place when it
   // dies. Its mapping stays valid for them (no SIGBUS); they name it within the deadline.
@@ -631,6 +658,27 @@ TEST_P(FaultsOverEngine, KillNineIsNamedByEverySurvivor) {
   ASSERT_EQ(errors.size(), ranks - 1) << r.out << r.err;
   for (const auto& e : errors) {
     EXPECT_NE(e.find("#6 via " + GetParam().via + " failed"), std::string::npos) << e;
+    EXPECT_NE(e.find("rank 1 gone"), std::string::npos) << e;
+    EXPECT_LT(time_in(e) - time_in(killed[0]), 5000) << "within the timeout";
+  }
+  EXPECT_EQ(processes_with(mark), 0);
+}
+
+// The same mid all-to-all: Gloo carries it in both groups (hier stages no all_to_all).
+TEST_P(FaultsOverEngine, KillNineMidAllToAllIsNamedByEverySurvivor) {
+  const std::string mark = marker();
+  auto r = run_with({{"TPCOMM_TIMEOUT_MS", "5000"},
+                     {"TEST_OP", "all_to_all"},
+                     {"TEST_KILL_RANK", "1"},
+                     {"TEST_AFTER", "5"}},
+                    mark);
+  auto killed = lines_with(r.out, "killing itself (pid ");
+  ASSERT_EQ(killed.size(), 1u) << r.out;
+  auto errors = lines_with(r.out, "ERROR");
+  const std::size_t ranks = GetParam().name == "hier" ? 4 : 3;
+  ASSERT_EQ(errors.size(), ranks - 1) << r.out << r.err;
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("all_to_all(float32 x 4096) #6 via gloo failed"), std::string::npos) << e;
     EXPECT_NE(e.find("rank 1 gone"), std::string::npos) << e;
     EXPECT_LT(time_in(e) - time_in(killed[0]), 5000) << "within the timeout";
   }

@@ -1,8 +1,9 @@
 // A rank program for the process-level tests, run under `tpcomm run`. Modes:
 //   correctness   every collective x dtype x op x size x in/out of place on random data,
 //                 against a reference computed in double; bitwise equality across ranks
-//   loop N COUNT  N all-reduces of COUNT floats; TEST_KILL_RANK / TEST_STOP_RANK with
-//                 TEST_AFTER make one rank SIGKILL / SIGSTOP itself after that many calls
+//   loop N COUNT  N all-reduces of COUNT floats (TEST_OP=all_to_all: all_to_alls of COUNT
+//                 floats per peer); TEST_KILL_RANK / TEST_STOP_RANK with TEST_AFTER make one
+//                 rank SIGKILL / SIGSTOP itself after that many calls
 //   mismatch KIND rank 1 calls with another count, dtype or op (run with TPCOMM_CHECK=1)
 //   random N      N all-reduces of random small sizes, types and ops, each checked
 //   slow_peer MS  rank 1 starts its second all-reduce MS ms after rank 0 does; rank 0 prints
@@ -240,6 +241,10 @@ int run_loop(tpcomm::Communicator& comm, int iterations, std::size_t count) {
     std::fill(in, in + count, 1.0f);
   }
   float* result = in == data.data() ? data.data() : out.data();
+  const char* op = std::getenv("TEST_OP");
+  const bool exchange = op != nullptr && std::string(op) == "all_to_all";
+  std::vector<float> blocks(exchange ? count * static_cast<std::size_t>(comm.size()) : 0, 1.0f);
+  std::vector<float> received(blocks.size());
   std::printf("rank %d: looping\n", rank);  // what a test waits for before it signals
   std::fflush(stdout);
   for (int i = 0; i < iterations; ++i) {
@@ -250,7 +255,11 @@ int run_loop(tpcomm::Communicator& comm, int iterations, std::size_t count) {
       std::fflush(stdout);
       raise(rank == victim_kill ? SIGKILL : SIGSTOP);
     }
-    comm.all_reduce(in, result, count, DataType::kFloat32, ReduceOp::kAvg);
+    if (exchange) {
+      comm.all_to_all(blocks.data(), received.data(), count, DataType::kFloat32);
+    } else {
+      comm.all_reduce(in, result, count, DataType::kFloat32, ReduceOp::kAvg);
+    }
   }
   std::printf("rank %d: loop of %d done\n", rank, iterations);
   return 0;
