@@ -85,38 +85,36 @@ std::size_t counts_sum(const Name& call, const std::size_t* counts, const char* 
   return sum;
 }
 
+// How many blocks of `count` a call's input and its output hold on `rank` (0: no such buffer
+// there, off a rooted call's root).
+std::pair<std::size_t, std::size_t> block_multiples(const transport::Call& call, int rank,
+                                                    int size) {
+  const auto ranks = static_cast<std::size_t>(size);
+  const bool root = rank == call.root;
+  switch (call.op) {
+    case Op::kReduceScatter:
+      return {ranks, 1};
+    case Op::kAllGather:
+      return {1, ranks};
+    case Op::kAllToAll:
+      return {ranks, ranks};
+    case Op::kGather:
+      return {1, root ? ranks : 0};
+    case Op::kScatter:
+      return {root ? ranks : 0, 1};
+    case Op::kReduce:
+      return {1, root ? 1 : 0};
+    default:
+      return {1, 1};
+  }
+}
+
 }  // namespace
 
 void check_call_buffers(const transport::Call& call, int rank, int size) {
   const auto name = [&] { return transport::call_signature(call); };
   check_root(name, call, rank, size);
-  const auto ranks = static_cast<std::size_t>(size);
-  const bool root = rank == call.root;
-  const bool per_peer = call.op == Op::kAllToAll && call.send_counts != nullptr;
-  std::size_t in_ranks = 1;
-  std::size_t out_ranks = 1;
-  switch (call.op) {
-    case Op::kReduceScatter:
-      in_ranks = ranks;
-      break;
-    case Op::kAllGather:
-      out_ranks = ranks;
-      break;
-    case Op::kAllToAll:
-      in_ranks = out_ranks = ranks;
-      break;
-    case Op::kGather:
-      out_ranks = root ? ranks : 0;
-      break;
-    case Op::kScatter:
-      in_ranks = root ? ranks : 0;
-      break;
-    case Op::kReduce:
-      out_ranks = root ? 1 : 0;
-      break;
-    default:
-      break;
-  }
+  const auto [in_ranks, out_ranks] = block_multiples(call, rank, size);
   const std::size_t block = bytes_of(name, "input", call.count, call.type, 1, rank);
   Range in{reinterpret_cast<std::uintptr_t>(call.input), 0};
   Range out{reinterpret_cast<std::uintptr_t>(call.output), 0};
@@ -127,7 +125,8 @@ void check_call_buffers(const transport::Call& call, int rank, int size) {
     const bool gathers = call.op == Op::kAllGather;
     in.bytes = bytes_of(name, "input", gathers ? mine : call.count, call.type, 1, rank);
     out.bytes = bytes_of(name, "output", gathers ? call.count : mine, call.type, 1, rank);
-  } else if (per_peer || (call.op == Op::kAllToAll && call.recv_counts != nullptr)) {
+  } else if (call.op == Op::kAllToAll &&
+             (call.send_counts != nullptr || call.recv_counts != nullptr)) {
     in.bytes = bytes_of(name, "input", counts_sum(name, call.send_counts, "send", rank, size),
                         call.type, 1, rank);
     out.bytes = bytes_of(name, "output", counts_sum(name, call.recv_counts, "receive", rank, size),

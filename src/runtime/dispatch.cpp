@@ -151,7 +151,7 @@ void execute(CommunicatorState& c, const transport::Call& call, const TableRow& 
 
 std::uint64_t call_bytes(const transport::Call& call, int size) {
   // all_to_allv: the ranks' sizes differ and none knows the others', so every rank reads the
-  // table where it agrees for any size: its last row (docs/plan.md, "Operations").
+  // table where it agrees for any size: its last row (docs/plan.md, "How it is decided").
   if (call.op == Op::kAllToAll && call.send_counts != nullptr) return kPerPeerRoutedBytes;
   // all_gatherv and reduce_scatterv: the sum every rank agrees on (the gathered output, the
   // reduced input).
