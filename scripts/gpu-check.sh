@@ -87,7 +87,7 @@ parts=(
   "process|60|2|two processes: workspace fds exported and imported"
   "registration|60|5|E3, E6: two processes, 850 captured calls on 253 VMM allocations, a remapped one"
   "multimem|30|1|multimem: entry points and multicast set-up"
-  "communicator|60|2|communicator as a user creates it, one rank, NCCL carrying the calls"
+  "communicator|60|2|communicator as a user creates it, one rank, NCCL carrying the calls (all_to_all(v), gatherv, rooted ones too)"
   "failure|60|3|E4: a failure reaches every rank's next launch, an abort the peer's kernel, a replay traps"
   "python|60|6|python package, CUDA tensors, one rank, NCCL carrying the calls"
   "python-triage|180|100|E1, E12: the Python SIGSEGV triage, each stage its own process"

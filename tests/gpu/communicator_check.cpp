@@ -112,6 +112,23 @@ int check_calls(Communicator& comm, Device& d, std::size_t count) {
     d.write(d.in, data);
     comm.broadcast(d.in, count, t, 0, d.stream);
     expect(fmt::format("broadcast {}", to_string(t)).c_str(), d.in, data);
+    // The calls NCCL carries alone (grouped sends and receives, ncclReduce): on one rank each
+    // moves the input to the output as it is.
+    const std::vector<std::size_t> one{count};
+    const std::vector<std::pair<const char*, std::function<void()>>> moves = {
+        {"all_to_all", [&] { comm.all_to_all(d.in, d.out, count, t, d.stream); }},
+        {"all_to_allv", [&] { comm.all_to_allv(d.in, one, d.out, one, t, d.stream); }},
+        {"all_gatherv", [&] { comm.all_gatherv(d.in, d.out, one, t, d.stream); }},
+        {"reduce_scatterv",
+         [&] { comm.reduce_scatterv(d.in, d.out, one, t, ReduceOp::kSum, d.stream); }},
+        {"gather", [&] { comm.gather(d.in, d.out, count, t, 0, d.stream); }},
+        {"scatter", [&] { comm.scatter(d.in, d.out, count, t, 0, d.stream); }},
+        {"reduce", [&] { comm.reduce(d.in, d.out, count, t, ReduceOp::kMax, 0, d.stream); }}};
+    for (const auto& [name, call] : moves) {
+      d.write(d.in, data);
+      call();
+      expect(fmt::format("{} {}", name, to_string(t)).c_str(), d.out, data);
+    }
   }
   return wrong;
 }

@@ -121,7 +121,13 @@ void ShmBackend::setup_complete() {
                       inbox_offset(world, ctx_.shm.workspace_bytes, static_cast<std::size_t>(to));
         return reinterpret_cast<Mailbox*>(inbox) + from;
       },
-      ctx_.rank, ctx_.size, [this](int peer) { check_peer(peer); });
+      ctx_.rank, ctx_.size, [this](int peer) { check_peer(peer); },
+      single_copy_ ? Mailboxes::ReadPeer([this](int peer, std::uint64_t address, void* to,
+                                                std::size_t bytes) {
+        cpu::team_read_peer(nullptr, peer, peer_pid_[static_cast<std::size_t>(peer)], address, to,
+                            bytes);
+      })
+                   : Mailboxes::ReadPeer());
 }
 
 void ShmBackend::check_peer(int peer) const {

@@ -112,6 +112,10 @@ struct ChunkHeader {
   std::uint64_t offset;   // this chunk's first byte in the message
   std::int32_t tag;
   std::uint32_t type;  // tpcomm::DataType
+  // Non-zero: the whole message is at this address in the sender's process, for the receiver to
+  // read in place (single copy); the chunk carries no bytes, and the sender's send completes
+  // once the receiver has taken it.
+  std::uint64_t source;
 };
 
 struct alignas(kLine) Mailbox {

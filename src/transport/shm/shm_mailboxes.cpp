@@ -13,12 +13,22 @@
 
 namespace tpcomm::transport::shm {
 
+namespace {
+
+// Messages from this size are read in place when single-copy reads are allowed: below it the
+// system call and the receiver's acknowledgement cost more than the ring's second copy
+// (tpcomm bench --op send_recv, docs/results/cpu-2026-12-04-exchanges.md).
+constexpr std::size_t kDirectMessageBytes = std::size_t{16} << 10;
+
+}  // namespace
+
 Mailboxes::Mailboxes(std::function<Mailbox*(int, int)> box, int rank, int world,
-                     std::function<void(int)> check_peers)
+                     std::function<void(int)> check_peers, ReadPeer read_peer)
     : box_(std::move(box)),
       rank_(rank),
       world_(world),
       check_peers_(std::move(check_peers)),
+      read_peer_(std::move(read_peer)),
       sends_(static_cast<std::size_t>(world)),
       receives_(static_cast<std::size_t>(world)),
       sent_(static_cast<std::size_t>(world)),
@@ -46,17 +56,36 @@ std::uint64_t Mailboxes::start(const PeerMessage& m) {
   return p.handle;
 }
 
+bool Mailboxes::done(const Pending& p) const {
+  if (p.moved < p.m.count * size_of(p.m.type) || !p.any_chunk) return false;
+  return p.ack == 0 || box_(rank_, p.m.peer)->taken.load(std::memory_order_acquire) >= p.ack;
+}
+
 bool Mailboxes::progress_send(Pending& p) {
   Mailbox& b = *box_(rank_, p.m.peer);
   const std::size_t total = p.m.count * size_of(p.m.type);
   std::uint64_t& posted = posted_[static_cast<std::size_t>(p.m.peer)];
   bool moved = false;
+  if (read_peer_ && total >= kDirectMessageBytes && !p.any_chunk) {
+    if (posted - b.taken.load(std::memory_order_acquire) >= kMailSlots) return false;
+    b.header[posted % kMailSlots] = ChunkHeader{p.message,
+                                                p.m.count,
+                                                0,
+                                                p.m.tag,
+                                                static_cast<std::uint32_t>(p.m.type),
+                                                reinterpret_cast<std::uint64_t>(p.m.buffer)};
+    p.moved = total;
+    p.any_chunk = true;
+    p.ack = posted + 1;
+    b.posted.store(++posted, std::memory_order_release);
+    return true;
+  }
   while ((p.moved < total || !p.any_chunk) &&
          posted - b.taken.load(std::memory_order_acquire) < kMailSlots) {
     const std::size_t slot = posted % kMailSlots;
     const std::size_t n = std::min(kMailChunk, total - p.moved);
-    b.header[slot] =
-        ChunkHeader{p.message, p.m.count, p.moved, p.m.tag, static_cast<std::uint32_t>(p.m.type)};
+    b.header[slot] = ChunkHeader{
+        p.message, p.m.count, p.moved, p.m.tag, static_cast<std::uint32_t>(p.m.type), 0};
     if (n > 0) std::memcpy(b.data[slot], static_cast<const std::uint8_t*>(p.m.buffer) + p.moved, n);
     p.moved += n;
     p.any_chunk = true;
@@ -81,6 +110,13 @@ bool Mailboxes::progress_receive(Pending& p) {
                               "but rank {} receives {}",
                               p.m.peer, to_string(static_cast<DataType>(h.type)), h.count, h.tag,
                               h.message, rank_, rank_, text(p)));
+    }
+    if (h.source != 0) {  // the whole message, read where it lies in the sender's buffer
+      read_peer_(p.m.peer, h.source, p.m.buffer, total);
+      p.moved = total;
+      p.any_chunk = true;
+      b.taken.store(++taken, std::memory_order_release);
+      return true;
     }
     const std::size_t n = std::min(kMailChunk, total - p.moved);
     if (n > 0) std::memcpy(static_cast<std::uint8_t*>(p.m.buffer) + p.moved, b.data[slot], n);
@@ -120,7 +156,7 @@ bool Mailboxes::progress() {
       while (!queue.empty()) {
         Pending& p = queue.front();
         moved = (p.m.send ? progress_send(p) : progress_receive(p)) || moved;
-        if (p.moved < p.m.count * size_of(p.m.type) || !p.any_chunk) break;
+        if (!done(p)) break;
         pending_.erase(p.handle);
         finished_[p.handle] = p.m.peer;
         queue.pop_front();

@@ -22,8 +22,12 @@ class Mailboxes {
  public:
   // `box(from, to)`: the mailbox from rank `from` to rank `to`. `check_peers` throws when a peer
   // aborted, closed or died (called while a wait waits).
+  // `read_peer(peer, address, to, bytes)`: a single-copy read of a peer's memory, or null where
+  // the set-up vote refused them: messages of at least kDirectMessageBytes are then read where
+  // they lie in the sender's buffer instead of going through the ring.
+  using ReadPeer = std::function<void(int, std::uint64_t, void*, std::size_t)>;
   Mailboxes(std::function<Mailbox*(int, int)> box, int rank, int world,
-            std::function<void(int peer)> check_peers);
+            std::function<void(int peer)> check_peers, ReadPeer read_peer);
 
   std::uint64_t start(const PeerMessage& m);
   // Returns the message's peer (for a receive from any rank: the sender it matched).
@@ -36,7 +40,9 @@ class Mailboxes {
     std::uint64_t message = 0;  // the pair's message number
     std::size_t moved = 0;      // bytes written (send) or read (receive) so far
     bool any_chunk = false;     // a message of no bytes still takes one chunk
+    std::uint64_t ack = 0;      // a direct send: done once the receiver's taken reaches this
   };
+  bool done(const Pending& p) const;
   // Moves what it can of the first pending message of each queue; true if anything moved.
   bool progress();
   // Gives the first receive from any rank the first rank with a message waiting and no receive
@@ -50,6 +56,7 @@ class Mailboxes {
   int rank_;
   int world_;
   std::function<void(int)> check_peers_;
+  ReadPeer read_peer_;
   std::vector<std::deque<Pending>> sends_, receives_;  // [peer]
   std::deque<Pending> any_;                            // receives from any rank, unmatched
   std::vector<std::uint64_t> sent_, received_;         // [peer]: messages started so far
