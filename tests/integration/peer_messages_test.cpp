@@ -123,6 +123,37 @@ TEST(PeerMessages, EveryElementAroundARingAndBothSidesSendingFirst) {
   }
 }
 
+// Sends read in place (shm, 16 KiB and more), each completing on the receiver's acknowledgement
+// at whatever point of the sender's idle wait it arrives (a wait once took an acknowledgement
+// that arrived at its periodic peer check for a lost message), and one whose receiver comes late.
+TEST(PeerMessages, LargeSendsCompleteOnTheReceiversAcknowledgement) {
+  for (bool gloo : {false, true}) {
+    test::on_ranks(make_thread_group(2), [&](int r, std::shared_ptr<Bootstrap> bs) {
+      auto comm = make(bs, gloo);
+      const std::size_t n = 4096;
+      const int messages = gloo ? 50 : 3000;
+      int bad = 0;
+      std::vector<float> buf(n);
+      for (int m = 0; m < messages; ++m) {
+        if (r == 0) {
+          for (std::size_t i = 0; i < n; ++i) buf[i] = value(0, 1, m, i);
+          comm->send(buf.data(), n, DataType::kFloat32, 1);
+        } else {
+          // Receives 0-60 us late, so that acknowledgements land all over the sender's wait.
+          const auto late =
+              std::chrono::steady_clock::now() + std::chrono::microseconds(m * 7919 % 61);
+          while (std::chrono::steady_clock::now() < late) {
+          }
+          if (m == messages - 1) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+          comm->recv(buf.data(), n, DataType::kFloat32, 0);
+          bad += wrong(buf, 0, 1, m);
+        }
+      }
+      EXPECT_EQ(bad, 0) << (gloo ? "gloo" : "shm");
+    });
+  }
+}
+
 TEST(PeerMessages, AMismatchedTagOrCountFailsBothRanks) {
   for (bool gloo : {false, true}) {
     for (bool count : {false, true}) {

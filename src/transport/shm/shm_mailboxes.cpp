@@ -157,6 +157,7 @@ bool Mailboxes::progress() {
         Pending& p = queue.front();
         moved = (p.m.send ? progress_send(p) : progress_receive(p)) || moved;
         if (!done(p)) break;
+        moved = true;  // completed: a direct send's acknowledgement moves no bytes here
         pending_.erase(p.handle);
         finished_[p.handle] = p.m.peer;
         queue.pop_front();

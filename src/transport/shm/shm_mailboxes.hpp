@@ -43,7 +43,8 @@ class Mailboxes {
     std::uint64_t ack = 0;      // a direct send: done once the receiver's taken reaches this
   };
   bool done(const Pending& p) const;
-  // Moves what it can of the first pending message of each queue; true if anything moved.
+  // Moves what it can of the first pending message of each queue; true if anything moved or
+  // completed.
   bool progress();
   // Gives the first receive from any rank the first rank with a message waiting and no receive
   // of its own queued ahead; true if one was matched.
