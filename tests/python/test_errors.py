@@ -28,7 +28,7 @@ def test_bad_arguments_are_value_errors_before_any_rank_blocks(tmp_path):
             (lambda: comm.all_reduce(np.ones(8, np.float32)[::2]), ValueError, "not C-contiguous"),
             (lambda: comm.all_reduce(ro), ValueError, "read-only"),
             (lambda: comm.route("all_reduce", 4096, "int8"), ValueError, "dtype 'int8'"),
-            (lambda: comm.route("all_to_all", 4096), tpcomm.InvalidInputError, "op 'all_to_all'"),
+            (lambda: comm.route("all_to_one", 4096), tpcomm.InvalidInputError, "op 'all_to_one'"),
         ]
         if r == 0:
             for call, kind, text in cases:

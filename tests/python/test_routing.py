@@ -31,11 +31,17 @@ def test_python_route_is_the_route_calls_take(tmp_path):
                 for dtype in dtypes:
                     count = nbytes // torch.tensor([], dtype=dtype).element_size()
                     x = torch.ones(count, dtype=dtype)
-                    t = x[: count // n] if op == "all_gather" else x
+                    t = x[: count // n] if op in ("all_gather", "gather") else x
                     told = comm.route(op, t.numel() * t.element_size(), dtype)
                     comm.reset_stats()
-                    getattr(comm, op)(t)
-                    routes = comm.stats()[op]["routes"]
+                    if op == "scatter":
+                        comm.scatter(t, torch.empty(count // n, dtype=dtype))
+                    elif op == "send_recv":  # rank 0 sends, rank 1 receives: one route each
+                        comm.send(t, 1) if r == 0 else comm.recv(t, 0)
+                    else:
+                        getattr(comm, op)(t)
+                    counted = {"send_recv": "send" if r == 0 else "recv"}.get(op, op)
+                    routes = comm.stats()[counted]["routes"]
                     assert list(routes) == ["/".join(told)], (op, dtype, nbytes, told, routes)
                     checked += 1
         assert edges >= 1 and checked >= 3 * 2 * 6, (edges, checked)

@@ -245,7 +245,7 @@ void run_staged(const GlooGroup& g, StagedCall& staged, CallIdentity identity) {
     default:
       break;
   }
-  if (!is_floating(c.type)) return reduce_integer_call(g, c);
+  if (!is_floating(c.type) && c.op != Op::kAllGather) return reduce_integer_call(g, c);
   switch (c.op) {
     case Op::kAllReduce:
       if (c.type == DataType::kFloat32) return all_reduce(g, c);
