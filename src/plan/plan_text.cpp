@@ -101,11 +101,12 @@ void append_refusals(std::string& out, const Plan& plan) {
     }
     // One line per reason, naming the ops it refuses, in the order they first appear.
     std::vector<std::pair<std::string, std::vector<std::string_view>>> by_reason;
-    for (const auto& [op, reason] : reasons) {
+    for (const auto& refusal : reasons) {
+      const std::string& why = refusal.second;
       auto it = std::find_if(by_reason.begin(), by_reason.end(),
-                             [&](const auto& r) { return r.first == reason; });
-      if (it == by_reason.end()) it = by_reason.insert(by_reason.end(), {reason, {}});
-      it->second.push_back(to_string(op));
+                             [&](const auto& r) { return r.first == why; });
+      if (it == by_reason.end()) it = by_reason.insert(by_reason.end(), {why, {}});
+      it->second.push_back(to_string(refusal.first));
     }
     for (const auto& [reason, ops] : by_reason) {
       out += fmt::format("  {}  {}: {}\n", pad(to_string(b), 9), fmt::join(ops, ", "), reason);

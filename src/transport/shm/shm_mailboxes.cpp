@@ -170,7 +170,7 @@ bool Mailboxes::progress() {
 int Mailboxes::wait(std::uint64_t handle, const Deadline& deadline) {
   // Spin while messages move, then yield, then sleep in short slices: a peer may be descheduled
   // on a machine with fewer cores than ranks.
-  for (unsigned idle = 0; pending_.count(handle) != 0;) {
+  for (unsigned idle = 0; pending_.contains(handle);) {
     if (progress()) {
       idle = 0;
       continue;
