@@ -353,6 +353,35 @@ ok()
 """
 
 
+# all_gatherv and reduce_scatterv of the CPU TP group: SGLang's own need PyNccl (a GPU); tpcomm
+# carries them, uneven (a rank of none), single tensors and lists, into a given output too.
+CPU_VECTOR_CALLS = TP_GROUP + """
+sizes = [3, 0]
+mine = torch.full((sizes[r], 4), float(r + 1))
+g = tp.all_gatherv(mine, sizes=sizes)
+assert torch.equal(g, torch.ones(3, 4)), g
+ints = mine.to(torch.int64)
+gl = tp.all_gatherv([mine, ints], sizes=sizes)
+assert torch.equal(gl[1], torch.ones(3, 4, dtype=torch.int64)), gl
+out = torch.empty(3, 4)
+assert tp.all_gatherv(mine, sizes=sizes, output=out) is out and torch.equal(out, torch.ones(3, 4))
+even = tp.all_gatherv(torch.full((2, 4), float(r)))
+assert torch.equal(even, torch.cat([torch.zeros(2, 4), torch.ones(2, 4)])), even
+whole = torch.arange(12, dtype=torch.float32).reshape(3, 4) + r
+rs = tp.reduce_scatterv(whole, sizes=sizes)
+want = (2 * torch.arange(12, dtype=torch.float32).reshape(3, 4) + 1)[: sizes[r]] if r == 0 else torch.empty(0, 4)
+assert torch.equal(rs, want), rs
+st = tp.tpcomm.stats()
+assert st["all_gatherv"]["calls"] == 4 and st["all_gather"]["calls"] == 1, st
+assert st["reduce_scatterv"]["calls"] == 1 and "engine" not in st["all_gatherv"]["routes"], st
+ok()
+"""
+
+
+def test_sglangs_cpu_all_gatherv_and_reduce_scatterv_are_carried_by_tpcomm(tmp_path):
+    run_group(tmp_path, CPU_VECTOR_CALLS, n=2)
+
+
 def test_sglangs_cpu_tp_all_reduce_is_carried_by_tpcomm_and_counted(tmp_path):
     out = run_group(tmp_path, CPU_CALLS, n=2)
     assert "routes" in out, out

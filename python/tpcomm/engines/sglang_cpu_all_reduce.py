@@ -103,20 +103,20 @@ class SglangCpuAllReduce:
                     log.warning("%s; SGLang's own CPU all-reduce serves this group from now on", e)
             return self.comm
 
-    def takes(self, t):
-        """Whether the plan gives an all-reduce of t to one of tpcomm's own backends (not to
-        Gloo, tpcomm's fallback, which SGLang runs itself): the same answer on every rank,
-        cached per (bytes, dtype)."""
-        key = (nbytes(t), t.dtype)
+    def takes(self, t, op="all_reduce", size=None):
+        """Whether the plan gives `op` of t (of `size` bytes, a size every rank agrees on, where
+        the ranks' tensors differ) to one of tpcomm's own backends (not to Gloo, tpcomm's
+        fallback, which SGLang runs itself): the same answer on every rank, cached."""
+        key = (op, nbytes(t) if size is None else size, t.dtype)
         answer = self._takes.get(key)
         if answer is None:
-            backend, _ = self.comm.route("all_reduce", key[0], _dtypes[t.dtype])
+            backend, _ = self.comm.route(op, key[1], _dtypes[t.dtype])
             answer = self._takes[key] = backend not in FALLBACK_BACKENDS
         return answer
 
-    def passed_on(self, t):
+    def passed_on(self, t, op="all_reduce"):
         if isinstance(t, _torch.Tensor):
-            self._passed_on.add("all_reduce", nbytes(t))
+            self._passed_on.add(op, nbytes(t))
 
     def stats(self):
         return self._passed_on.stats(self.comm)

@@ -30,6 +30,8 @@ log = logging.getLogger("tpcomm.engines")
 _MODULE = "sglang.srt.distributed"
 DISPATCH = f"{_MODULE}.device_communicators.custom_all_reduce.dispatch_custom_allreduce"
 ALL_REDUCE = f"{_MODULE}.parallel_state.GroupCoordinator.all_reduce"
+ALL_GATHERV = f"{_MODULE}.parallel_state.GroupCoordinator.all_gatherv"
+REDUCE_SCATTERV = f"{_MODULE}.parallel_state.GroupCoordinator.reduce_scatterv"
 DESTROY = f"{_MODULE}.parallel_state.GroupCoordinator.destroy"
 
 TAKEOVER = "TPCOMM_SGLANG_TAKEOVER"
@@ -188,8 +190,10 @@ def register():
         return
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
-    from . import sglang_cpu_all_reduce
+    from . import sglang_cpu_all_reduce, sglang_cpu_vector_calls
 
     HookRegistry.register(DISPATCH, dispatch_custom_allreduce, HookType.AROUND)
     HookRegistry.register(ALL_REDUCE, sglang_cpu_all_reduce.all_reduce, HookType.AROUND)
+    HookRegistry.register(ALL_GATHERV, sglang_cpu_vector_calls.all_gatherv, HookType.AROUND)
+    HookRegistry.register(REDUCE_SCATTERV, sglang_cpu_vector_calls.reduce_scatterv, HookType.AROUND)
     HookRegistry.register(DESTROY, destroy, HookType.AROUND)
