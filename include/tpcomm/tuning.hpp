@@ -29,6 +29,9 @@ std::optional<Backend> backend_for_type(Backend planned, DataType type);
 // Why `backend` cannot carry `op` at all, whatever the group (the plan's refusal for that op), or
 // nullopt where it implements it.
 std::optional<std::string> why_not_serving(Backend backend, Op op);
+// Whether the backend has the forms with per-peer or per-rank counts (all_to_allv,
+// all_gatherv, reduce_scatterv); the dispatch gives them to the fallback where the row's has not.
+bool takes_counts(Backend backend);
 // Whether the backend's kernels take a thread-block count (CUDA kernels of our own).
 bool takes_blocks(Backend backend);
 // Whether the backend streams a message in steps of a size the table may set (shm's lanes).

@@ -64,7 +64,11 @@ std::optional<std::string> why_not_serving(Backend backend, Op op) {
       op == Op::kAllReduce || op == Op::kAllGather || op == Op::kReduceScatter;
   if (staged_three) return std::nullopt;
   switch (backend) {
-    case Backend::kHier:
+    case Backend::kHier:  // its lanes are Gloo's, which exchange too
+      if (op == Op::kAllToAll) return std::nullopt;
+      return std::string(
+          "hier stages all_reduce, all_gather, reduce_scatter and all_to_all only; gloo carries "
+          "the others");
     case Backend::kHierMpi:
       return fmt::format(
           "{} stages all_reduce, all_gather and reduce_scatter only; gloo carries the others",
@@ -78,6 +82,11 @@ std::optional<std::string> why_not_serving(Backend backend, Op op) {
     default:
       return std::nullopt;
   }
+}
+
+bool takes_counts(Backend backend) {
+  return backend == Backend::kLocal || backend == Backend::kShm || backend == Backend::kGloo ||
+         backend == Backend::kNccl;
 }
 
 bool takes_blocks(Backend backend) {

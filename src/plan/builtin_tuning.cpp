@@ -150,14 +150,17 @@ TuningEntry cpu_entry(int w) {
   }
   e.ops[Op::kReduceScatter] = {
       {std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), hier_mpi, hier, gloo}}};
-  // Through the lanes inside a node; across nodes Gloo (hier stages none of them). all_to_all,
+  // Through the lanes inside a node; across nodes Gloo (hier stages none of them but
+  // all_to_all, whose blocks it sends between nodes once, over its Gloo lanes). all_to_all,
   // W = 2: each peer's block read where it lies above 64 KiB, as all_gather.
-  for (Op op : {Op::kAllToAll, Op::kGather, Op::kScatter, Op::kReduce, Op::kSendRecv}) {
+  for (Op op : {Op::kGather, Op::kScatter, Op::kReduce, Op::kSendRecv}) {
     e.ops[op] = {{std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), gloo}}};
   }
+  e.ops[Op::kAllToAll] = {{std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), hier, gloo}}};
   if (w == 2) {
-    e.ops[Op::kAllToAll] = {{64 * KiB, {use(Backend::kShm, Algorithm::kOneShot), gloo}},
-                            {std::nullopt, {use(Backend::kShm, Algorithm::kSingleCopy), gloo}}};
+    e.ops[Op::kAllToAll] = {
+        {64 * KiB, {use(Backend::kShm, Algorithm::kOneShot), hier, gloo}},
+        {std::nullopt, {use(Backend::kShm, Algorithm::kSingleCopy), hier, gloo}}};
   }
   return e;
 }

@@ -53,9 +53,10 @@ void check_call(CommunicatorState& c, const transport::Call& call, bool device_c
 // has the same plan and backends: every rank refuses the same calls, and none waits for another.
 TableRow route(const CommunicatorState& c, const Plan& table, const transport::Call& call) {
   TableRow row = route_call(table, call.op, call_bytes(call, c.bootstrap->size()), call.type);
-  // The staged and GPU-kernel backends have no form with per-rank counts: the fallback engine
-  // carries all_gatherv and reduce_scatterv where the row names one of them.
-  if (transport::per_rank_counts(call) && why_not_serving(row.backend, Op::kAllToAll)) {
+  // The staged and GPU-kernel backends have no form with counts: the fallback engine carries
+  // all_to_allv, all_gatherv and reduce_scatterv where the row names one of them.
+  const bool counts = transport::per_rank_counts(call) || call.send_counts != nullptr;
+  if (counts && !takes_counts(row.backend)) {
     row.backend = fallback_backend(table.device_type);
     row.algorithm = algorithms_of(row.backend, call.op).front();
     row.blocks.reset();

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -255,19 +256,26 @@ TEST(ExchangeCalls, EveryElementOverGlooOnBothSidesOfTheInlineRoom) {
   }
 }
 
-TEST(ExchangeCalls, AcrossSimulatedNodesGlooCarriesThemAndThePlanSaysWhyNotHier) {
+TEST(ExchangeCalls, AcrossSimulatedNodesHierExchangesAndGlooCarriesTheRest) {
   test::on_ranks(make_thread_group(4), [&](int, std::shared_ptr<Bootstrap> bs) {
     CommunicatorOptions o;
     o.timeout = 60s;
     auto comm = runtime::create_communicator(bs, o, test::nodes_in_turn(2));
     ASSERT_EQ(comm->plan().ops.at(Op::kAllReduce).table.front().backend, Backend::kHier);
-    for (Op op : {Op::kAllToAll, Op::kGather, Op::kScatter, Op::kReduce}) {
+    // all_to_all through hier's two exchanges (all_to_allv, with counts, on gloo); the rest on
+    // gloo, the plan saying why not hier.
+    EXPECT_EQ(comm->plan().ops.at(Op::kAllToAll).table.front().backend, Backend::kHier);
+    for (Op op : {Op::kGather, Op::kScatter, Op::kReduce}) {
       const OpPlan& p = comm->plan().ops.at(op);
       EXPECT_EQ(p.table.front().backend, Backend::kGloo) << to_string(op);
       ASSERT_TRUE(p.rejected.count(Backend::kHier)) << to_string(op);
       EXPECT_NE(p.rejected.at(Backend::kHier).find("gloo carries"), std::string::npos);
     }
-    check_every_call(*comm, {1, 1001});
+    check_every_call(*comm, {0, 1, 1001, 70001});
+    std::map<Collective, std::string> routes;
+    for (const auto& s : comm->stats()) routes[s.collective] = std::string(to_string(*s.backend));
+    EXPECT_EQ(routes[Collective::kAllToAll], "hier");
+    EXPECT_EQ(routes[Collective::kAllToAllv], "gloo");
   });
 }
 

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "hier_blocks.hpp"
 #include "kernels/cpu/convert.hpp"
 #include "tpcomm/error.hpp"
 #include "transport/gloo/gloo_backend.hpp"
@@ -78,6 +79,7 @@ class HierBackend final : public CollectiveBackend {
   }
 
   void run(const Call& c) override {
+    if (c.op == Op::kAllToAll) return all_to_all(c);
     if (c.op == Op::kAllGather) return all_gather(c);
     if (c.op == Op::kReduceScatter) return reduce_scatter(c);
     all_reduce(c);
@@ -144,13 +146,47 @@ class HierBackend final : public CollectiveBackend {
                          .outer = &c});
     });
     node_all_gather(c, lane_blocks, node_blocks, n * c.count, c.type);
-    auto* out = static_cast<std::uint8_t*>(c.output);
-    for (std::size_t i = 0; i < l; ++i) {
-      for (std::size_t node = 0; node < n; ++node) {
-        const auto rank = static_cast<std::size_t>(rank_at_[node][i]);
-        std::memcpy(out + rank * block, node_blocks + (i * n + node) * block, block);
-      }
-    }
+    blocks_in_rank_order(node_blocks, static_cast<std::uint8_t*>(c.output), rank_at_, block);
+  }
+
+  // Two equal exchanges: along the lane first, each rank sending every other node the blocks
+  // for that node's ranks (so every block crosses between nodes once, in one message per pair
+  // of nodes), then inside the node, each rank handing every local rank the blocks its lane
+  // brought for it; then the blocks in rank order. No per-peer counts (all_to_allv goes to the
+  // fallback: the dispatch).
+  void all_to_all(const Call& c) {
+    const std::size_t n = rank_at_.size();
+    const std::size_t l = static_cast<std::size_t>(local_size_);
+    const std::size_t block = c.count * size_of(c.type);
+    std::uint8_t* by_node = scratch(bytes_, n * l * block);  // [node][local index]
+    blocks_by_node(static_cast<const std::uint8_t*>(c.input), by_node, rank_at_, block);
+    // [node][local index]: from my lane's rank on that node, its block for that local rank here.
+    std::uint8_t* from_lane = scratch(bytes_node_, n * l * block);
+    in_stage(lane_, kInterNode, [&] {
+      lane_engine_->run({.op = Op::kAllToAll,
+                         .input = by_node,
+                         .output = from_lane,
+                         .count = l * c.count,
+                         .type = c.type,
+                         .algorithm = Algorithm::kGloo,
+                         .sequence = c.sequence,
+                         .outer = &c});
+    });
+    std::uint8_t* by_local = scratch(wide_, l * n * block);  // [local index][node]
+    transpose_blocks(from_lane, by_local, n, l, block);
+    // [local index][node]: the block of rank (node, local index) for this rank.
+    std::uint8_t* mine = scratch(wide_mine_, l * n * block);
+    in_stage(node_group_, kIntraNode, [&] {
+      shm_->run({.op = Op::kAllToAll,
+                 .input = by_local,
+                 .output = mine,
+                 .count = n * c.count,
+                 .type = c.type,
+                 .algorithm = Algorithm::kOneShot,
+                 .sequence = c.sequence,
+                 .outer = &c});
+    });
+    blocks_in_rank_order(mine, static_cast<std::uint8_t*>(c.output), rank_at_, block);
   }
 
   // Inside the node first: local rank i is left the node's sum of the blocks of every node's

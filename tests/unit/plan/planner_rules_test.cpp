@@ -43,7 +43,9 @@ std::vector<std::string> eligible_for(const Scenario& s, Op op) {
   std::vector<std::string> out;
   for (const auto& b : s.eligible) {
     const bool fast_only = b == "hier" || b == "hier_mpi" || b == "custom" || b == "multimem";
-    if (staged_op(op) || !fast_only) out.push_back(b);
+    // hier's lanes are Gloo's, which exchange: it stages all_to_all too.
+    const bool hier_exchange = b == "hier" && op == Op::kAllToAll;
+    if (staged_op(op) || !fast_only || hier_exchange) out.push_back(b);
   }
   return out;
 }
@@ -86,15 +88,22 @@ TEST(PlannerSharedFixtures, Cpu2x2ShmRejectedHierAndGlooEligible) {
 }
 
 // MPI lanes where every rank's facts name the world mpirun started: first at every size of
-// every op; without them (disabled, or one rank without MPI) Gloo's lanes, as before.
+// every op they stage; without them (disabled, or one rank without MPI) Gloo's lanes, as before.
+// all_to_all is hier's over Gloo lanes either way (MPI's lanes do not exchange), the other new
+// ops Gloo's.
+Backend across_nodes(Op op, Backend staged) {
+  return staged_op(op) ? staged : op == Op::kAllToAll ? Backend::kHier : Backend::kGloo;
+}
+
 TEST(PlannerTables, AnMpirunGroupAcrossHostsRunsHierWithMpiLanesAtEverySize) {
   const Plan plan = plan_of("scenarios/cpu_2x2_mpirun.json");
   for (Op op : kAllOps) {
     SCOPED_TRACE(std::string(to_string(op)));
     const auto& t = plan.ops.at(op).table;
     ASSERT_EQ(t.size(), 1u);
-    EXPECT_EQ(t[0].backend, staged_op(op) ? Backend::kHierMpi : Backend::kGloo);
-    EXPECT_EQ(t[0].algorithm, staged_op(op) ? Algorithm::kHierarchical : Algorithm::kGloo);
+    EXPECT_EQ(t[0].backend, across_nodes(op, Backend::kHierMpi));
+    EXPECT_EQ(t[0].algorithm,
+              t[0].backend == Backend::kGloo ? Algorithm::kGloo : Algorithm::kHierarchical);
   }
   PlanOptions o;
   o.disabled[Backend::kHierMpi] = "TPCOMM_DISABLE";
@@ -103,7 +112,7 @@ TEST(PlannerTables, AnMpirunGroupAcrossHostsRunsHierWithMpiLanesAtEverySize) {
        {make_plan(facts, o), plan_of("scenarios/cpu_2x2_one_rank_without_mpi.json")}) {
     for (Op op : kAllOps) {
       for (const auto& row : p.ops.at(op).table) {
-        EXPECT_EQ(row.backend, staged_op(op) ? Backend::kHier : Backend::kGloo);
+        EXPECT_EQ(row.backend, across_nodes(op, Backend::kHier));
       }
     }
   }
