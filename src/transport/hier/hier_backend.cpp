@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "hier_blocks.hpp"
+#include "hier_stage_type.hpp"
 #include "kernels/cpu/convert.hpp"
 #include "tpcomm/error.hpp"
 #include "transport/gloo/gloo_backend.hpp"
@@ -249,26 +250,6 @@ class HierBackend final : public CollectiveBackend {
                  .sequence = c.sequence,
                  .outer = &c});
     });
-  }
-
-  // The type the stages carry: fp32 for floating-point calls (one rounding, at the end), an
-  // integer call's own type (exact as it is).
-  static DataType stage_type(DataType type) {
-    return is_floating(type) ? DataType::kFloat32 : type;
-  }
-  static void widen(const void* from, DataType type, std::size_t count, std::uint8_t* to) {
-    if (is_floating(type)) {
-      to_float(from, type, count, reinterpret_cast<float*>(to));
-    } else if (count > 0) {
-      std::memcpy(to, from, count * size_of(type));
-    }
-  }
-  static void narrow(const std::uint8_t* from, DataType type, std::size_t count, void* to) {
-    if (is_floating(type)) {
-      from_float(reinterpret_cast<const float*>(from), type, count, to);
-    } else if (count > 0) {
-      std::memcpy(to, from, count * size_of(type));
-    }
   }
 
   // Avg: floating-point calls only, so the stage buffer holds fp32.

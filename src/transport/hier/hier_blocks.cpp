@@ -16,8 +16,8 @@ void blocks_by_node(const std::uint8_t* in, std::uint8_t* out, const RankAt& ran
   }
 }
 
-void transpose_blocks(const std::uint8_t* in, std::uint8_t* out, std::size_t rows,
-                      std::size_t cols, std::size_t block) {
+void transpose_blocks(const std::uint8_t* in, std::uint8_t* out, std::size_t rows, std::size_t cols,
+                      std::size_t block) {
   if (block == 0) return;
   for (std::size_t r = 0; r < rows; ++r) {
     for (std::size_t c = 0; c < cols; ++c) {
