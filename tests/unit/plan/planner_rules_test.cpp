@@ -100,7 +100,11 @@ TEST(PlannerTables, AnMpirunGroupAcrossHostsRunsHierWithMpiLanesAtEverySize) {
   for (Op op : kAllOps) {
     SCOPED_TRACE(std::string(to_string(op)));
     const auto& t = plan.ops.at(op).table;
-    ASSERT_EQ(t.size(), 1u);
+    // all_to_all: hier up to 1 MiB, then Gloo (the built-in rows).
+    ASSERT_EQ(t.size(), op == Op::kAllToAll ? 2u : 1u);
+    if (op == Op::kAllToAll) {
+      EXPECT_EQ(t[1].backend, Backend::kGloo);
+    }
     EXPECT_EQ(t[0].backend, across_nodes(op, Backend::kHierMpi));
     EXPECT_EQ(t[0].algorithm,
               t[0].backend == Backend::kGloo ? Algorithm::kGloo : Algorithm::kHierarchical);
@@ -111,9 +115,10 @@ TEST(PlannerTables, AnMpirunGroupAcrossHostsRunsHierWithMpiLanesAtEverySize) {
   for (const Plan& p :
        {make_plan(facts, o), plan_of("scenarios/cpu_2x2_one_rank_without_mpi.json")}) {
     for (Op op : kAllOps) {
-      for (const auto& row : p.ops.at(op).table) {
-        EXPECT_EQ(row.backend, across_nodes(op, Backend::kHier));
-      }
+      const auto& table = p.ops.at(op).table;
+      EXPECT_EQ(table.front().backend, across_nodes(op, Backend::kHier));
+      EXPECT_EQ(table.back().backend,
+                op == Op::kAllToAll ? Backend::kGloo : across_nodes(op, Backend::kHier));
     }
   }
 }
