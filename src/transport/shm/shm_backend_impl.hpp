@@ -197,6 +197,11 @@ class ShmBackend final : public CollectiveBackend {
   // step moves the next part of every rank's block, as many steps as the largest block needs.
   void all_gatherv(const Call& c);
   void reduce_scatterv(const Call& c);
+  // Elements of a block of `count` that the step starting at element `base` moves, at most
+  // `per` (the steps of the calls with counts).
+  static std::size_t block_part(std::size_t count, std::size_t base, std::size_t per) {
+    return count > base ? std::min(per, count - base) : std::size_t{0};
+  }
   // Where each block of `counts` starts (into `at`, size() + 1 entries), and the largest block.
   std::size_t block_starts(const std::size_t* counts, std::vector<std::size_t>& at) const;
   // Rooted: gather and reduce through every other rank's lane into the root; scatter through

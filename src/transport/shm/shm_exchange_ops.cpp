@@ -123,12 +123,8 @@ void ShmBackend::all_to_allv(const Call& c) {
   if (single_copy_) mine_single_copy_ = reinterpret_cast<std::uint64_t>(in) | kSingleCopyFlag;
   const std::uint64_t counts_step = ++seq_;
   const std::size_t largest = agree_on_counts(c, counts_step, what);
-  send_at_.assign(w + 1, 0);
-  recv_at_.assign(w + 1, 0);
-  for (std::size_t r = 0; r < w; ++r) {
-    send_at_[r + 1] = send_at_[r] + c.send_counts[r];
-    recv_at_[r + 1] = recv_at_[r] + c.recv_counts[r];
-  }
+  block_starts(c.send_counts, send_at_);
+  block_starts(c.recv_counts, recv_at_);
   cpu::team_copy(call_team_, out + recv_at_[me] * es, in + send_at_[me] * es,
                  c.send_counts[me] * es,
                  c.send_counts[me] * es >= kernels::cpu::kStreamingCopyMinBytes);
@@ -138,20 +134,17 @@ void ShmBackend::all_to_allv(const Call& c) {
   }
   // Each step moves up to `per` elements of every pair's block, block d of the lane for rank d.
   const std::size_t per = std::max<std::size_t>(1, step_bytes(c) / (es * w));
-  auto part = [per](std::size_t count, std::size_t base) {
-    return count > base ? std::min(per, count - base) : std::size_t{0};
-  };
   for (std::size_t base = 0; base < largest; base += per) {
     const std::uint64_t seq = ++seq_;
     for (std::size_t d = 0; d < w; ++d) {
-      const std::size_t n = part(c.send_counts[d], base);
+      const std::size_t n = block_part(c.send_counts[d], base, per);
       if (d == me || n == 0) continue;
       cpu::team_copy(call_team_, lane(ctx_.rank, seq) + d * per * es,
                      in + (send_at_[d] + base) * es, n * es);
     }
     exchange(seq, c, Algorithm::kOneShot, what);
     for (std::size_t s = 0; s < w; ++s) {
-      const std::size_t n = part(c.recv_counts[s], base);
+      const std::size_t n = block_part(c.recv_counts[s], base, per);
       if (s == me || n == 0) continue;
       cpu::team_copy(call_team_, out + (recv_at_[s] + base) * es,
                      lane(static_cast<int>(s), seq) + me * per * es, n * es);

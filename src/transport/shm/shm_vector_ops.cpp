@@ -8,15 +8,6 @@
 #include "transport/cpu/team_ops.hpp"
 
 namespace tpcomm::transport::shm {
-namespace {
-
-// Elements of a block of `count` that the step starting at `base` moves, at most `per`.
-std::size_t part(std::size_t count, std::size_t base, std::size_t per) {
-  return count > base ? std::min(per, count - base) : std::size_t{0};
-}
-
-}  // namespace
-
 std::size_t ShmBackend::block_starts(const std::size_t* counts,
                                      std::vector<std::size_t>& at) const {
   const auto w = static_cast<std::size_t>(ctx_.size);
@@ -42,11 +33,11 @@ void ShmBackend::all_gatherv(const Call& c) {
   const std::size_t per = std::max<std::size_t>(1, step_bytes(c) / es);
   for (std::size_t base = 0; base < largest || (largest == 0 && base == 0); base += per) {
     const std::uint64_t seq = ++seq_;
-    const std::size_t n = part(c.recv_counts[me], base, per);
+    const std::size_t n = block_part(c.recv_counts[me], base, per);
     if (n > 0) cpu::team_copy(call_team_, lane(ctx_.rank, seq), in + base * es, n * es);
     exchange(seq, c, Algorithm::kOneShot, what);
     for (std::size_t r = 0; r < w; ++r) {
-      const std::size_t m = part(c.recv_counts[r], base, per);
+      const std::size_t m = block_part(c.recv_counts[r], base, per);
       if (r == me || m == 0) continue;
       cpu::team_copy(call_team_, out + (recv_at_[r] + base) * es, lane(static_cast<int>(r), seq),
                      m * es);
@@ -69,13 +60,13 @@ void ShmBackend::reduce_scatterv(const Call& c) {
   for (std::size_t base = 0; base < largest || (largest == 0 && base == 0); base += per) {
     const std::uint64_t seq = ++seq_;
     for (std::size_t b = 0; b < w; ++b) {
-      const std::size_t n = part(c.recv_counts[b], base, per);
+      const std::size_t n = block_part(c.recv_counts[b], base, per);
       if (b == me || n == 0) continue;
       cpu::team_copy(call_team_, lane(ctx_.rank, seq) + b * per * es,
                      in + (recv_at_[b] + base) * es, n * es);
     }
     exchange(seq, c, Algorithm::kOneShot, what);
-    const std::size_t n = part(c.recv_counts[me], base, per);
+    const std::size_t n = block_part(c.recv_counts[me], base, per);
     if (n > 0) {
       for (std::size_t r = 0; r < w; ++r) {
         sources_[r] = r == me ? in + (recv_at_[me] + base) * es
