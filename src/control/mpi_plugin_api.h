@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-#define TPCOMM_MPI_API_VERSION 2
+#define TPCOMM_MPI_API_VERSION 3
 
 /* Element types and reductions of the collectives (hier's stage types: fp32 or the call's own
  * integer type; bytes for an all-gather). */
@@ -53,6 +53,23 @@ struct TpcommMpiApi {
   int (*iallgather)(void* comm, const void* in, void* out, int count, int type, void** request);
   int (*ireduce_scatter_block)(void* comm, const void* in, void* out, int count, int type, int op,
                                void** request);
+  /* Version 3: the lanes' exchanges, blocks of per-rank sizes and rooted calls. Counts and
+   * displacements are in elements of `type`, one per rank of `comm`; like the buffers, the
+   * arrays must stay valid until the request completes. A root's buffers alone are read or
+   * written where only the root has them (gather's out, scatter's in, reduce's out). */
+  int (*ialltoallv)(void* comm, const void* in, const int* send_counts, const int* send_displs,
+                    void* out, const int* recv_counts, const int* recv_displs, int type,
+                    void** request);
+  int (*iallgatherv)(void* comm, const void* in, int count, void* out, const int* counts,
+                     const int* displs, int type, void** request);
+  int (*ireduce_scatter)(void* comm, const void* in, void* out, const int* counts, int type,
+                         int op, void** request);
+  int (*ireduce)(void* comm, const void* in, void* out, int count, int type, int op, int root,
+                 void** request);
+  int (*igather)(void* comm, const void* in, void* out, int count, int type, int root,
+                 void** request);
+  int (*iscatter)(void* comm, const void* in, void* out, int count, int type, int root,
+                  void** request);
 };
 
 /* The plug-in's one export. */

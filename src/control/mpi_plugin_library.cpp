@@ -212,6 +212,53 @@ int ireduce_scatter_block(void* comm, const void* in, void* out, int count, int 
   });
 }
 
+int ialltoallv(void* comm, const void* in, const int* send_counts, const int* send_displs,
+               void* out, const int* recv_counts, const int* recv_displs, int type,
+               void** request) {
+  return start_request(request, [&](MPI_Request* req) {
+    return MPI_Ialltoallv(in, send_counts, send_displs, datatype(type), out, recv_counts,
+                          recv_displs, datatype(type), *as_comm(comm), req);
+  });
+}
+
+int iallgatherv(void* comm, const void* in, int count, void* out, const int* counts,
+                const int* displs, int type, void** request) {
+  return start_request(request, [&](MPI_Request* req) {
+    return MPI_Iallgatherv(in, count, datatype(type), out, counts, displs, datatype(type),
+                           *as_comm(comm), req);
+  });
+}
+
+int ireduce_scatter(void* comm, const void* in, void* out, const int* counts, int type, int op,
+                    void** request) {
+  return start_request(request, [&](MPI_Request* req) {
+    return MPI_Ireduce_scatter(in, out, counts, datatype(type), operation(op, type), *as_comm(comm),
+                               req);
+  });
+}
+
+int ireduce(void* comm, const void* in, void* out, int count, int type, int op, int root,
+            void** request) {
+  return start_request(request, [&](MPI_Request* req) {
+    return MPI_Ireduce(in, out, count, datatype(type), operation(op, type), root, *as_comm(comm),
+                       req);
+  });
+}
+
+int igather(void* comm, const void* in, void* out, int count, int type, int root, void** request) {
+  return start_request(request, [&](MPI_Request* req) {
+    return MPI_Igather(in, count, datatype(type), out, count, datatype(type), root, *as_comm(comm),
+                       req);
+  });
+}
+
+int iscatter(void* comm, const void* in, void* out, int count, int type, int root, void** request) {
+  return start_request(request, [&](MPI_Request* req) {
+    return MPI_Iscatter(in, count, datatype(type), out, count, datatype(type), root, *as_comm(comm),
+                        req);
+  });
+}
+
 const TpcommMpiApi kApi = {TPCOMM_MPI_API_VERSION,
                            open_world,
                            close_world,
@@ -224,7 +271,13 @@ const TpcommMpiApi kApi = {TPCOMM_MPI_API_VERSION,
                            free_comm,
                            iallreduce,
                            iallgather,
-                           ireduce_scatter_block};
+                           ireduce_scatter_block,
+                           ialltoallv,
+                           iallgatherv,
+                           ireduce_scatter,
+                           ireduce,
+                           igather,
+                           iscatter};
 
 }  // namespace
 

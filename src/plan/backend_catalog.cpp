@@ -64,14 +64,13 @@ std::optional<std::string> why_not_serving(Backend backend, Op op) {
       op == Op::kAllReduce || op == Op::kAllGather || op == Op::kReduceScatter;
   if (staged_three) return std::nullopt;
   switch (backend) {
-    case Backend::kHier:  // its lanes are Gloo's, which exchange too
-      if (op == Op::kAllToAll) return std::nullopt;
-      return std::string(
-          "hier stages all_reduce, all_gather, reduce_scatter and all_to_all only; gloo carries "
-          "the others");
+    case Backend::kHier:
     case Backend::kHierMpi:
+      // A message crosses between its two ranks once whatever the route, and the lanes join
+      // only ranks of one local index: gloo's pairs join every two ranks.
+      if (op != Op::kSendRecv) return std::nullopt;
       return fmt::format(
-          "{} stages all_reduce, all_gather and reduce_scatter only; gloo carries the others",
+          "{} stages collectives only; gloo's direct pairs carry point-to-point messages",
           to_string(backend));
     case Backend::kCustom:
     case Backend::kMultimem:
@@ -85,8 +84,7 @@ std::optional<std::string> why_not_serving(Backend backend, Op op) {
 }
 
 bool takes_counts(Backend backend) {
-  return backend == Backend::kLocal || backend == Backend::kShm || backend == Backend::kGloo ||
-         backend == Backend::kNccl;
+  return backend != Backend::kCustom && backend != Backend::kMultimem;
 }
 
 bool takes_blocks(Backend backend) {

@@ -150,20 +150,23 @@ TuningEntry cpu_entry(int w) {
   }
   e.ops[Op::kReduceScatter] = {
       {std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), hier_mpi, hier, gloo}}};
-  // Through the lanes inside a node; across nodes Gloo (hier stages none of them but
-  // all_to_all). all_to_all, W = 2: each peer's block read where it lies above 64 KiB, as
+  // all_to_all, W = 2: each peer's block read where it lies above 64 KiB, as
   // all_gather. Across nodes hier up to 1 MiB: 4 ranks on 2 simulated nodes (2 vCPUs), bf16,
   // hier / Gloo 1.2-33x ahead from 64 KiB to 1 MiB (noisy), 0.54-0.62x from 4 MiB, where its
   // stages' extra copies cost more than the messages it saves (docs/results, exchanges).
-  for (Op op : {Op::kGather, Op::kScatter, Op::kReduce, Op::kSendRecv}) {
-    e.ops[op] = {{std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), gloo}}};
+  // The rooted calls across nodes: hier's stages send each node's blocks between nodes
+  // together (a reduce only 1/L of them per rank, in L lanes at once), which Gloo sends rank by
+  // rank. Messages: shm's mailboxes on one node, Gloo's pairs across nodes (hier has none).
+  for (Op op : {Op::kGather, Op::kScatter, Op::kReduce}) {
+    e.ops[op] = {{std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), hier_mpi, hier, gloo}}};
   }
+  e.ops[Op::kSendRecv] = {{std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), gloo}}};
   const Candidate lanes = use(Backend::kShm, Algorithm::kOneShot);
   const Candidate direct = use(Backend::kShm, Algorithm::kSingleCopy);
-  e.ops[Op::kAllToAll] = {{1 * MiB, {lanes, hier, gloo}}, {std::nullopt, {lanes, gloo}}};
+  e.ops[Op::kAllToAll] = {{1 * MiB, {lanes, hier_mpi, hier, gloo}}, {std::nullopt, {lanes, gloo}}};
   if (w == 2) {
-    e.ops[Op::kAllToAll] = {{64 * KiB, {lanes, hier, gloo}},
-                            {1 * MiB, {direct, hier, gloo}},
+    e.ops[Op::kAllToAll] = {{64 * KiB, {lanes, hier_mpi, hier, gloo}},
+                            {1 * MiB, {direct, hier_mpi, hier, gloo}},
                             {std::nullopt, {direct, gloo}}};
   }
   return e;

@@ -4,18 +4,10 @@
 
 #include "communicator_state.hpp"
 #include "dispatch.hpp"
+#include "transport/common/call_sizes.hpp"
 
 namespace tpcomm {
 namespace {
-
-// FNV-1a of the counts in 32 bits, never 0 or 1 (which say "no counts" and "all_to_allv").
-std::uint32_t digest(const std::vector<std::size_t>& counts) {
-  std::uint32_t h = 2166136261u;
-  for (std::size_t n : counts) {
-    for (int b = 0; b < 8; ++b) h = (h ^ static_cast<std::uint8_t>(n >> (8 * b))) * 16777619u;
-  }
-  return h < 2 ? h + 2 : h;
-}
 
 void run_vector(runtime::CommunicatorState& c, Op op, const void* input, void* output,
                 const std::vector<std::size_t>& counts, DataType type, ReduceOp reduce,
@@ -42,7 +34,7 @@ void run_vector(runtime::CommunicatorState& c, Op op, const void* input, void* o
                        .type = type,
                        .reduce = reduce,
                        .recv_counts = counts.data(),
-                       .counts_digest = digest(counts),
+                       .counts_digest = transport::counts_digest(counts.data(), counts.size()),
                        .stream = stream};
   c.gate.run(name, [&] { runtime::run_call(c, call, device_call); });
 }

@@ -1,6 +1,7 @@
 // hier_mpi in real processes: `tpcomm run --nodes 2 --launch mpirun` starts 4 ranks through mpirun
 // over the simulated nodes' links, so they bootstrap through MPI and the plan runs MPI lanes.
-// Every result is checked against references (float and integer, wrapping sums), a lane split
+// Every result is checked against references (float and integer, wrapping sums, the exchanges
+// and rooted calls), a lane split
 // that fails on one rank falls back to Gloo's lanes on every rank, and a stopped rank is a
 // timeout on every other rank that names it, after which the job ends (no MPI_Finalize waits for
 // the stopped rank) and nothing is left behind. Each test skips, saying why, without the node
@@ -45,7 +46,7 @@ test::ProcessResult under_mpirun(const std::vector<std::string>& worker_args,
 // Each rank's summary line: its backends and its results' hash.
 std::vector<std::smatch> summaries(const std::string& out) {
   return matches(out, std::regex(R"(rank (\d): (\d+) checks, 0 failed; nodes=2 .* )"
-                                 R"(results=([0-9a-f]+) backends=(\S+))"));
+                                 R"(results=([0-9a-f]+) backends=(\S+) exchanges=(\S+))"));
 }
 
 TEST(HierMpi, AnMpirunGroupOverTwoNodesRunsMpiLanesWithEveryResultRight) {
@@ -56,6 +57,9 @@ TEST(HierMpi, AnMpirunGroupOverTwoNodesRunsMpiLanesWithEveryResultRight) {
   ASSERT_EQ(lines.size(), 4u) << r.out;
   for (const auto& m : lines) {
     EXPECT_EQ(m[4].str(), "hier_mpi") << "every op, every size: " << m[0].str();
+    // The exchanges and rooted calls through MPI's lanes too: all_to_all above 1 MiB and
+    // all_to_allv (routed by the last row) on Gloo.
+    EXPECT_EQ(m[5].str(), "gloo,hier_mpi") << m[0].str();
     EXPECT_EQ(m[3].str(), lines[0][3].str()) << "results differ between ranks";
     EXPECT_GE(std::stoi(m[2].str()), 338) << m[0].str();
   }

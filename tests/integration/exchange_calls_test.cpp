@@ -1,12 +1,12 @@
 // all_to_all, all_to_allv, all_gatherv, reduce_scatterv, gather, scatter and reduce on every CPU
-// route: shm, Gloo (both sides of
-// its opening exchange's inline room) and a group of two simulated nodes (where the plan gives
-// them to Gloo and says why hier may not). W = 2, 3 and 4; float32, bfloat16 and int64. Every
-// element is checked against values computed here from (sender, receiver, element); uneven
-// all_to_allv splits include zeros and blocks longer than a lane step. Bad inputs are refused on
-// every rank alike: mismatched counts, roots and ops, a root out of range, counts of the wrong
-// length.
+// route: shm, Gloo (both sides of its opening exchange's inline room) and hier's stages over
+// simulated nodes (the built-in table's routes, and hier at every size). W = 2, 3 and 4; float32,
+// bfloat16 and int64. Every element is checked against values computed here from (sender, receiver,
+// element); uneven all_to_allv splits include zeros and blocks longer than a lane step. Bad inputs
+// are refused on every rank alike: mismatched counts, roots and ops, a root out of range, counts of
+// the wrong length.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -257,68 +257,133 @@ TEST(ExchangeCalls, EveryElementOverGlooOnBothSidesOfTheInlineRoom) {
   }
 }
 
-TEST(ExchangeCalls, AcrossSimulatedNodesHierExchangesAndGlooCarriesTheRest) {
+TEST(ExchangeCalls, AcrossSimulatedNodesTheBuiltInTableStagesThemOnHier) {
   test::on_ranks(make_thread_group(4), [&](int, std::shared_ptr<Bootstrap> bs) {
     CommunicatorOptions o;
     o.timeout = 60s;
     auto comm = runtime::create_communicator(bs, o, test::nodes_in_turn(2));
-    ASSERT_EQ(comm->plan().ops.at(Op::kAllReduce).table.front().backend, Backend::kHier);
-    // all_to_all through hier's two exchanges (all_to_allv, with counts, on gloo); the rest on
-    // gloo, the plan saying why not hier.
-    EXPECT_EQ(comm->plan().ops.at(Op::kAllToAll).table.front().backend, Backend::kHier);
-    for (Op op : {Op::kGather, Op::kScatter, Op::kReduce}) {
-      const OpPlan& p = comm->plan().ops.at(op);
-      EXPECT_EQ(p.table.front().backend, Backend::kGloo) << to_string(op);
-      ASSERT_TRUE(p.rejected.count(Backend::kHier)) << to_string(op);
-      EXPECT_NE(p.rejected.at(Backend::kHier).find("gloo carries"), std::string::npos);
+    for (Op op : {Op::kAllReduce, Op::kAllToAll, Op::kGather, Op::kScatter, Op::kReduce}) {
+      EXPECT_EQ(comm->plan().ops.at(op).table.front().backend, Backend::kHier) << to_string(op);
     }
+    // Messages go over Gloo's pairs, the plan saying why not hier.
+    const OpPlan& messages = comm->plan().ops.at(Op::kSendRecv);
+    EXPECT_EQ(messages.table.front().backend, Backend::kGloo);
+    ASSERT_TRUE(messages.rejected.count(Backend::kHier));
+    EXPECT_NE(messages.rejected.at(Backend::kHier).find("gloo's direct pairs"), std::string::npos);
     check_every_call(*comm, {0, 1, 1001, 70001});  // the last above hier's 1 MiB: Gloo
     std::map<Collective, std::set<std::string>> routes;
     for (const auto& s : comm->stats())
       routes[s.collective].insert(std::string(to_string(*s.backend)));
     EXPECT_EQ(routes[Collective::kAllToAll], (std::set<std::string>{"gloo", "hier"}));
+    // all_to_allv is routed by the table's last row (its ranks' sizes differ): Gloo's here.
     EXPECT_EQ(routes[Collective::kAllToAllv], (std::set<std::string>{"gloo"}));
+    for (Collective op : {Collective::kGather, Collective::kScatter, Collective::kReduce,
+                          Collective::kAllGatherv, Collective::kReduceScatterv}) {
+      EXPECT_EQ(routes[op], (std::set<std::string>{"hier"})) << to_string(op);
+    }
   });
 }
 
+// Every op on hier at every size (a tuning file), so all_to_allv runs hier's stages too. Two
+// nodes of two ranks and three nodes of two ranks, dealt in turn (hier needs two ranks on some
+// node).
+class HierEverywhere {
+ public:
+  explicit HierEverywhere(int world) {
+    char name[] = "/tmp/tpcomm_hier_XXXXXX";
+    const int fd = mkstemp(name);
+    path_ = name;
+    std::string ops;
+    for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "gather",
+                           "scatter", "reduce"}) {
+      ops += fmt::format(R"({}"{}": [{{"max_bytes": null, "use": [{{"backend": "hier"}}]}}])",
+                         ops.empty() ? "" : ", ", op);
+    }
+    const std::string text = fmt::format(
+        R"({{"tpcomm_tuning": 1, "entries": [{{"device": "cpu", "world_size": {}, "ops": {{{}}}}}]}})",
+        world, ops);
+    EXPECT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    close(fd);
+  }
+  ~HierEverywhere() { unlink(path_.c_str()); }
+  const char* path() const { return path_.c_str(); }
+
+ private:
+  std::string path_;
+};
+
+TEST(ExchangeCalls, EveryElementThroughHiersStagesAtEverySize) {
+  for (int nodes : {2, 3}) {
+    const int w = 2 * nodes;
+    const HierEverywhere tuning(w);
+    const test::ScopedEnv env("TPCOMM_TUNING", tuning.path());
+    test::on_ranks(make_thread_group(w), [&](int, std::shared_ptr<Bootstrap> bs) {
+      CommunicatorOptions o;
+      o.timeout = 60s;
+      auto comm = runtime::create_communicator(bs, o, test::nodes_in_turn(nodes));
+      check_every_call(*comm, {0, 1, 1001, 70001});
+      for (const auto& s : comm->stats()) {
+        if (s.collective != Collective::kSend && s.collective != Collective::kRecv) {
+          EXPECT_EQ(s.backend, Backend::kHier) << to_string(s.collective);
+        }
+      }
+    });
+  }
+}
+
 // Every rank's error of a call that `bad` makes wrong on one rank: all must fail.
+// `route`: "shm" or "gloo" (shm disabled), 3 ranks; or "hier": 4 ranks on two simulated nodes,
+// hier at every size.
 template <typename Call>
-void expect_refused_everywhere(bool disable_shm, const std::string& expected, Call call) {
-  const auto errors = test::errors_on_ranks(make_thread_group(3), [&](int r, auto bs) {
+void expect_refused_everywhere(const std::string& route, const std::string& expected, Call call) {
+  const bool hier = route == "hier";
+  const HierEverywhere tuning(4);
+  const test::ScopedEnv env("TPCOMM_TUNING", hier ? tuning.path() : "");
+  const auto errors = test::errors_on_ranks(make_thread_group(hier ? 4 : 3), [&](int r, auto bs) {
     CommunicatorOptions o;
     o.timeout = 20s;
-    if (disable_shm) o.disabled = {Backend::kShm};
-    auto comm = Communicator::create(bs, o);
+    if (route == "gloo") o.disabled = {Backend::kShm};
+    auto comm = hier ? runtime::create_communicator(bs, o, test::nodes_in_turn(2))
+                     : Communicator::create(bs, o);
+    ASSERT_EQ(comm->plan().ops.at(Op::kAllToAll).table.front().backend, hier ? Backend::kHier
+                                                                        : route == "gloo"
+                                                                            ? Backend::kGloo
+                                                                            : Backend::kShm);
     call(*comm, r);
+    // A rank whose share of a hier call ends early (a gather's ranks off the root's lane, after
+    // the node stage) learns of the mismatch at its next call.
+    comm->barrier();
   });
   for (std::size_t r = 0; r < errors.size(); ++r) {
     EXPECT_NE(errors[r].find(expected), std::string::npos)
-        << (disable_shm ? "gloo" : "shm") << " rank " << r << ": " << errors[r];
+        << route << " rank " << r << ": " << errors[r];
   }
 }
 
 TEST(ExchangeCalls, MismatchedCountsRootsAndOpsFailOnEveryRank) {
-  for (bool gloo : {false, true}) {
-    expect_refused_everywhere(gloo, "called all_gatherv", [](Communicator& c, int r) {
-      std::vector<float> in(4), out(12);
-      c.all_gatherv(in.data(), out.data(),
-                    r == 1 ? std::vector<std::size_t>{3, 4, 5} : std::vector<std::size_t>{4, 4, 4},
-                    DataType::kFloat32);
+  for (const char* route : {"shm", "gloo", "hier"}) {
+    expect_refused_everywhere(route, "called all_gatherv", [](Communicator& c, int r) {
+      const auto w = static_cast<std::size_t>(c.size());
+      std::vector<std::size_t> counts(w, 4);
+      if (r == 1) counts[0] = 3;
+      std::vector<float> in(4), out(4 * w);
+      c.all_gatherv(in.data(), out.data(), counts, DataType::kFloat32);
     });
     // Rank 1 expects 5 elements from rank 0, which sends it 4.
     expect_refused_everywhere(
-        gloo, "rank 0 sends 4 elements to rank 1, which expects 5", [](Communicator& c, int r) {
-          std::vector<std::size_t> sends(3, 4), receives(3, 4);
+        route, "rank 0 sends 4 elements to rank 1, which expects 5", [](Communicator& c, int r) {
+          const auto w = static_cast<std::size_t>(c.size());
+          std::vector<std::size_t> sends(w, 4), receives(w, 4);
           if (r == 1) receives[0] = 5;
-          std::vector<float> in(12), out(13);
+          std::vector<float> in(4 * w), out(4 * w + 1);
           c.all_to_allv(in.data(), sends, out.data(), receives, DataType::kFloat32);
         });
-    expect_refused_everywhere(gloo, "root", [](Communicator& c, int r) {
-      std::vector<float> in(4), out(12);
+    expect_refused_everywhere(route, "root", [](Communicator& c, int r) {
+      std::vector<float> in(4), out(4 * static_cast<std::size_t>(c.size()));
       c.gather(in.data(), out.data(), 4, DataType::kFloat32, r == 2 ? 1 : 0);
     });
-    expect_refused_everywhere(gloo, "called", [](Communicator& c, int r) {
-      std::vector<float> in(12), out(12);
+    expect_refused_everywhere(route, "called", [](Communicator& c, int r) {
+      std::vector<float> in(4 * static_cast<std::size_t>(c.size())), out(in.size());
       if (r == 0) {
         c.scatter(in.data(), out.data(), 4, DataType::kFloat32, 0);
       } else {

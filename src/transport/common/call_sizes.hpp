@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <numeric>
 
 #include "backend.hpp"
@@ -18,6 +19,17 @@ inline bool per_rank_counts(const Call& c) {
 // Elements of all_to_allv's blocks: the sum of `counts` (size() of them).
 inline std::size_t sum_of(const std::size_t* counts, int size) {
   return counts == nullptr ? 0 : std::accumulate(counts, counts + size, std::size_t{0});
+}
+
+// all_gatherv's and reduce_scatterv's Call::counts_digest: FNV-1a of the `size` counts in 32
+// bits, never 0 or 1 (which say "no counts" and "all_to_allv").
+inline std::uint32_t counts_digest(const std::size_t* counts, std::size_t size) {
+  std::uint32_t h = 2166136261u;
+  for (std::size_t r = 0; r < size; ++r) {
+    for (int b = 0; b < 8; ++b)
+      h = (h ^ static_cast<std::uint8_t>(counts[r] >> (8 * b))) * 16777619u;
+  }
+  return h < 2 ? h + 2 : h;
 }
 
 // The input `rank` passes (0 where it passes none: scatter off the root).

@@ -11,7 +11,8 @@
 
 namespace tpcomm::transport {
 
-// `per_peer_counts`: all_to_allv, all_gatherv or reduce_scatterv (`count` then their sum).
+// `per_peer_counts`: all_to_allv, all_gatherv or reduce_scatterv (`count` then their sum). A
+// negative `root` is left out (a stage whose root follows from its outer call's).
 inline std::string call_signature(Op op, DataType type, std::uint64_t count, ReduceOp reduce,
                                   int root = 0, bool per_peer_counts = false) {
   if (op == Op::kAllToAll && per_peer_counts) {
@@ -20,7 +21,7 @@ inline std::string call_signature(Op op, DataType type, std::uint64_t count, Red
   std::string text = fmt::format("{}{}({} x {}", to_string(op), per_peer_counts ? "v" : "",
                                  to_string(type), count);
   if (reduces(op)) text += fmt::format(", {}", to_string(reduce));
-  if (is_rooted(op)) text += fmt::format(", root {}", root);
+  if (is_rooted(op) && root >= 0) text += fmt::format(", root {}", root);
   return text + ")";
 }
 

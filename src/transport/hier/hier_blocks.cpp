@@ -16,6 +16,17 @@ void blocks_by_node(const std::uint8_t* in, std::uint8_t* out, const RankAt& ran
   }
 }
 
+void blocks_from_node_order(const std::uint8_t* in, std::uint8_t* out, const RankAt& rank_at,
+                            std::size_t block) {
+  if (block == 0) return;
+  std::size_t at = 0;
+  for (const auto& node : rank_at) {
+    for (int rank : node) {
+      std::memcpy(out + static_cast<std::size_t>(rank) * block, in + at++ * block, block);
+    }
+  }
+}
+
 void transpose_blocks(const std::uint8_t* in, std::uint8_t* out, std::size_t rows, std::size_t cols,
                       std::size_t block) {
   if (block == 0) return;

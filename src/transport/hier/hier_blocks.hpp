@@ -18,6 +18,9 @@ void blocks_by_node(const std::uint8_t* in, std::uint8_t* out, const RankAt& ran
 // the two counts swapped): a transpose of rows x cols blocks.
 void transpose_blocks(const std::uint8_t* in, std::uint8_t* out, std::size_t rows, std::size_t cols,
                       std::size_t block);
+// out[rank_at[node][local index]] = in[node][local index]: node order to rank order.
+void blocks_from_node_order(const std::uint8_t* in, std::uint8_t* out, const RankAt& rank_at,
+                            std::size_t block);
 // out[rank_at[node][local index]] = in[local index][node]: local order to rank order.
 void blocks_in_rank_order(const std::uint8_t* in, std::uint8_t* out, const RankAt& rank_at,
                           std::size_t block);

@@ -16,6 +16,7 @@
 
 #include "tpcomm/error.hpp"
 #include "transport/common/call_identity.hpp"
+#include "transport/common/call_sizes.hpp"
 
 namespace tpcomm::transport {
 namespace {
@@ -65,12 +66,19 @@ int mpi_count(std::size_t count, const char* unit) {
   return static_cast<int>(count);
 }
 
+// MPI's counts and displacements of a call with per-rank blocks (all_to_all(v), all_gatherv,
+// reduce_scatterv), in MPI's units; empty for the others.
+struct BlockArgs {
+  std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
+};
+
 // What one call's requests read and write. Owned by the lane, not by the caller: a request given
 // up on may still be written by MPI later, so its buffers must never be freed or reused.
 struct CallBuffers {
   CallIdentity mine;
   std::vector<CallIdentity> all;
   std::vector<std::uint8_t> input, output;
+  BlockArgs blocks;
 };
 
 // Where the buffers of requests given up on go: reachable for as long as the process lives,
@@ -126,7 +134,7 @@ class MpiLaneBackend final : public CollectiveBackend {
           ErrorCode::kAborted,
           fmt::format("the MPI lane gave up on an earlier call ({}) and takes no more", broken_));
     }
-    const DataArgs args = data_args(c);
+    DataArgs args = data_args(c);
     const Deadline deadline = Deadline::after(ctx_.timeout);
     auto b = std::make_unique<CallBuffers>();
     b->mine = identity_of(c);
@@ -146,44 +154,94 @@ class MpiLaneBackend final : public CollectiveBackend {
       throw Error(ErrorCode::kMismatch, "MPI lane: " + why);
     }
     wait(data, deadline, b, "the data");
-    std::memcpy(c.output, b->output.data(), b->output.size());
+    if (!b->output.empty()) std::memcpy(c.output, b->output.data(), b->output.size());
   }
 
  private:
-  // The data collective's arguments, checked before anything starts.
+  // The data collective's arguments, checked before anything starts: reductions count
+  // elements of the stage type, every other op bytes.
   struct DataArgs {
     int count = 0;
     int type = TPCOMM_MPI_BYTE;
     int op = TPCOMM_MPI_SUM;
+    BlockArgs blocks;
   };
-  static DataArgs data_args(const Call& c) {
-    if (c.op == Op::kAllGather) {
-      return {mpi_count(c.count * size_of(c.type), "bytes"), TPCOMM_MPI_BYTE, TPCOMM_MPI_SUM};
+  DataArgs data_args(const Call& c) const {
+    const bool reducing = reduces(c.op);
+    const std::size_t unit = reducing ? 1 : size_of(c.type);
+    const char* what = reducing ? "elements" : "bytes";
+    DataArgs a;
+    if (reducing) {
+      a.type = mpi_type(c.type);
+      a.op = mpi_op(c.reduce);
     }
-    return {mpi_count(c.count, "elements"), mpi_type(c.type), mpi_op(c.reduce)};
+    const auto w = static_cast<std::size_t>(ctx_.size);
+    // MPI's displacements are ints too: every block's end must fit.
+    auto blocks = [&](auto count_of, std::vector<int>& counts, std::vector<int>& displs) {
+      std::size_t at = 0;
+      for (std::size_t r = 0; r < w; ++r) {
+        counts.push_back(mpi_count(count_of(r) * unit, what));
+        displs.push_back(mpi_count(at, what));
+        at += count_of(r) * unit;
+      }
+      mpi_count(at, what);
+    };
+    const auto rank = static_cast<std::size_t>(ctx_.rank);
+    if (c.op == Op::kAllToAll) {
+      blocks([&](std::size_t r) { return c.send_counts ? c.send_counts[r] : c.count; },
+             a.blocks.send_counts, a.blocks.send_displs);
+      blocks([&](std::size_t r) { return c.recv_counts ? c.recv_counts[r] : c.count; },
+             a.blocks.recv_counts, a.blocks.recv_displs);
+    } else if (per_rank_counts(c)) {
+      blocks([&](std::size_t r) { return c.recv_counts[r]; }, a.blocks.recv_counts,
+             a.blocks.recv_displs);
+      a.count = a.blocks.recv_counts[rank];
+    } else {
+      a.count = mpi_count(c.count * unit, what);
+    }
+    return a;
   }
 
   // The call's data collective, on the lane's own copy of its input.
-  void* start_data(const Call& c, const DataArgs& a, std::unique_ptr<CallBuffers>& buffers) {
+  void* start_data(const Call& c, DataArgs& a, std::unique_ptr<CallBuffers>& buffers) {
     CallBuffers& b = *buffers;
     const std::size_t es = size_of(c.type);
-    const std::size_t n = static_cast<std::size_t>(ctx_.size);
-    const std::size_t in_count = c.op == Op::kReduceScatter ? c.count * n : c.count;
-    const std::size_t out_count = c.op == Op::kAllGather ? c.count * n : c.count;
-    b.input.assign(static_cast<const std::uint8_t*>(c.input),
-                   static_cast<const std::uint8_t*>(c.input) + in_count * es);
-    b.output.resize(out_count * es);
+    const auto* in = static_cast<const std::uint8_t*>(c.input);
+    b.input.assign(in, in + input_elements(c, ctx_.rank, ctx_.size) * es);
+    b.output.resize(output_elements(c, ctx_.rank, ctx_.size) * es);
+    b.blocks = std::move(a.blocks);
+    const BlockArgs& k = b.blocks;
+    const TpcommMpiApi& mpi = *world_.api;
+    void* i = b.input.data();
+    void* o = b.output.data();
     void* request = nullptr;
     int rc = 0;
-    if (c.op == Op::kAllGather) {
-      rc =
-          world_.api->iallgather(comm_, b.input.data(), b.output.data(), a.count, a.type, &request);
-    } else if (c.op == Op::kReduceScatter) {
-      rc = world_.api->ireduce_scatter_block(comm_, b.input.data(), b.output.data(), a.count,
-                                             a.type, a.op, &request);
-    } else {
-      rc = world_.api->iallreduce(comm_, b.input.data(), b.output.data(), a.count, a.type, a.op,
-                                  &request);
+    switch (c.op) {
+      case Op::kAllGather:
+        rc = per_rank_counts(c) ? mpi.iallgatherv(comm_, i, a.count, o, k.recv_counts.data(),
+                                                  k.recv_displs.data(), a.type, &request)
+                                : mpi.iallgather(comm_, i, o, a.count, a.type, &request);
+        break;
+      case Op::kReduceScatter:
+        rc = per_rank_counts(c)
+                 ? mpi.ireduce_scatter(comm_, i, o, k.recv_counts.data(), a.type, a.op, &request)
+                 : mpi.ireduce_scatter_block(comm_, i, o, a.count, a.type, a.op, &request);
+        break;
+      case Op::kAllToAll:
+        rc = mpi.ialltoallv(comm_, i, k.send_counts.data(), k.send_displs.data(), o,
+                            k.recv_counts.data(), k.recv_displs.data(), a.type, &request);
+        break;
+      case Op::kReduce:
+        rc = mpi.ireduce(comm_, i, o, a.count, a.type, a.op, c.root, &request);
+        break;
+      case Op::kGather:
+        rc = mpi.igather(comm_, i, o, a.count, a.type, c.root, &request);
+        break;
+      case Op::kScatter:
+        rc = mpi.iscatter(comm_, i, o, a.count, a.type, c.root, &request);
+        break;
+      default:
+        rc = mpi.iallreduce(comm_, i, o, a.count, a.type, a.op, &request);
     }
     start(rc, buffers, "starting the lane's collective");
     return request;

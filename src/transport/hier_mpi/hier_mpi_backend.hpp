@@ -1,8 +1,10 @@
 // The lanes of the hier_mpi backend (the backend itself is hier with these lanes,
 // transport/hier/hier_backend.hpp). A lane: the ranks with one local index on every node, as an MPI
-// communicator split from the world mpirun started (control/mpi_world.hpp), running the lane's
-// all-reduce, all-gather and reduce-scatter as MPI's non-blocking collectives (Open MPI's TCP
-// transport between nodes). No home-made transport: the bytes travel through MPI.
+// communicator split from the world mpirun started (control/mpi_world.hpp), running each of the
+// lane's stages (all-reduce, all-gather, reduce-scatter, their forms with per-rank counts,
+// all_to_all(v), gather, scatter, reduce) as MPI's non-blocking collective of that name (Open
+// MPI's TCP transport between nodes). No home-made transport: the bytes travel through MPI.
+// Per-peer counts are not compared here: hier checks every rank's before its lane stage.
 //
 // MPI cannot cancel a collective, so a wait is MPI_Test polled against the call's deadline and
 // the abort flag. A call given up on (timeout, abort, a peer's mismatched call) leaves its

@@ -287,8 +287,9 @@ void ShmBackend::exchange(std::uint64_t seq, const Call& c, Algorithm algorithm,
     // Once per kind: what a test or an operator looks for (a rank reads its own input anyway).
     if (source != 0 && !logged_[direct] && !(direct && p == ctx_.rank)) {
       logged_[direct] = true;
-      TPCOMM_LOG(kDebug, "shm", "rank {}: call #{} reads rank {}'s {} in place", ctx_.rank,
-                 c.sequence, p, direct ? "input (single copy)" : "registered input");
+      TPCOMM_LOG(kDebug, "shm", "rank {}: call #{} ({}) reads rank {}'s {} in place", ctx_.rank,
+                 c.sequence, to_string(c.op), p,
+                 direct ? "input (single copy)" : "registered input");
     }
     const CallHeader& h = control(p)->lane[seq % kLanes].call;
     if (h.sequence != mine.sequence || !(h.call == mine.call) || h.algorithm != mine.algorithm) {

@@ -1,6 +1,7 @@
 // A rank program for the process-level tests, run under `tpcomm run`. Modes:
 //   correctness   every collective x dtype x op x size x in/out of place on random data,
-//                 against a reference computed in double; bitwise equality across ranks
+//                 against a reference computed in double; bitwise equality across ranks; the
+//                 exchanges and rooted calls (worker_exchanges.hpp)
 //   loop N COUNT  N all-reduces of COUNT floats (TEST_OP=all_to_all: all_to_alls of COUNT
 //                 floats per peer); TEST_KILL_RANK / TEST_STOP_RANK with TEST_AFTER make one
 //                 rank SIGKILL / SIGSTOP itself after that many calls
@@ -34,6 +35,7 @@
 
 #include "kernels/cpu/convert.hpp"
 #include "tpcomm/tpcomm.hpp"
+#include "worker_exchanges.hpp"
 #include "worker_fork.hpp"
 #include "worker_integers.hpp"
 #include "worker_network.hpp"
@@ -211,6 +213,9 @@ int run_correctness(tpcomm::Communicator& comm, tpcomm::Bootstrap& bs) {
     }
   }
   k.failures += tpcomm::test::check_integer_calls(comm, hashes, &k.checks);
+  // Counted apart: the tests expect the collectives' number of checks at every world size.
+  int exchange_checks = 0;
+  k.failures += tpcomm::test::check_exchange_calls(comm, &exchange_checks);
   // Bitwise identity across ranks: every rank's result hashes must agree.
   tpcomm::Bytes mine(reinterpret_cast<const std::uint8_t*>(hashes.data()),
                      reinterpret_cast<const std::uint8_t*>(hashes.data() + hashes.size()));
@@ -221,10 +226,12 @@ int run_correctness(tpcomm::Communicator& comm, tpcomm::Bootstrap& bs) {
   }
   const std::uint64_t results = fnv(mine.data(), mine.size());
   std::printf(
-      "rank %d: %d checks, %d failed; nodes=%d host=%s digest=%s results=%016llx backends=%s\n",
+      "rank %d: %d checks, %d failed; nodes=%d host=%s digest=%s results=%016llx backends=%s "
+      "exchanges=%s exchange_checks=%d\n",
       rank, k.checks, k.failures, comm.plan().nodes,
       comm.facts().ranks[static_cast<std::size_t>(rank)].host.c_str(), comm.plan().digest.c_str(),
-      static_cast<unsigned long long>(results), backends_in_tables(comm).c_str());
+      static_cast<unsigned long long>(results), backends_in_tables(comm).c_str(),
+      tpcomm::test::exchange_backends(comm).c_str(), exchange_checks);
   return k.failures == 0 ? 0 : 1;
 }
 

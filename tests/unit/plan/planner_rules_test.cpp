@@ -33,19 +33,22 @@ struct Scenario {
   std::optional<bool> zero_copy;
 };
 
-// The operations hier, hier_mpi, custom and multimem serve; the others (all_to_all, the rooted
-// ones) go to gloo or nccl wherever they are eligible.
+// The operations custom and multimem serve; the others (all_to_all, the rooted ones, messages) go
+// to nccl wherever it is eligible.
 bool staged_op(Op op) {
   return op == Op::kAllReduce || op == Op::kAllGather || op == Op::kReduceScatter;
+}
+// hier and hier_mpi stage every collective; messages go over gloo's pairs.
+bool serves(const std::string& backend, Op op) {
+  if (backend == "custom" || backend == "multimem") return staged_op(op);
+  if (backend == "hier" || backend == "hier_mpi") return op != Op::kSendRecv;
+  return true;
 }
 
 std::vector<std::string> eligible_for(const Scenario& s, Op op) {
   std::vector<std::string> out;
   for (const auto& b : s.eligible) {
-    const bool fast_only = b == "hier" || b == "hier_mpi" || b == "custom" || b == "multimem";
-    // hier's lanes are Gloo's, which exchange: it stages all_to_all too.
-    const bool hier_exchange = b == "hier" && op == Op::kAllToAll;
-    if (staged_op(op) || !fast_only || hier_exchange) out.push_back(b);
+    if (serves(b, op)) out.push_back(b);
   }
   return out;
 }
@@ -58,10 +61,13 @@ void check(const Scenario& s) {
     const OpPlan& p = plan.ops.at(op);
     EXPECT_EQ(eligible_names(p), eligible_for(s, op));
     for (const auto& b : s.eligible) {
-      if (staged_op(op) || eligible_for(s, op).size() == s.eligible.size()) continue;
+      if (serves(b, op)) continue;
       const auto it = p.rejected.find(*from_string<Backend>(b));
       if (it == p.rejected.end()) continue;
-      EXPECT_NE(it->second.find("carries the others"), std::string::npos) << it->second;
+      const bool hier = b == "hier" || b == "hier_mpi";
+      EXPECT_NE(it->second.find(hier ? "gloo's direct pairs carry" : "nccl carries the others"),
+                std::string::npos)
+          << it->second;
     }
     for (const auto& [backend, parts] : s.reasons) {
       auto it = p.rejected.find(*from_string<Backend>(backend));
@@ -89,10 +95,9 @@ TEST(PlannerSharedFixtures, Cpu2x2ShmRejectedHierAndGlooEligible) {
 
 // MPI lanes where every rank's facts name the world mpirun started: first at every size of
 // every op they stage; without them (disabled, or one rank without MPI) Gloo's lanes, as before.
-// all_to_all is hier's over Gloo lanes either way (MPI's lanes do not exchange), the other new
-// ops Gloo's.
+// Messages go over Gloo's pairs either way.
 Backend across_nodes(Op op, Backend staged) {
-  return staged_op(op) ? staged : op == Op::kAllToAll ? Backend::kHier : Backend::kGloo;
+  return op == Op::kSendRecv ? Backend::kGloo : staged;
 }
 
 TEST(PlannerTables, AnMpirunGroupAcrossHostsRunsHierWithMpiLanesAtEverySize) {

@@ -102,6 +102,64 @@ int ireduce_scatter_block(void*, const void* in, void* out, int count, int type,
   return start(request, fake.data_completes, [] {});
 }
 
+// The calls of version 3: what each was handed, and what "MPI" writes on completion (lane rank
+// 1 sends the same as this rank).
+struct Blocks {
+  std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
+  int root = -1;
+};
+Blocks handed;
+std::vector<int> copy(const int* v) {
+  return v == nullptr ? std::vector<int>{} : std::vector<int>(v, v + 2);
+}
+
+// Rank r's block for this rank is its block for rank 0 (both ranks send alike).
+int ialltoallv(void*, const void* in, const int* sc, const int* sd, void* out, const int* rc,
+               const int* rd, int type, void** request) {
+  record("alltoallv", in, out, -1, type, -1);
+  handed = {copy(sc), copy(sd), copy(rc), copy(rd), -1};
+  return start(request, fake.data_completes, [=] {
+    for (int r = 0; r < 2; ++r) {
+      std::memcpy(static_cast<std::uint8_t*>(out) + rd[r], in, static_cast<std::size_t>(rc[r]));
+    }
+  });
+}
+
+int iallgatherv(void*, const void* in, int count, void* out, const int* counts, const int* displs,
+                int type, void** request) {
+  record("allgatherv", in, out, count, type, -1);
+  handed = {{}, {}, copy(counts), copy(displs), -1};
+  return start(request, fake.data_completes, [=] {
+    for (int r = 0; r < 2; ++r) {
+      std::memset(static_cast<std::uint8_t*>(out) + displs[r], 0x10 + r,
+                  static_cast<std::size_t>(counts[r]));
+    }
+  });
+}
+
+int ireduce_scatter(void*, const void* in, void* out, const int* counts, int type, int op,
+                    void** request) {
+  record("reduce_scatterv", in, out, -1, type, op);
+  handed = {{}, {}, copy(counts), {}, -1};
+  return start(request, fake.data_completes, [] {});
+}
+
+int rooted(const char* kind, const void* in, void* out, int count, int type, int op, int root,
+           void** request) {
+  record(kind, in, out, count, type, op);
+  handed = {{}, {}, {}, {}, root};
+  return start(request, fake.data_completes, [] {});
+}
+int ireduce(void*, const void* in, void* out, int count, int type, int op, int root, void** req) {
+  return rooted("reduce", in, out, count, type, op, root, req);
+}
+int igather(void*, const void* in, void* out, int count, int type, int root, void** req) {
+  return rooted("gather", in, out, count, type, -1, root, req);
+}
+int iscatter(void*, const void* in, void* out, int count, int type, int root, void** req) {
+  return rooted("scatter", in, out, count, type, -1, root, req);
+}
+
 const TpcommMpiApi kFakeApi = [] {
   TpcommMpiApi api{};
   api.version = TPCOMM_MPI_API_VERSION;
@@ -111,6 +169,12 @@ const TpcommMpiApi kFakeApi = [] {
   api.iallreduce = iallreduce;
   api.iallgather = iallgather;
   api.ireduce_scatter_block = ireduce_scatter_block;
+  api.ialltoallv = ialltoallv;
+  api.iallgatherv = iallgatherv;
+  api.ireduce_scatter = ireduce_scatter;
+  api.ireduce = ireduce;
+  api.igather = igather;
+  api.iscatter = iscatter;
   return api;
 }();
 
@@ -166,6 +230,84 @@ TEST(MpiLane, EachOpHandsMpiItsOwnCopyAndReturnsWhatMpiWroteOnCompletion) {
   EXPECT_EQ(fake.op, TPCOMM_MPI_MIN);
   b.reset();
   EXPECT_EQ(fake.freed, 1) << "a healthy lane frees its communicator";
+}
+
+// all_to_all(v), all_gatherv and reduce_scatterv in MPI's units (bytes, or the reduction's
+// elements), their displacements, and the rooted calls' roots; an output only where MPI writes
+// one.
+TEST(MpiLane, TheExchangesAndRootedCallsHandMpiCountsDisplacementsAndRoots) {
+  auto b = lane(std::chrono::milliseconds(5000));
+  std::vector<std::uint16_t> in = {1, 2, 3, 4, 5}, out(6, 0);
+  const std::size_t sends[] = {2, 3}, receives[] = {2, 4};
+  fake.kind.clear();
+  b->run({.op = Op::kAllToAll,
+          .input = in.data(),
+          .output = out.data(),
+          .type = DataType::kBFloat16,
+          .send_counts = sends,
+          .recv_counts = receives});
+  EXPECT_EQ(fake.kind, "alltoallv");
+  EXPECT_EQ(fake.type, TPCOMM_MPI_BYTE);
+  EXPECT_EQ(handed.send_counts, (std::vector<int>{4, 6}));
+  EXPECT_EQ(handed.send_displs, (std::vector<int>{0, 4}));
+  EXPECT_EQ(handed.recv_counts, (std::vector<int>{4, 8}));
+  EXPECT_EQ(handed.recv_displs, (std::vector<int>{0, 4}));
+  EXPECT_EQ(out, (std::vector<std::uint16_t>{1, 2, 1, 2, 3, 4})) << "block 1 holds 4 elements";
+
+  fake.kind.clear();
+  b->run({.op = Op::kAllToAll,
+          .input = in.data(),
+          .output = out.data(),
+          .count = 2,
+          .type = DataType::kBFloat16});
+  EXPECT_EQ(handed.send_counts, (std::vector<int>{4, 4})) << "all_to_all: equal blocks";
+  EXPECT_EQ(handed.recv_displs, (std::vector<int>{0, 4}));
+
+  const std::size_t counts[] = {1, 3};
+  std::vector<std::int32_t> gathered(4, 0);
+  fake.kind.clear();
+  b->run({.op = Op::kAllGather,
+          .input = in.data(),
+          .output = gathered.data(),
+          .count = 4,
+          .type = DataType::kInt32,
+          .recv_counts = counts,
+          .counts_digest = 7});
+  EXPECT_EQ(fake.kind, "allgatherv");
+  EXPECT_EQ(fake.count, 4) << "this rank's block, in bytes";
+  EXPECT_EQ(handed.recv_counts, (std::vector<int>{4, 12}));
+  EXPECT_EQ(handed.recv_displs, (std::vector<int>{0, 4}));
+  EXPECT_EQ(gathered[0], 0x10101010);
+  EXPECT_EQ(gathered[3], 0x11111111);
+
+  std::vector<float> whole(4, 1.0f), part(1, 0.0f);
+  fake.kind.clear();
+  b->run({.op = Op::kReduceScatter,
+          .input = whole.data(),
+          .output = part.data(),
+          .count = 4,
+          .type = DataType::kFloat32,
+          .reduce = ReduceOp::kMax,
+          .recv_counts = counts,
+          .counts_digest = 7});
+  EXPECT_EQ(fake.kind, "reduce_scatterv");
+  EXPECT_EQ(handed.recv_counts, (std::vector<int>{1, 3})) << "a reduction counts elements";
+  EXPECT_EQ(fake.op, TPCOMM_MPI_MAX);
+
+  for (Op op : {Op::kGather, Op::kScatter, Op::kReduce}) {
+    std::vector<float> data(8, 1.0f);
+    fake.kind.clear();
+    // Lane rank 1 is the root: this rank passes no output (gather, reduce) or input (scatter).
+    b->run({.op = op,
+            .input = op == Op::kScatter ? nullptr : data.data(),
+            .output = op == Op::kScatter ? data.data() : nullptr,
+            .count = 3,
+            .type = DataType::kFloat32,
+            .root = 1});
+    EXPECT_EQ(fake.kind, std::string(to_string(op)));
+    EXPECT_EQ(handed.root, 1);
+    EXPECT_EQ(fake.count, op == Op::kReduce ? 3 : 12) << to_string(op);
+  }
 }
 
 TEST(MpiLane, APeerThatNeverTakesPartIsATimeoutAndTheLaneTakesNoMore) {
