@@ -155,11 +155,18 @@ TuningEntry cpu_entry(int w) {
   // hier / Gloo 1.2-33x ahead from 64 KiB to 1 MiB (noisy), 0.54-0.62x from 4 MiB, where its
   // stages' extra copies cost more than the messages it saves (docs/results, exchanges).
   // The rooted calls across nodes: hier's stages send each node's blocks between nodes
-  // together (a reduce only 1/L of them per rank, in L lanes at once), which Gloo sends rank by
-  // rank. Messages: shm's mailboxes on one node, Gloo's pairs across nodes (hier has none).
-  for (Op op : {Op::kGather, Op::kScatter, Op::kReduce}) {
-    e.ops[op] = {{std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), hier_mpi, hier, gloo}}};
+  // together, which Gloo sends rank by rank; a reduce sends only 1/L of them per rank, in L lanes
+  // at once. 4 ranks on 2 simulated nodes (2 vCPUs, loopback TCP), bf16, hier / Gloo: gather
+  // 1.6x ahead at 16 KiB, even at 256 KiB, 0.9x at 4 MiB; scatter 1.7x, 1.7x, 0.85x; reduce
+  // 1.6x, 1.1x, 1.4x (docs/results, exchanges). So gather and scatter as all_to_all: Gloo above
+  // 1 MiB, where the stages' copies cost more than the messages they save. Messages: shm's
+  // mailboxes on one node, Gloo's pairs across nodes (hier has none).
+  const Candidate shm_rooted = use(Backend::kShm, Algorithm::kOneShot);
+  for (Op op : {Op::kGather, Op::kScatter}) {
+    e.ops[op] = {{1 * MiB, {shm_rooted, hier_mpi, hier, gloo}},
+                 {std::nullopt, {shm_rooted, gloo}}};
   }
+  e.ops[Op::kReduce] = {{std::nullopt, {shm_rooted, hier_mpi, hier, gloo}}};
   e.ops[Op::kSendRecv] = {{std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), gloo}}};
   const Candidate lanes = use(Backend::kShm, Algorithm::kOneShot);
   const Candidate direct = use(Backend::kShm, Algorithm::kSingleCopy);

@@ -57,8 +57,8 @@ TEST(HierMpi, AnMpirunGroupOverTwoNodesRunsMpiLanesWithEveryResultRight) {
   ASSERT_EQ(lines.size(), 4u) << r.out;
   for (const auto& m : lines) {
     EXPECT_EQ(m[4].str(), "hier_mpi") << "every op, every size: " << m[0].str();
-    // The exchanges and rooted calls through MPI's lanes too: all_to_all above 1 MiB and
-    // all_to_allv (routed by the last row) on Gloo.
+    // The exchanges and rooted calls through MPI's lanes too: all_to_all, gather and scatter
+    // above 1 MiB and all_to_allv (routed by the last row) on Gloo.
     EXPECT_EQ(m[5].str(), "gloo,hier_mpi") << m[0].str();
     EXPECT_EQ(m[3].str(), lines[0][3].str()) << "results differ between ranks";
     EXPECT_GE(std::stoi(m[2].str()), 338) << m[0].str();

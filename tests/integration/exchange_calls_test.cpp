@@ -270,15 +270,18 @@ TEST(ExchangeCalls, AcrossSimulatedNodesTheBuiltInTableStagesThemOnHier) {
     EXPECT_EQ(messages.table.front().backend, Backend::kGloo);
     ASSERT_TRUE(messages.rejected.count(Backend::kHier));
     EXPECT_NE(messages.rejected.at(Backend::kHier).find("gloo's direct pairs"), std::string::npos);
-    check_every_call(*comm, {0, 1, 1001, 70001});  // the last above hier's 1 MiB: Gloo
+    check_every_call(*comm, {0, 1, 1001, 70001});  // int64 x 70001 from 4 ranks: above 1 MiB
     std::map<Collective, std::set<std::string>> routes;
     for (const auto& s : comm->stats())
       routes[s.collective].insert(std::string(to_string(*s.backend)));
-    EXPECT_EQ(routes[Collective::kAllToAll], (std::set<std::string>{"gloo", "hier"}));
+    // Above 1 MiB all_to_all, gather and scatter go to Gloo (the built-in rows).
+    for (Collective op : {Collective::kAllToAll, Collective::kGather, Collective::kScatter}) {
+      EXPECT_EQ(routes[op], (std::set<std::string>{"gloo", "hier"})) << to_string(op);
+    }
     // all_to_allv is routed by the table's last row (its ranks' sizes differ): Gloo's here.
     EXPECT_EQ(routes[Collective::kAllToAllv], (std::set<std::string>{"gloo"}));
-    for (Collective op : {Collective::kGather, Collective::kScatter, Collective::kReduce,
-                          Collective::kAllGatherv, Collective::kReduceScatterv}) {
+    for (Collective op :
+         {Collective::kReduce, Collective::kAllGatherv, Collective::kReduceScatterv}) {
       EXPECT_EQ(routes[op], (std::set<std::string>{"hier"})) << to_string(op);
     }
   });

@@ -17,7 +17,11 @@ float value_of(int rank, std::size_t i) {
 // The exact result at output index `i` of rank `rank`.
 double expected(Op op, ReduceOp redop, std::size_t i, std::size_t n_out, int rank, int w,
                 std::size_t n_in_per_rank) {
-  if (op == Op::kAllGather) return value_of(static_cast<int>(i / n_in_per_rank), i % n_in_per_rank);
+  if (op == Op::kAllGather || op == Op::kGather) {
+    return value_of(static_cast<int>(i / n_in_per_rank), i % n_in_per_rank);
+  }
+  // Scatter: root 0's block for this rank.
+  if (op == Op::kScatter) return value_of(0, static_cast<std::size_t>(rank) * n_out + i);
   const std::size_t idx = op == Op::kReduceScatter ? static_cast<std::size_t>(rank) * n_out + i : i;
   double expect = value_of(0, idx);
   for (int r = 1; r < w; ++r) {
@@ -32,17 +36,18 @@ double expected(Op op, ReduceOp redop, std::size_t i, std::size_t n_out, int ran
 }  // namespace
 
 double bus_factor(Op op, int w) {
-  if (op == Op::kSendRecv) return 1.0;
+  if (op == Op::kSendRecv || op == Op::kReduce) return 1.0;
   return op == Op::kAllReduce ? 2.0 * (w - 1) / w : static_cast<double>(w - 1) / w;
 }
 
 std::pair<std::size_t, std::size_t> bench_counts(Op op, std::uint64_t bytes, std::size_t es,
                                                  int w) {
   const std::size_t total = bytes / es;
-  if (op == Op::kAllReduce) return {total, total};
+  if (op == Op::kAllReduce || op == Op::kReduce) return {total, total};
   const std::size_t per = total / static_cast<std::size_t>(w);
-  return op == Op::kAllGather ? std::make_pair(per, per * static_cast<std::size_t>(w))
-                              : std::make_pair(per * static_cast<std::size_t>(w), per);
+  const bool gathers = op == Op::kAllGather || op == Op::kGather;
+  return gathers ? std::make_pair(per, per * static_cast<std::size_t>(w))
+                 : std::make_pair(per * static_cast<std::size_t>(w), per);
 }
 
 std::vector<std::uint8_t> bench_input(std::size_t n, DataType type, int rank) {

@@ -23,7 +23,7 @@ std::optional<Error> mpi_refusal(Op op, DataType type, ReduceOp redop, std::uint
   return Error(ErrorCode::kUnavailable, "--compare mpi: this tpcomm was built without Open MPI");
 #else
   // An all-gather moves bytes: any type goes as 16- or 32-bit words.
-  const bool reduces = op != Op::kAllGather && op != Op::kAllToAll && op != Op::kSendRecv;
+  const bool reduces = tpcomm::reduces(op);
   if (reduces && type == DataType::kFloat16) {
     return invalid_input(
         "--compare mpi: MPI has no float16 reduction (all_gather compares any type)");
@@ -96,8 +96,8 @@ MpiEngine::MpiEngine(Op op, DataType type, ReduceOp redop, std::uint64_t max_byt
   // run beside the first row's timings (tpcomm's first row took 100 times longer without it).
   MPI_Barrier(MPI_COMM_WORLD);
   impl_->type = mpi_type(type);
-  const bool bf16_sum_op = op != Op::kAllGather && op != Op::kAllToAll && op != Op::kSendRecv &&
-                           type == DataType::kBFloat16 && redop == ReduceOp::kSum;
+  const bool bf16_sum_op =
+      reduces(op) && type == DataType::kBFloat16 && redop == ReduceOp::kSum;
   if (bf16_sum_op) {
     MPI_Op_create(bf16_sum, 1, &impl_->op);
     impl_->own_op = true;
@@ -120,6 +120,12 @@ void MpiEngine::call(Op op, const void* in, void* out, std::size_t per) const {
     MPI_Allgather(in, n, impl_->type, out, n, impl_->type, MPI_COMM_WORLD);
   } else if (op == Op::kAllToAll) {
     MPI_Alltoall(in, n, impl_->type, out, n, impl_->type, MPI_COMM_WORLD);
+  } else if (op == Op::kGather) {  // root 0, as tpcomm bench's
+    MPI_Gather(in, n, impl_->type, out, n, impl_->type, 0, MPI_COMM_WORLD);
+  } else if (op == Op::kScatter) {
+    MPI_Scatter(in, n, impl_->type, out, n, impl_->type, 0, MPI_COMM_WORLD);
+  } else if (op == Op::kReduce) {
+    MPI_Reduce(in, out, n, impl_->type, impl_->op, 0, MPI_COMM_WORLD);
   } else {
     MPI_Reduce_scatter_block(in, out, n, impl_->type, impl_->op, MPI_COMM_WORLD);
   }

@@ -79,6 +79,7 @@ struct SizeBuffers {
   std::vector<std::uint8_t> in, out, ip;
   std::size_t ip_in = 0, ip_out = 0;      // byte offsets of input and output in `ip`
   std::optional<ExchangeShape> exchange;  // all_to_all and send_recv (no in-place form)
+  bool in_place_form = true;              // none for the exchanges and the rooted calls
 
   SizeBuffers(const BenchArgs& a, std::uint64_t bytes, int rank, int w) {
     const std::size_t es = size_of(a.dtype);
@@ -89,10 +90,12 @@ struct SizeBuffers {
       per = a.op == Op::kAllToAll ? n_in / static_cast<std::size_t>(w) : n_in;
       in = exchange_input(n_in, a.dtype, rank);
       out.assign(n_out * es, 0);
+      in_place_form = false;
       return;
     }
     std::tie(n_in, n_out) = bench_counts(a.op, bytes, es, w);
-    per = a.op == Op::kReduceScatter ? n_out : n_in;
+    per = a.op == Op::kReduceScatter || a.op == Op::kScatter ? n_out : n_in;
+    in_place_form = !is_rooted(a.op);
     in = bench_input(n_in, a.dtype, rank);
     out.assign(n_out * es, 0);
     ip.assign(std::max(n_in, n_out) * es, 0);
@@ -140,14 +143,20 @@ void call(const BenchArgs& a, Communicator& c, const SizeBuffers& b, const void*
           c.rank(), c.size(), b, in, out,
           [&](const void* from, int peer) { c.send(from, b.per, a.dtype, peer); },
           [&](void* to, int peer) { c.recv(to, b.per, a.dtype, peer); });
-    default:
-      throw invalid_input(fmt::format("tpcomm bench: no timing for {}", to_string(a.op)));
+    case Op::kGather:  // rooted calls: root 0
+      return c.gather(in, out, b.per, a.dtype, 0);
+    case Op::kScatter:
+      return c.scatter(in, out, b.per, a.dtype, 0);
+    case Op::kReduce:
+      return c.reduce(in, out, b.per, a.dtype, a.redop, 0);
   }
 }
 
 std::uint64_t wrong_here(const BenchArgs& a, const SizeBuffers& b, const std::uint8_t* out,
                          int rank, int w) {
   if (b.exchange) return count_wrong_exchange(a.op, *b.exchange, a.dtype, out, rank, w);
+  // gather and reduce leave no result off the root
+  if ((a.op == Op::kGather || a.op == Op::kReduce) && rank != 0) return 0;
   return count_wrong(a.op, a.redop, a.dtype, out, b.n_out, rank, w, b.n_in);
 }
 
@@ -157,7 +166,7 @@ void check(const BenchArgs& a, Engines& e, SizeBuffers& b, BenchRow& row) {
   const int w = e.bs->size();
   call(a, *e.comm, b, b.in.data(), b.out.data());
   row.wrong_oop = sum_over_ranks(*e.bs, wrong_here(a, b, b.out.data(), rank, w));
-  if (b.exchange) return;  // no in-place form
+  if (!b.in_place_form) return;
   b.reset_in_place();
   call(a, *e.comm, b, b.ip.data() + b.ip_in, b.ip.data() + b.ip_out);
   row.wrong_ip = sum_over_ranks(*e.bs, wrong_here(a, b, b.ip.data() + b.ip_out, rank, w));
@@ -211,7 +220,7 @@ BenchRow measure(const BenchArgs& a, Engines& e, std::uint64_t bytes) {
       time_calls(*e.bs, warmup, a.iters, [&] { call(a, *e.comm, b, b.in.data(), b.out.data()); });
   row.time_oop = oop.best;
   row.spread_oop = oop.spread();
-  row.time_ip = b.exchange ? std::nan("")
+  row.time_ip = !b.in_place_form ? std::nan("")
                            : time_calls(*e.bs, a.warmup, a.iters, [&] {
                                call(a, *e.comm, b, b.ip.data() + b.ip_in, b.ip.data() + b.ip_out);
                              }).best;

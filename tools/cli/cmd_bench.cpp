@@ -41,16 +41,8 @@ int run_bench(const BenchArgs& a) {
   if (a.min_bytes == 0 || a.max_bytes < a.min_bytes || a.factor < 2) {
     throw invalid_input("-b, -e, -f: expected 0 < MIN <= MAX and FACTOR >= 2");
   }
-  const bool timed = a.op == Op::kAllReduce || a.op == Op::kAllGather ||
-                     a.op == Op::kReduceScatter || a.op == Op::kAllToAll || a.op == Op::kSendRecv;
-  if (!timed) {
-    throw invalid_input(
-        fmt::format("--op {}: tpcomm bench times all_reduce, all_gather, "
-                    "reduce_scatter, all_to_all and send_recv",
-                    to_string(a.op)));
-  }
   if (a.uneven && a.op != Op::kAllToAll) throw invalid_input("--uneven is for --op all_to_all");
-  if (!is_floating(a.dtype) && a.redop == ReduceOp::kAvg && a.op != Op::kAllGather) {
+  if (!is_floating(a.dtype) && a.redop == ReduceOp::kAvg && reduces(a.op)) {
     throw invalid_input(
         fmt::format("--redop avg: avg is for floating-point types, not {}", to_string(a.dtype)));
   }

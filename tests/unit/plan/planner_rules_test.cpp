@@ -105,9 +105,11 @@ TEST(PlannerTables, AnMpirunGroupAcrossHostsRunsHierWithMpiLanesAtEverySize) {
   for (Op op : kAllOps) {
     SCOPED_TRACE(std::string(to_string(op)));
     const auto& t = plan.ops.at(op).table;
-    // all_to_all: hier up to 1 MiB, then Gloo (the built-in rows).
-    ASSERT_EQ(t.size(), op == Op::kAllToAll ? 2u : 1u);
-    if (op == Op::kAllToAll) {
+    // all_to_all, gather and scatter: hier up to 1 MiB, then Gloo (the built-in rows).
+    const bool switches = op == Op::kAllToAll || op == Op::kGather || op == Op::kScatter;
+    ASSERT_EQ(t.size(), switches ? 2u : 1u);
+    if (switches) {
+      EXPECT_EQ(t[0].max_bytes, 1 * MiB);
       EXPECT_EQ(t[1].backend, Backend::kGloo);
     }
     EXPECT_EQ(t[0].backend, across_nodes(op, Backend::kHierMpi));
@@ -122,8 +124,8 @@ TEST(PlannerTables, AnMpirunGroupAcrossHostsRunsHierWithMpiLanesAtEverySize) {
     for (Op op : kAllOps) {
       const auto& table = p.ops.at(op).table;
       EXPECT_EQ(table.front().backend, across_nodes(op, Backend::kHier));
-      EXPECT_EQ(table.back().backend,
-                op == Op::kAllToAll ? Backend::kGloo : across_nodes(op, Backend::kHier));
+      const bool switches = op == Op::kAllToAll || op == Op::kGather || op == Op::kScatter;
+      EXPECT_EQ(table.back().backend, switches ? Backend::kGloo : across_nodes(op, Backend::kHier));
     }
   }
 }
