@@ -1002,8 +1002,8 @@ TEST(Bench, NcclTestsTableWithChecksAndGlooComparison) {
   unlink(json_path);
   EXPECT_NE(json.find("\"gloo_time_us\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"bytes\": 262144"), std::string::npos) << json;
-  // Every op and type checks out, through the backend forced too.
-  for (const char* op : {"all_gather", "reduce_scatter"}) {
+  // Every op (the rooted ones from root 0) and type checks out, through the backend forced too.
+  for (const char* op : {"all_gather", "reduce_scatter", "gather", "scatter", "reduce"}) {
     auto o = test::run_process(
         {TPCOMM_BIN, "bench", "-n", "2", "--op", op, "--dtype", "bfloat16", "-b", "4096", "-e",
          "262144", "-f", "4", "--iters", "2", "--check", "--backend", "gloo"},
