@@ -342,8 +342,15 @@ check(10, torch.float64)
 check(3, torch.int8)
 s = state.stats()["all_reduce"]
 assert s["routes"] == {"engine": {"calls": 13, "bytes": 10 * 8000 + 3 * 1000}}, s
+ok()
+"""
+
 # Inside a torch.compile trace (SGLang's CPU graph runner) the call is SGLang's own: Dynamo
 # traces through the hook to SGLang's collective (fullgraph: no graph break), uncounted.
+CPU_COMPILED = TP_GROUP + """
+check(1, torch.float32)
+state = tp.tpcomm
+s = state.stats()["all_reduce"]
 compiled = torch.compile(lambda t: tp.all_reduce(t * 2) + 1, fullgraph=True)
 for i in range(2):
     got = compiled(data(i, torch.float32))
@@ -351,6 +358,29 @@ for i in range(2):
 assert state.stats()["all_reduce"] == s, state.stats()
 ok()
 """
+
+
+def sglangs_own_all_reduce_is_untraceable_here():
+    """Why SGLang's own CPU all-reduce cannot run inside a torch.compile trace on this host, or
+    None. On a CPU with AMX tiles, SGLang asks on every call whether its sgl_kernel CPU ops exist
+    (sglang.srt.utils.cpu_has_amx_support imports sgl_kernel), and Dynamo refuses that import
+    inside a trace when the installed sgl_kernel has no CPU build."""
+    import torch
+
+    try:
+        amx = torch.cpu._is_amx_tile_supported()
+    except Exception:
+        return None
+    if not amx:
+        return None
+    try:
+        import sgl_kernel  # noqa: F401
+    except Exception as e:
+        first = next((line.strip() for line in str(e).splitlines() if line.strip()), "")
+        return (f"this CPU has AMX tiles and the installed sgl_kernel does not import "
+                f"({type(e).__name__}: {first}): SGLang's own all_reduce imports it inside the "
+                "trace, which Dynamo refuses, with or without tpcomm")
+    return None
 
 
 # all_gatherv and reduce_scatterv of the CPU TP group: SGLang's own need PyNccl (a GPU); tpcomm
@@ -385,6 +415,13 @@ def test_sglangs_cpu_all_gatherv_and_reduce_scatterv_are_carried_by_tpcomm(tmp_p
 def test_sglangs_cpu_tp_all_reduce_is_carried_by_tpcomm_and_counted(tmp_path):
     out = run_group(tmp_path, CPU_CALLS, n=2)
     assert "routes" in out, out
+
+
+def test_inside_torch_compile_sglangs_cpu_all_reduce_stays_sglangs_own(tmp_path):
+    why = sglangs_own_all_reduce_is_untraceable_here()
+    if why:
+        pytest.skip(why)
+    run_group(tmp_path, CPU_COMPILED, n=2)
 
 
 # A plan that gives the calls to Gloo (TPCOMM_DISABLE=shm on one node): Gloo is tpcomm's
