@@ -140,11 +140,11 @@ class MpiLaneBackend final : public CollectiveBackend {
     b->mine = identity_of(c);
     b->all.resize(static_cast<std::size_t>(ctx_.size));
     void* ids = nullptr;
-    start(world_.api->iallgather(comm_, &b->mine, b->all.data(), sizeof(CallIdentity),
-                                 TPCOMM_MPI_BYTE, &ids),
-          b, "MPI_Iallgather of the calls' identities");
+    check_started(world_.api->iallgather(comm_, &b->mine, b->all.data(), sizeof(CallIdentity),
+                                         TPCOMM_MPI_BYTE, &ids),
+                  b, "MPI_Iallgather of the calls' identities");
     void* data = start_data(c, args, b);
-    wait(ids, deadline, b, "the comparison with its peers");
+    wait_for(ids, deadline, b, "the comparison with its peers");
     for (int r = 0; r < ctx_.size; ++r) {
       if (b->all[static_cast<std::size_t>(r)] == b->mine) continue;
       const std::string why =
@@ -153,7 +153,7 @@ class MpiLaneBackend final : public CollectiveBackend {
       give_up(std::move(b), why);
       throw Error(ErrorCode::kMismatch, "MPI lane: " + why);
     }
-    wait(data, deadline, b, "the data");
+    wait_for(data, deadline, b, "the data");
     if (!b->output.empty()) std::memcpy(c.output, b->output.data(), b->output.size());
   }
 
@@ -243,12 +243,12 @@ class MpiLaneBackend final : public CollectiveBackend {
       default:
         rc = mpi.iallreduce(comm_, i, o, a.count, a.type, a.op, &request);
     }
-    start(rc, buffers, "starting the lane's collective");
+    check_started(rc, buffers, "starting the lane's collective");
     return request;
   }
 
   // A request that did not start; one started before it (the identities) keeps the buffers.
-  void start(int rc, std::unique_ptr<CallBuffers>& b, const char* what) {
+  void check_started(int rc, std::unique_ptr<CallBuffers>& b, const char* what) {
     if (rc == 0) return;
     const std::string why = fmt::format("{} failed with MPI error {}", what, rc);
     give_up(std::move(b), why);
@@ -257,8 +257,8 @@ class MpiLaneBackend final : public CollectiveBackend {
 
   // Polls `request` until it completes, the deadline passes or the lane is aborted.
   // `stage`: which of the call's requests ("the data"), for messages.
-  void wait(void* request, const Deadline& deadline, std::unique_ptr<CallBuffers>& b,
-            const char* stage) {
+  void wait_for(void* request, const Deadline& deadline, std::unique_ptr<CallBuffers>& b,
+                const char* stage) {
     const auto began = std::chrono::steady_clock::now();
     auto fail = [&](ErrorCode code, const std::string& why) {
       const std::string text = fmt::format("{} of {}", stage, describe(b->mine));
