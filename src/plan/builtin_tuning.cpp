@@ -163,8 +163,7 @@ TuningEntry cpu_entry(int w) {
   // mailboxes on one node, Gloo's pairs across nodes (hier has none).
   const Candidate shm_rooted = use(Backend::kShm, Algorithm::kOneShot);
   for (Op op : {Op::kGather, Op::kScatter}) {
-    e.ops[op] = {{1 * MiB, {shm_rooted, hier_mpi, hier, gloo}},
-                 {std::nullopt, {shm_rooted, gloo}}};
+    e.ops[op] = {{1 * MiB, {shm_rooted, hier_mpi, hier, gloo}}, {std::nullopt, {shm_rooted, gloo}}};
   }
   e.ops[Op::kReduce] = {{std::nullopt, {shm_rooted, hier_mpi, hier, gloo}}};
   e.ops[Op::kSendRecv] = {{std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), gloo}}};

@@ -96,8 +96,7 @@ MpiEngine::MpiEngine(Op op, DataType type, ReduceOp redop, std::uint64_t max_byt
   // run beside the first row's timings (tpcomm's first row took 100 times longer without it).
   MPI_Barrier(MPI_COMM_WORLD);
   impl_->type = mpi_type(type);
-  const bool bf16_sum_op =
-      reduces(op) && type == DataType::kBFloat16 && redop == ReduceOp::kSum;
+  const bool bf16_sum_op = reduces(op) && type == DataType::kBFloat16 && redop == ReduceOp::kSum;
   if (bf16_sum_op) {
     MPI_Op_create(bf16_sum, 1, &impl_->op);
     impl_->own_op = true;

@@ -220,10 +220,10 @@ BenchRow measure(const BenchArgs& a, Engines& e, std::uint64_t bytes) {
       time_calls(*e.bs, warmup, a.iters, [&] { call(a, *e.comm, b, b.in.data(), b.out.data()); });
   row.time_oop = oop.best;
   row.spread_oop = oop.spread();
-  row.time_ip = !b.in_place_form ? std::nan("")
-                           : time_calls(*e.bs, a.warmup, a.iters, [&] {
-                               call(a, *e.comm, b, b.ip.data() + b.ip_in, b.ip.data() + b.ip_out);
-                             }).best;
+  row.time_ip = !b.in_place_form ? std::nan("") : time_calls(*e.bs, a.warmup, a.iters, [&] {
+                                                    call(a, *e.comm, b, b.ip.data() + b.ip_in,
+                                                         b.ip.data() + b.ip_out);
+                                                  }).best;
   if (a.check) check(a, e, b, row);
   split_stages(a, e, b, row);
   const auto& plan_row = e.comm->plan().ops.at(a.op).row_for(bytes);
