@@ -57,11 +57,11 @@ format:
 format-check:
 	clang-format --dry-run --Werror $$(git ls-files '*.cpp' '*.hpp' '*.c' '*.cu' '*.cuh')
 
-# ruff (ruff.toml) over python/ and tests/python/: lint, then the format, both as checks. Its own
+# ruff (ruff.toml) over python/, tests/python/ and bench/: lint, then the format, both as checks. Its own
 # environment, .venv-lint, pinned by python/requirements-lint.txt.
 lint: .venv-lint/requirements-installed.txt
-	.venv-lint/bin/ruff check python tests/python
-	.venv-lint/bin/ruff format --check python tests/python
+	.venv-lint/bin/ruff check python tests/python bench
+	.venv-lint/bin/ruff format --check python tests/python bench
 
 .venv-lint/requirements-installed.txt: python/requirements-lint.txt
 	rm -rf .venv-lint
