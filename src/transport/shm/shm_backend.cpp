@@ -332,6 +332,19 @@ void ShmBackend::chunked(const Call& c, std::size_t per_chunk, Algorithm algorit
   }
 }
 
+// Successive steps through one lane move on by their size (rounded to a page) and wrap, so a
+// step rarely writes the lines its peers read from that lane the step before last. W = 2
+// one-shot all-reduce on a Xeon VM (2 vCPUs, 512 KiB lanes), in place, us, two runs each:
+// 16 KiB 3.38-3.41 -> 2.79-2.80, 4 KiB 1.20-1.21 -> 1.14-1.15, 64 KiB and up unchanged (few
+// places in the lane); docs/results/cpu-2026-12-05-impi.md. Every rank numbers its steps alike
+// and the call's size is compared before any peer reads, so all agree on the place; any place in
+// a lane is free once the step before passed (kLanes).
+std::size_t ShmBackend::step_offset(std::uint64_t seq, std::size_t bytes) const {
+  const std::size_t room = (bytes + 4095) / 4096 * 4096;
+  if (room == 0 || room > lane_bytes_) return 0;
+  return (seq / kLanes) % (lane_bytes_ / room) * room;
+}
+
 void ShmBackend::copy_in(const Call& c, std::size_t base, std::size_t n, std::uint64_t seq) {
   const std::size_t es = size_of(c.type);
   fill_lane(c, lane(ctx_.rank, seq), static_cast<const std::uint8_t*>(c.input) + base * es, n * es);

@@ -143,6 +143,8 @@ class ShmBackend final : public CollectiveBackend {
   // Copies elements [base, base + n) of the input into this rank's lane of step `seq`: the
   // fill of the algorithms whose lane holds the input as it is.
   void copy_in(const Call& c, std::size_t base, std::size_t n, std::uint64_t seq);
+  // Where a step of `bytes` lies in its lane (shm_backend.cpp says why it moves).
+  std::size_t step_offset(std::uint64_t seq, std::size_t bytes) const;
 
   // The team that splits this call's copies and reductions (a call of at least
   // team_min_bytes_ when the team has more than one thread), else null: the caller alone.

@@ -16,11 +16,18 @@ namespace tpcomm::transport::shm {
 void ShmBackend::one_shot(const Call& c) {
   const std::size_t es = size_of(c.type);
   const auto* in = static_cast<const std::uint8_t*>(c.input);
+  const std::size_t step = step_bytes(c) / es;
+  // A call of one step lies where step_offset puts it in its lane, a longer one fills it.
+  const bool one_step = c.count <= step;
   chunked(
-      c, step_bytes(c) / es, Algorithm::kOneShot, describer(c, Algorithm::kOneShot),
-      [&](std::size_t base, std::size_t n, std::uint64_t seq) { copy_in(c, base, n, seq); },
+      c, step, Algorithm::kOneShot, describer(c, Algorithm::kOneShot),
       [&](std::size_t base, std::size_t n, std::uint64_t seq) {
-        cpu::team_reduce(call_team_, sources(seq, 0, in + base * es, base * es), ctx_.size, n,
+        const std::size_t at = one_step ? step_offset(seq, n * es) : 0;
+        fill_lane(c, lane(ctx_.rank, seq) + at, in + base * es, n * es);
+      },
+      [&](std::size_t base, std::size_t n, std::uint64_t seq) {
+        const std::size_t at = one_step ? step_offset(seq, n * es) : 0;
+        cpu::team_reduce(call_team_, sources(seq, at, in + base * es, base * es), ctx_.size, n,
                          c.type, c.reduce, static_cast<std::uint8_t*>(c.output) + base * es);
       });
 }
