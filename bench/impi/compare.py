@@ -1,5 +1,5 @@
 """The table of scripts/compare-impi.sh: tpcomm's in-place all-reduce against Intel MPI's, each
-size's best over the alternating rounds, from the rounds' JSON files (tpcomm bench --json and
+size's best and median over the alternating rounds, from the rounds' JSON files (tpcomm bench --json and
 bench/impi/impi_allreduce.c --json). Standard library only: it runs under /usr/bin/python3.
 
 Usage: compare.py DIR  (DIR holds tpcomm-<dtype>-<round>.json and impi-<dtype>-<round>.json)
@@ -24,13 +24,18 @@ def best_times(files, key_size, key_time):
     return times
 
 
+def median(values):
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
 def main():
     out = Path(sys.argv[1])
     print(
-        "| dtype | size | tpcomm (best) | Intel MPI (best) | tpcomm / Intel MPI | tpcomm worst/best "
-        "| Intel MPI worst/best |"
+        "| dtype | size | tpcomm best | Intel MPI best | tpcomm / Intel MPI | tpcomm median "
+        "| Intel MPI median | tpcomm worst/best | Intel MPI worst/best |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for dtype in ("float32", "bfloat16"):
         ours = best_times(sorted(out.glob(f"tpcomm-{dtype}-*.json")), "bytes", "time_in_place_us")
         theirs = best_times(sorted(out.glob(f"impi-{dtype}-*.json")), "size", "time_us")
@@ -38,6 +43,7 @@ def main():
             a, b = ours[size], theirs[size]
             print(
                 f"| {dtype} | {size} | {min(a):.2f} | {min(b):.2f} | {min(a) / min(b):.2f}x "
+                f"| {median(a):.2f} | {median(b):.2f} "
                 f"| {max(a) / min(a):.2f} | {max(b) / min(b):.2f} |"
             )
 
