@@ -17,9 +17,9 @@ using namespace std::chrono_literals;
 
 // Different for every rank, call and element; small, so sums are exact in float32.
 std::int64_t value(int rank, int call, std::size_t i) {
-  return static_cast<std::int64_t>((static_cast<std::size_t>(rank) * 7 + i * 3 +
-                                    static_cast<std::size_t>(call) * 5) %
-                                   61) -
+  return static_cast<std::int64_t>(
+             (static_cast<std::size_t>(rank) * 7 + i * 3 + static_cast<std::size_t>(call) * 5) %
+             61) -
          30;
 }
 
@@ -32,7 +32,8 @@ TEST(LanePlaces, OneStepCallsOfChangingSizesWrapThroughTheLaneWithEveryElementRi
       CommunicatorOptions o;
       o.timeout = 30s;
       auto comm = Communicator::create(bs, o);
-      ASSERT_EQ(comm->route(Op::kAllReduce, 300 << 10, DataType::kFloat32, Mode::kEager).backend, Backend::kShm);
+      ASSERT_EQ(comm->route(Op::kAllReduce, 300 << 10, DataType::kFloat32, Mode::kEager).backend,
+                Backend::kShm);
       int wrong = 0;
       for (int call = 0; call < 400; ++call) {
         const std::size_t n = sizes[static_cast<std::size_t>(call) % 5];
