@@ -96,6 +96,12 @@ const std::vector<EnvVar>& env_registry() {
        "0: shm's all-gather always copies through the lanes; 1: it reads peers' inputs directly "
        "(process_vm_readv) where a set-up probe shows the kernel allows it",
        {}},
+      {"TPCOMM_SHM_STAGE_TIMES",
+       EnvKind::kFlag,
+       "0",
+       "1: shm clocks each protocol step's parts (fill, wait, consume) for stage_times() and "
+       "tpcomm bench's stage table, at two clock reads per part; 0: it does not",
+       {}},
       {"TPCOMM_SHM_WORKSPACE",
        EnvKind::kInteger,
        "1048576",

@@ -280,6 +280,7 @@ BackendContext backend_context(CommunicatorState& c,
   context.shm.streaming_fill_bytes =
       static_cast<std::size_t>(env_integer("TPCOMM_SHM_STREAMING_FILL"));
   context.shm.spin = std::chrono::microseconds(env_integer("TPCOMM_SHM_SPIN_US"));
+  context.shm.stage_times = env_flag("TPCOMM_SHM_STAGE_TIMES");
   context.shm.threads = c.options.threads.value_or(static_cast<int>(env_integer("TPCOMM_THREADS")));
   context.shm.team_min_bytes =
       static_cast<std::size_t>(find_team_min_bytes(c.tuning, context.size));

@@ -312,13 +312,17 @@ const void* const* ShmBackend::sources(std::uint64_t seq, std::size_t byte_offse
 void ShmBackend::chunked(const Call& c, std::size_t per_chunk, Algorithm algorithm,
                          const Describe& what, StepFn fill, StepFn consume) {
   std::uint64_t seq = 0;
+  StepClock clock(ctx_.shm.stage_times ? stage_ns_ : nullptr);
   for (std::size_t base = 0; base < c.count || (c.count == 0 && base == 0); base += per_chunk) {
     const std::size_t n = std::min(per_chunk, c.count - base);
     seq = ++seq_;
     // A zero-element call may pass null buffers; inputs read in place are not copied.
     if (n > 0 && !mine_at_.id && !mine_single_copy_) fill(base, n, seq);
+    clock.lap(kFillStage);
     exchange(seq, c, algorithm, what);
+    clock.lap(kWaitStage);
     if (n > 0) consume(base, n, seq);
+    clock.lap(kConsumeStage);
     flush_wake(header(), wake_pending_);
     if (c.count == 0) break;
   }
@@ -330,6 +334,14 @@ void ShmBackend::chunked(const Call& c, std::size_t per_chunk, Algorithm algorit
     wait(Flag::kReduced, seq, what);
     flush_wake(header(), wake_pending_);
   }
+}
+
+std::vector<StageTime> ShmBackend::stage_times() const {
+  if (!ctx_.shm.stage_times) return {};
+  using std::chrono::nanoseconds;
+  return {{"shm fill (copy in)", nanoseconds(stage_ns_[kFillStage].load())},
+          {"shm wait (flags, headers)", nanoseconds(stage_ns_[kWaitStage].load())},
+          {"shm consume (reduce, copy out)", nanoseconds(stage_ns_[kConsumeStage].load())}};
 }
 
 // Successive steps through one lane move on by their size (rounded to a page) and wrap, so a

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -55,6 +56,8 @@ class ShmBackend final : public CollectiveBackend {
 
   void abort() override;
   void announce_close() override;
+  // With TPCOMM_SHM_STAGE_TIMES=1: this rank's time in each part of the protocol's steps.
+  std::vector<StageTime> stage_times() const override;
 
   // A peer's abort is checked before and after the call: a rank that was stopped while its
   // peers gave up can find their inputs still posted and would complete the call as if nothing
@@ -143,6 +146,27 @@ class ShmBackend final : public CollectiveBackend {
   // Copies elements [base, base + n) of the input into this rank's lane of step `seq`: the
   // fill of the algorithms whose lane holds the input as it is.
   void copy_in(const Call& c, std::size_t base, std::size_t n, std::uint64_t seq);
+  // The parts of a protocol step that TPCOMM_SHM_STAGE_TIMES clocks (stage_times()): a lap
+  // adds the time since the last one to its part; with no totals (the default) it reads no
+  // clock.
+  enum StepStage { kFillStage = 0, kWaitStage = 1, kConsumeStage = 2 };
+  class StepClock {
+   public:
+    explicit StepClock(std::atomic<std::int64_t>* totals)
+        : totals_(totals), last_(totals ? std::chrono::steady_clock::now() : Clock::time_point{}) {}
+    void lap(StepStage stage) {
+      if (totals_ == nullptr) return;
+      const auto now = Clock::now();
+      totals_[stage].fetch_add((now - last_).count(), std::memory_order_relaxed);
+      last_ = now;
+    }
+
+   private:
+    using Clock = std::chrono::steady_clock;
+    std::atomic<std::int64_t>* totals_;
+    Clock::time_point last_;
+  };
+  std::atomic<std::int64_t> stage_ns_[3] = {};  // [StepStage]: steady-clock nanoseconds
   // Where a step of `bytes` lies in its lane (shm_backend.cpp says why it moves).
   std::size_t step_offset(std::uint64_t seq, std::size_t bytes) const;
 

@@ -22,6 +22,8 @@ struct ShmOptions {
   // Threads of this rank's team for calls of at least team_min_bytes (TPCOMM_THREADS,
   // CommunicatorOptions::threads); 0: derived from the rank's CPUs (team/team_size.hpp).
   int threads = 0;
+  // Clocks each step's fill, wait and consume for stage_times() (TPCOMM_SHM_STAGE_TIMES).
+  bool stage_times = false;
   std::size_t team_min_bytes = 256u << 10;  // the tuning table's team_min_bytes
   // The communicator's registered host buffers (Communicator::allocate), read in place.
   std::shared_ptr<RegisteredHeap> registered;
