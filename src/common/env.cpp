@@ -122,7 +122,7 @@ const std::vector<EnvVar>& env_registry() {
        1LL << 40},
       {"TPCOMM_SHM_SPIN_US",
        EnvKind::kInteger,
-       "20000",
+       "1000",
        "microseconds a rank waiting in an shm call spins before it yields and then sleeps, "
        "while every rank has a CPU of its own (ranks outnumbering CPUs yield at once); 0: yield "
        "at once",

@@ -18,7 +18,7 @@ struct ShmOptions {
   std::size_t streaming_fill_bytes = 16u << 20;
   // How long a wait spins before yielding and sleeping, while every rank has a core
   // (TPCOMM_SHM_SPIN_US).
-  std::chrono::microseconds spin{20000};
+  std::chrono::microseconds spin{1000};
   // Threads of this rank's team for calls of at least team_min_bytes (TPCOMM_THREADS,
   // CommunicatorOptions::threads); 0: derived from the rank's CPUs (team/team_size.hpp).
   int threads = 0;
