@@ -62,8 +62,8 @@ struct TpcommMpiApi {
                     void** request);
   int (*iallgatherv)(void* comm, const void* in, int count, void* out, const int* counts,
                      const int* displs, int type, void** request);
-  int (*ireduce_scatter)(void* comm, const void* in, void* out, const int* counts, int type,
-                         int op, void** request);
+  int (*ireduce_scatter)(void* comm, const void* in, void* out, const int* counts, int type, int op,
+                         void** request);
   int (*ireduce)(void* comm, const void* in, void* out, int count, int type, int op, int root,
                  void** request);
   int (*igather)(void* comm, const void* in, void* out, int count, int type, int root,

@@ -12,10 +12,7 @@
 #include <cstring>
 #include <vector>
 
-#include <fmt/format.h>
-
-#include "tpcomm/error.hpp"
-#include "transport/common/call_text.hpp"
+#include "transport/common/all_to_allv_counts.hpp"
 
 namespace tpcomm::transport {
 namespace {
@@ -26,7 +23,8 @@ std::uint8_t* bytes_at(const void* p) {
   return p != nullptr ? static_cast<std::uint8_t*>(const_cast<void*>(p)) : &none;
 }
 
-// Every rank's send counts, then its receive counts, from every rank; checked pair by pair.
+// Every rank's send counts, then its receive counts, from every rank; checked pair by pair
+// (all_to_allv_counts.hpp).
 void check_counts(const GlooGroup& g, const Call& c) {
   const auto w = static_cast<std::size_t>(g.size);
   std::vector<std::int64_t> all(2 * w * w);
@@ -40,18 +38,7 @@ void check_counts(const GlooGroup& g, const Call& c) {
   opts.setTag(data_tag(c.sequence));
   opts.setTimeout(g.timeout);
   gloo::allgather(opts);
-  for (std::size_t s = 0; s < w; ++s) {
-    for (std::size_t d = 0; d < w; ++d) {
-      const std::int64_t sends = all[s * 2 * w + d];
-      const std::int64_t expects = all[d * 2 * w + w + s];
-      if (sends != expects) {
-        throw Error(ErrorCode::kMismatch,
-                    fmt::format("all_to_allv counts do not match: rank {} sends {} elements to "
-                                "rank {}, which expects {} from it ({} #{})",
-                                s, sends, d, expects, call_signature(c), c.sequence));
-      }
-    }
-  }
+  check_all_to_allv_counts(all.data(), w, c);
 }
 
 }  // namespace

@@ -5,18 +5,15 @@
 #include <cstring>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "hier_blocks.hpp"
 #include "hier_ops.hpp"
-#include "tpcomm/error.hpp"
-#include "transport/common/call_text.hpp"
+#include "transport/common/all_to_allv_counts.hpp"
 
 namespace tpcomm::transport {
 namespace {
 
 // Every rank's send counts, then its receive counts (2 W each), gathered by hier's own
-// all-gather and checked pair by pair on every rank: every rank refuses a mismatch alike.
+// all-gather and checked pair by pair on every rank (all_to_allv_counts.hpp).
 std::vector<std::uint64_t> checked_counts(HierStages& s, const Call& c) {
   const std::size_t w = s.world_size();
   std::vector<std::uint64_t> mine(2 * w), all(2 * w * w);
@@ -25,18 +22,7 @@ std::vector<std::uint64_t> checked_counts(HierStages& s, const Call& c) {
     mine[w + r] = c.recv_counts[r];
   }
   hier_gather_blocks(s, c, mine.data(), all.data(), 2 * w, DataType::kInt64);
-  for (std::size_t from = 0; from < w; ++from) {
-    for (std::size_t to = 0; to < w; ++to) {
-      const std::uint64_t sends = all[from * 2 * w + to];
-      const std::uint64_t expects = all[to * 2 * w + w + from];
-      if (sends != expects) {
-        throw Error(ErrorCode::kMismatch,
-                    fmt::format("all_to_allv counts do not match: rank {} sends {} elements to "
-                                "rank {}, which expects {} from it ({} #{})",
-                                from, sends, to, expects, call_signature(c), c.sequence));
-      }
-    }
-  }
+  check_all_to_allv_counts(all.data(), w, c);
   return all;
 }
 

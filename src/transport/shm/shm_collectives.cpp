@@ -17,16 +17,15 @@ void ShmBackend::one_shot(const Call& c) {
   const std::size_t es = size_of(c.type);
   const auto* in = static_cast<const std::uint8_t*>(c.input);
   const std::size_t step = step_bytes(c) / es;
-  // A call of one step lies where step_offset puts it in its lane, a longer one fills it.
-  const bool one_step = c.count <= step;
+  // A call of one step lies where step_offset puts it in its lane (worked out once: fill and
+  // consume both need it), a longer one fills it.
+  const std::size_t at = c.count <= step ? step_offset(seq_ + 1, c.count * es) : 0;
   chunked(
       c, step, Algorithm::kOneShot, describer(c, Algorithm::kOneShot),
       [&](std::size_t base, std::size_t n, std::uint64_t seq) {
-        const std::size_t at = one_step ? step_offset(seq, n * es) : 0;
         fill_lane(c, lane(ctx_.rank, seq) + at, in + base * es, n * es);
       },
       [&](std::size_t base, std::size_t n, std::uint64_t seq) {
-        const std::size_t at = one_step ? step_offset(seq, n * es) : 0;
         cpu::team_reduce(call_team_, sources(seq, at, in + base * es, base * es), ctx_.size, n,
                          c.type, c.reduce, static_cast<std::uint8_t*>(c.output) + base * es);
       });
