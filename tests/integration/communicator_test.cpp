@@ -20,6 +20,7 @@ using namespace std::chrono_literals;
 
 using test::on_ranks;
 using test::ScopedEnv;
+using test::TempFile;
 
 // Segments in /dev/shm made by this process (tests in other processes run in parallel).
 std::size_t own_segments() {
@@ -146,23 +147,6 @@ TEST(Communicator, AllGatherOfBlocksAboveTheStreamingThresholdKeepsEveryElement)
         "all_gather rank " + std::to_string(r));
   });
 }
-
-// Writes `text` to a fresh file under /tmp and removes it when done.
-class TempFile {
- public:
-  explicit TempFile(const std::string& text) {
-    char name[] = "/tmp/tpcomm_tuning_XXXXXX";
-    const int fd = mkstemp(name);
-    path_ = name;
-    EXPECT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
-    close(fd);
-  }
-  ~TempFile() { unlink(path_.c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 TEST(Communicator, TuningFileFromTheEnvironmentReplacesTheBuiltInTable) {
   TempFile file(R"({"tpcomm_tuning": 1, "entries": [{"device": "cpu", "world_size": 2, "ops": {

@@ -6,7 +6,6 @@
 // are refused on every rank alike: mismatched counts, roots and ops, a root out of range, counts of
 // the wrong length.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -290,36 +289,23 @@ TEST(ExchangeCalls, AcrossSimulatedNodesTheBuiltInTableStagesThemOnHier) {
 // Every op on hier at every size (a tuning file), so all_to_allv runs hier's stages too. Two
 // nodes of two ranks and three nodes of two ranks, dealt in turn (hier needs two ranks on some
 // node).
-class HierEverywhere {
- public:
-  explicit HierEverywhere(int world) {
-    char name[] = "/tmp/tpcomm_hier_XXXXXX";
-    const int fd = mkstemp(name);
-    path_ = name;
-    std::string ops;
-    for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "gather",
-                           "scatter", "reduce"}) {
-      ops += fmt::format(R"({}"{}": [{{"max_bytes": null, "use": [{{"backend": "hier"}}]}}])",
-                         ops.empty() ? "" : ", ", op);
-    }
-    const std::string text = fmt::format(
-        R"({{"tpcomm_tuning": 1, "entries": [{{"device": "cpu", "world_size": {}, "ops": {{{}}}}}]}})",
-        world, ops);
-    EXPECT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
-    close(fd);
+std::string hier_everywhere(int world) {
+  std::string ops;
+  for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "gather",
+                         "scatter", "reduce"}) {
+    ops += fmt::format(R"({}"{}": [{{"max_bytes": null, "use": [{{"backend": "hier"}}]}}])",
+                       ops.empty() ? "" : ", ", op);
   }
-  ~HierEverywhere() { unlink(path_.c_str()); }
-  const char* path() const { return path_.c_str(); }
-
- private:
-  std::string path_;
-};
+  return fmt::format(
+      R"({{"tpcomm_tuning": 1, "entries": [{{"device": "cpu", "world_size": {}, "ops": {{{}}}}}]}})",
+      world, ops);
+}
 
 TEST(ExchangeCalls, EveryElementThroughHiersStagesAtEverySize) {
   for (int nodes : {2, 3}) {
     const int w = 2 * nodes;
-    const HierEverywhere tuning(w);
-    const test::ScopedEnv env("TPCOMM_TUNING", tuning.path());
+    const test::TempFile tuning(hier_everywhere(w));
+    const test::ScopedEnv env("TPCOMM_TUNING", tuning.path().c_str());
     test::on_ranks(make_thread_group(w), [&](int, std::shared_ptr<Bootstrap> bs) {
       CommunicatorOptions o;
       o.timeout = 60s;
@@ -340,8 +326,8 @@ TEST(ExchangeCalls, EveryElementThroughHiersStagesAtEverySize) {
 template <typename Call>
 void expect_refused_everywhere(const std::string& route, const std::string& expected, Call call) {
   const bool hier = route == "hier";
-  const HierEverywhere tuning(4);
-  const test::ScopedEnv env("TPCOMM_TUNING", hier ? tuning.path() : "");
+  const test::TempFile tuning(hier_everywhere(4));
+  const test::ScopedEnv env("TPCOMM_TUNING", hier ? tuning.path().c_str() : "");
   const auto errors = test::errors_on_ranks(make_thread_group(hier ? 4 : 3), [&](int r, auto bs) {
     CommunicatorOptions o;
     o.timeout = 20s;

@@ -24,33 +24,22 @@ using namespace std::chrono_literals;
 using test::errors_on_ranks;
 using test::on_ranks;
 using test::ScopedEnv;
+using test::TempFile;
 
 float value(int rank, std::size_t i) {
   return static_cast<float>((rank + 1) * 0.37) + static_cast<float>(i % 977) * 0.011f;
 }
 
 // A tuning file that gives every size of every op to shm, all-reduce with `algorithm`.
-class ShmTuning {
+class ShmTuning : public TempFile {
  public:
-  ShmTuning(int world, const char* algorithm) {
-    char name[] = "/tmp/tpcomm_registered_XXXXXX";
-    const int fd = mkstemp(name);
-    path_ = name;
-    const std::string text =
-        R"({"tpcomm_tuning": 1, "entries": [{"device": "cpu", "world_size": )" +
-        std::to_string(world) + R"(, "ops": {
+  ShmTuning(int world, const char* algorithm)
+      : TempFile(R"({"tpcomm_tuning": 1, "entries": [{"device": "cpu", "world_size": )" +
+                 std::to_string(world) + R"(, "ops": {
       "all_reduce": [{"max_bytes": null, "use": [{"backend": "shm", "algorithm": ")" +
-        algorithm + R"("}]}],
+                 algorithm + R"("}]}],
       "all_gather": [{"max_bytes": null, "use": [{"backend": "shm"}]}],
-      "reduce_scatter": [{"max_bytes": null, "use": [{"backend": "shm"}]}]}}]})";
-    EXPECT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
-    close(fd);
-  }
-  ~ShmTuning() { unlink(path_.c_str()); }
-  const char* path() const { return path_.c_str(); }
-
- private:
-  std::string path_;
+      "reduce_scatter": [{"max_bytes": null, "use": [{"backend": "shm"}]}]}}]})") {}
 };
 
 // Counts the shm backend's "reads ... registered input in place" lines while alive.
@@ -77,7 +66,7 @@ class InPlaceLines {
 // in rank order here.
 void check_calls(int world, std::size_t n, int ordinary, const char* algorithm) {
   ShmTuning tuning(world, algorithm);
-  ScopedEnv env("TPCOMM_TUNING", tuning.path());
+  ScopedEnv env("TPCOMM_TUNING", tuning.path().c_str());
   InPlaceLines lines;
   const std::size_t w = static_cast<std::size_t>(world);
   on_ranks(make_thread_group(world), [&](int r, std::shared_ptr<Bootstrap> bs) {
@@ -125,7 +114,7 @@ TEST(Registered, ARankWithOrdinaryMemoryAmongRegisteredOnesIsCopiedAsBefore) {
 
 TEST(Registered, InPlaceOneShotAndSmallCallsStayRight) {
   ShmTuning tuning(2, "one_shot");
-  ScopedEnv env("TPCOMM_TUNING", tuning.path());
+  ScopedEnv env("TPCOMM_TUNING", tuning.path().c_str());
   on_ranks(make_thread_group(2), [&](int r, std::shared_ptr<Bootstrap> bs) {
     auto comm = Communicator::create(bs);
     for (std::size_t n :
@@ -144,7 +133,7 @@ TEST(Registered, InPlaceOneShotAndSmallCallsStayRight) {
 // waits for the call that reads the buffer, instead of unmapping it under that call.
 TEST(Registered, FreeFromAnotherThreadWaitsForTheCallThatReadsTheBuffer) {
   ShmTuning tuning(2, "one_shot");
-  ScopedEnv env("TPCOMM_TUNING", tuning.path());
+  ScopedEnv env("TPCOMM_TUNING", tuning.path().c_str());
   constexpr std::size_t n = 50'000;
   on_ranks(make_thread_group(2), [&](int r, std::shared_ptr<Bootstrap> bs) {
     auto comm = Communicator::create(bs);

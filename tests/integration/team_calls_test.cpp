@@ -22,35 +22,24 @@ namespace {
 
 using test::on_ranks;
 using test::ScopedEnv;
+using test::TempFile;
 
 float value(int rank, std::size_t i) {
   return static_cast<float>((rank + 1) * 0.37) + static_cast<float>(i % 977) * 0.011f;
 }
 
 // Every op to shm, all-reduce with `algorithm`, all-gather with `gather`, teams from 0 bytes.
-class TeamTuning {
+class TeamTuning : public TempFile {
  public:
-  TeamTuning(int world, const char* algorithm, const char* gather) {
-    char name[] = "/tmp/tpcomm_team_XXXXXX";
-    const int fd = mkstemp(name);
-    path_ = name;
-    const std::string text =
-        R"({"tpcomm_tuning": 1, "entries": [{"device": "cpu", "world_size": )" +
-        std::to_string(world) + R"(, "team_min_bytes": 0, "ops": {
+  TeamTuning(int world, const char* algorithm, const char* gather)
+      : TempFile(R"({"tpcomm_tuning": 1, "entries": [{"device": "cpu", "world_size": )" +
+                 std::to_string(world) + R"(, "team_min_bytes": 0, "ops": {
       "all_reduce": [{"max_bytes": null, "use": [{"backend": "shm", "algorithm": ")" +
-        algorithm + R"("}]}],
+                 algorithm + R"("}]}],
       "all_gather": [{"max_bytes": null, "use": [{"backend": "shm", "algorithm": ")" +
-        gather +
-        R"("}]}],
-      "reduce_scatter": [{"max_bytes": null, "use": [{"backend": "shm"}]}]}}]})";
-    EXPECT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
-    close(fd);
-  }
-  ~TeamTuning() { unlink(path_.c_str()); }
-  const char* path() const { return path_.c_str(); }
-
- private:
-  std::string path_;
+                 gather +
+                 R"("}]}],
+      "reduce_scatter": [{"max_bytes": null, "use": [{"backend": "shm"}]}]}}]})") {}
 };
 
 // Counts the shm backend's "team of <threads> threads" lines while alive.
@@ -127,7 +116,7 @@ void check_against_reference(const std::vector<Outputs>& out, int world, std::si
 
 void check_threads_agree(int world, const char* algorithm, const char* gather) {
   const TeamTuning tuning(world, algorithm, gather);
-  const ScopedEnv env("TPCOMM_TUNING", tuning.path());
+  const ScopedEnv env("TPCOMM_TUNING", tuning.path().c_str());
   const ScopedEnv spin("TPCOMM_SHM_SPIN_US", "0");  // ranks and teams outnumber the cores
   // Several lane steps of 512 KiB, and shares that are not multiples of a vector.
   const std::size_t n = 300'001;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <memory>
@@ -12,6 +13,25 @@
 #include "tpcomm/bootstrap.hpp"
 
 namespace tpcomm::test {
+
+// Writes `text` to a fresh file under /tmp (a tuning file, mostly) and removes it when done.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& text) {
+    char name[] = "/tmp/tpcomm_test_XXXXXX";
+    const int fd = mkstemp(name);
+    path_ = name;
+    EXPECT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    close(fd);
+  }
+  ~TempFile() { unlink(path_.c_str()); }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 // Sets an environment variable for one test.
 class ScopedEnv {
