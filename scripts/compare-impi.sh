@@ -6,14 +6,18 @@
 # ratio of each over the rounds (bench/impi/compare.py).
 # --load: one busy process per core beside the ranks throughout (an outside load: how much each
 # engine slows down when another process takes its core).
-# Usage: scripts/compare-impi.sh [-n RANKS] [--rounds R] [-b MIN -e MAX -f FACTOR] [--load]
-#                                [--out DIR]
+# --iters N: N timed calls per size for both engines (default: as many as fit in 25 ms, sized by
+# each engine's warm-up; under load a warm-up that lost the core sizes short batches, which then
+# fit between preemptions: Intel MPI's 4 KiB read 0.94 us so and 1.75 us with 25000 calls).
+# Usage: scripts/compare-impi.sh [-n RANKS] [--rounds R] [-b MIN -e MAX -f FACTOR] [--iters N]
+#                                [--load] [--out DIR]
 # (default: 2 ranks, 3 rounds, 4K..16M by 4, no load, a new directory under /tmp)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ranks=2
 rounds=3
 sweep=(-b 4K -e 16M -f 4)
+iters=()
 out=""
 load=0
 while [ $# -gt 0 ]; do
@@ -23,6 +27,7 @@ while [ $# -gt 0 ]; do
     -b) sweep[1]="$2"; shift 2 ;;
     -e) sweep[3]="$2"; shift 2 ;;
     -f) sweep[5]="$2"; shift 2 ;;
+    --iters) iters=(--iters "$2"); shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --load) load=1; shift ;;
     *) echo "compare-impi: unknown argument $1" >&2; exit 2 ;;
@@ -41,9 +46,9 @@ if [ "$load" = 1 ]; then
 fi
 for round in $(seq 1 "$rounds"); do
   for dtype in float32 bfloat16; do
-    build/bin/tpcomm bench -n "$ranks" --dtype "$dtype" "${sweep[@]}" --check \
+    build/bin/tpcomm bench -n "$ranks" --dtype "$dtype" "${sweep[@]}" "${iters[@]}" --check \
       --json "$out/tpcomm-$dtype-$round.json" > "$out/tpcomm-$dtype-$round.txt"
-    scripts/bench-impi.sh -n "$ranks" --dtype "$dtype" "${sweep[@]}" \
+    scripts/bench-impi.sh -n "$ranks" --dtype "$dtype" "${sweep[@]}" "${iters[@]}" \
       --json "$out/impi-$dtype-$round.json" > "$out/impi-$dtype-$round.txt"
   done
 done

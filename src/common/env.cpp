@@ -124,8 +124,8 @@ const std::vector<EnvVar>& env_registry() {
        EnvKind::kInteger,
        "1000",
        "microseconds a rank waiting in an shm call spins before it yields and then sleeps, "
-       "while every rank has a CPU of its own (ranks outnumbering CPUs yield at once); 0: yield "
-       "at once",
+       "while every rank has a CPU of its own (ranks outnumbering CPUs yield at once); it spins "
+       "on, up to 20 ms, while the late peers are runnable on other CPUs; 0: yield at once",
        {},
        0,
        10'000'000},

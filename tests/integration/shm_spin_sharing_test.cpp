@@ -1,14 +1,16 @@
-// Whether a shm wait spins depends on every rank on this machine, not only on its node's: the
+// How long a shm wait spins. It depends on every rank on this machine, not only on its node's: the
 // simulated nodes of `tpcomm run --nodes` share the cores, and a rank spinning in hier's node
 // stage kept its lane's Gloo peer (on another node, the same cores) from running. Measured over
 // namespaces (W = 4 on 2 nodes, 2 vCPUs, 4 KiB): the median hier all-reduce went from 1.2-2.6 ms
 // to 0.3-0.5 ms, below flat Gloo's 0.55-0.67 ms.
 #include <gtest/gtest.h>
 
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <iostream>
 #include <thread>
 #include <vector>
 
@@ -57,6 +59,73 @@ TEST(ShmSpinSharing, ANodeStageWaiterSleepsWhenTheGroupOutnumbersTheCores) {
   EXPECT_LT(waiter_cpu_ms[0], 150.0)
       << "rank 0 burnt " << waiter_cpu_ms[0] << " ms of CPU in a 400 ms wait: it spun while "
       << size << " ranks share " << cores << " cores";
+}
+
+// Pins the calling thread to the nth CPU it may run on; false where there is no such CPU.
+bool pin_to_nth_cpu(int nth) {
+  cpu_set_t set;
+  sched_getaffinity(0, sizeof(set), &set);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set) && nth-- == 0) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpu, &one);
+      return sched_setaffinity(0, sizeof(one), &one) == 0;
+    }
+  }
+  return false;
+}
+
+// W = 2 on two CPUs: rank 1 comes to an all-reduce 18 ms late, busy in its own code (runnable)
+// or asleep; rank 0's thread CPU time over its wait. Each rank runs on a CPU of its own.
+double waiter_cpu_ms_for(bool peer_busy) {
+  const auto group = make_thread_group(2);
+  double waiter_cpu_ms = -1;
+  test::on_ranks(group, [&](int r, std::shared_ptr<Bootstrap> bs) {
+    ASSERT_TRUE(pin_to_nth_cpu(r));
+    CommunicatorOptions o;
+    o.timeout = 20s;
+    auto comm = runtime::create_communicator(bs, o, runtime::builtin_platform());
+    ASSERT_EQ(comm->plan().ops.at(Op::kAllReduce).table.at(0).backend, Backend::kShm);
+    std::vector<float> data(1024);
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>((r + 1) * (i % 5));
+    comm->all_reduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
+    bs->barrier("test: before the late call", Deadline::after(20s));
+    if (r == 1) {
+      const auto until = std::chrono::steady_clock::now() + 18ms;
+      if (peer_busy) {
+        while (std::chrono::steady_clock::now() < until) {
+        }
+      } else {
+        std::this_thread::sleep_until(until);
+      }
+    }
+    const double before = thread_cpu_ms();
+    comm->all_reduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
+    if (r == 0) waiter_cpu_ms = thread_cpu_ms() - before;
+    // (1 + 2) * (i % 5) after the first call, and the second adds the ranks' equal halves.
+    for (std::size_t i = 0; i < data.size(); ++i) {
+      ASSERT_EQ(data[i], static_cast<float>(2 * 3 * (i % 5))) << "rank " << r << " at " << i;
+    }
+  });
+  return waiter_cpu_ms;
+}
+
+// A peer late because it is busy (or queued behind an outside process) on its own CPU is back
+// soon, and a waiter that went to sleep would then wake late: the waiter keeps spinning past
+// TPCOMM_SHM_SPIN_US (1 ms) while the peer is runnable elsewhere. A peer asleep in its own code
+// is not coming soon: the waiter sleeps after its 1 ms. The bounds leave room for a test beside
+// this one taking a share of either core (the busy wait alone burns about 18 ms).
+TEST(ShmSpinSharing, AWaiterSpinsOnForAPeerBusyOnAnotherCpuAndSleepsForOneAsleep) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+    GTEST_SKIP() << "needs 2 CPUs: where 2 ranks outnumber the CPUs a wait yields at once";
+  }
+  const double busy = waiter_cpu_ms_for(true);
+  const double asleep = waiter_cpu_ms_for(false);
+  std::cout << "[ info ] rank 0's CPU over an 18 ms wait: " << busy << " ms for a busy peer, "
+            << asleep << " ms for one asleep\n";
+  EXPECT_GE(busy, 5.0) << "rank 0 went to sleep while its peer was runnable on another CPU";
+  EXPECT_LT(asleep, 3.5) << "rank 0 kept spinning while its peer slept";
 }
 
 }  // namespace

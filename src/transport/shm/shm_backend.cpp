@@ -17,6 +17,7 @@
 
 #include "common/log_format.hpp"
 #include "common/segment_names.hpp"
+#include "common/thread_state.hpp"
 #include "kernels/cpu/reduce.hpp"
 #include "kernels/cpu/streaming_copy.hpp"
 #include "shm_backend_impl.hpp"
@@ -75,6 +76,7 @@ void ShmBackend::run_setup_step(int step, const Deadline& deadline) {
       inbox_offset(world, ctx_.shm.workspace_bytes, static_cast<std::size_t>(ctx_.rank)),
       inbox_bytes(world), hint);
   control(ctx_.rank)->pid.store(getpid(), std::memory_order_release);
+  control(ctx_.rank)->tid.store(common::this_thread_id(), std::memory_order_relaxed);
   control(ctx_.rank)->mapped.store(1, std::memory_order_release);
 }
 

@@ -77,6 +77,9 @@ struct alignas(kLine) RankControl {
   alignas(kLine) std::atomic<std::uint64_t> reduced;
   std::atomic<std::int32_t> pid;
   std::atomic<std::uint32_t> mapped;  // 1 once this rank mapped the segment
+  // The thread that last waited in a call of this rank (its gettid()): a waiter looks up whether
+  // a late peer is runnable, and where, to decide whether to keep spinning (shm_wait.cpp).
+  std::atomic<std::int32_t> tid;
 };
 
 // The flags peers wait on.

@@ -17,7 +17,7 @@ struct ShmOptions {
   // All-reduces this large stream their lane fills; 0: never (TPCOMM_SHM_STREAMING_FILL).
   std::size_t streaming_fill_bytes = 16u << 20;
   // How long a wait spins before yielding and sleeping, while every rank has a core
-  // (TPCOMM_SHM_SPIN_US).
+  // (TPCOMM_SHM_SPIN_US); longer while the late peers are runnable on other CPUs (shm_wait.cpp).
   std::chrono::microseconds spin{1000};
   // Threads of this rank's team for calls of at least team_min_bytes (TPCOMM_THREADS,
   // CommunicatorOptions::threads); 0: derived from the rank's CPUs (team/team_size.hpp).
