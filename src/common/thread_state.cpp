@@ -16,8 +16,8 @@
 namespace tpcomm::common {
 namespace {
 
-constexpr int kCpuField = 39;    // "processor" in proc(5)
-constexpr int kStateField = 3;   // the first field after comm
+constexpr int kCpuField = 39;   // "processor" in proc(5)
+constexpr int kStateField = 3;  // the first field after comm
 
 }  // namespace
 

@@ -74,6 +74,40 @@ bool late_peers_run_elsewhere(const RankControl* control, int world, int self, R
   return true;
 }
 
+// The spinning part of a wait, checked every kClockEvery rounds from the first: whether it goes
+// on, yielding the core every kYieldEvery. `late_elsewhere` says whether every late peer is
+// runnable on another CPU.
+class SpinClock {
+ public:
+  explicit SpinClock(std::chrono::microseconds spin) : spin_(spin) {}
+
+  template <typename LateElsewhere>
+  bool spinning(LateElsewhere late_elsewhere) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!started_) {
+      started_ = true;
+      since_ = yielded_ = now;
+      until_ = now + spin_;
+    }
+    if (now >= until_ && now - since_ < kRunnablePeerSpin && late_elsewhere()) {
+      until_ = now + kRecheckEvery;
+    }
+    if (now >= until_) return false;
+    if (now - yielded_ >= kYieldEvery) {
+      sched_yield();
+      yielded_ = now;
+    }
+    return true;
+  }
+
+ private:
+  const std::chrono::microseconds spin_;
+  bool started_ = false;
+  std::chrono::steady_clock::time_point since_{};  // the first check
+  std::chrono::steady_clock::time_point until_{};
+  std::chrono::steady_clock::time_point yielded_{};
+};
+
 }  // namespace
 
 bool ranks_have_own_cores(int ranks) {
@@ -119,13 +153,12 @@ void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int 
     }
     return out;
   };
-  if (auto& mine = control[self].tid; mine.load(std::memory_order_relaxed) != common::this_thread_id()) {
+  if (auto& mine = control[self].tid;
+      mine.load(std::memory_order_relaxed) != common::this_thread_id()) {
     mine.store(common::this_thread_id(), std::memory_order_relaxed);
   }
   const bool spin_long = spin.count() > 0;
-  std::optional<std::chrono::steady_clock::time_point> spin_since;  // read from kClockEvery on
-  std::chrono::steady_clock::time_point spin_until;
-  std::chrono::steady_clock::time_point yielded;
+  SpinClock clock(spin);
   long yields_from = -1;  // the round spinning ended; -1 while spinning
   std::optional<Deadline> deadline;
   for (long round = 0;; ++round) {
@@ -141,20 +174,8 @@ void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int 
       if (!spinning && spin_long) {
         spinning = true;
         if (round % kClockEvery == 0) {  // the clock is not read by a wait shorter than this
-          const auto now = std::chrono::steady_clock::now();
-          if (!spin_since) {
-            spin_since = yielded = now;
-            spin_until = now + spin;
-          }
-          if (now >= spin_until && now - *spin_since < kRunnablePeerSpin &&
-              late_peers_run_elsewhere(control, world, self, ready)) {
-            spin_until = now + kRecheckEvery;
-          }
-          spinning = now < spin_until;
-          if (spinning && now - yielded >= kYieldEvery) {
-            sched_yield();
-            yielded = now;
-          }
+          spinning =
+              clock.spinning([&] { return late_peers_run_elsewhere(control, world, self, ready); });
         }
       }
       if (spinning) {
