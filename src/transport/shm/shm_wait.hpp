@@ -39,8 +39,8 @@ bool ranks_have_own_cores(int ranks);
 
 // Waits until flag(control[p], which, seq) >= seq for every peer p != self: spinning for up to
 // `spin` (a few rounds when 0: pass 0 unless every rank has a core of its own; longer, up to
-// 20 ms, while every late peer is runnable on another CPU; yielding every 300 us), then yielding, then
-// asleep, for at most `timeout` from the end of the spinning (the clock is not read by a wait
+// 20 ms, while every late peer is runnable on another CPU; yielding every 300 us), then yielding,
+// then asleep, for at most `timeout` from the end of the spinning (the clock is not read by a wait
 // that ends within the first few dozen spins, the common case). `what` names the call for
 // errors, such as "all_reduce(float32 x 1024, sum) #7 (shm one_shot)"; it is only called to
 // build one. Throws kTimeout naming the ranks that did not arrive, kUnavailable for a dead peer,
