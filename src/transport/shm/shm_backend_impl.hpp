@@ -169,6 +169,9 @@ class ShmBackend final : public CollectiveBackend {
   std::atomic<std::int64_t> stage_ns_[3] = {};  // [StepStage]: steady-clock nanoseconds
   // Where a step of `bytes` lies in its lane (shm_backend.cpp says why it moves).
   std::size_t step_offset(std::uint64_t seq, std::size_t bytes) const;
+  // After a one-step call `seq` of `bytes` that filled its lane: takes the place the next step
+  // fills if it has the same size, for writing, while the caller is away (shm_backend.cpp).
+  void take_next_place(std::uint64_t seq, std::size_t bytes);
 
   // The team that splits this call's copies and reductions (a call of at least
   // team_min_bytes_ when the team has more than one thread), else null: the caller alone.

@@ -28,6 +28,7 @@ void ShmBackend::one_shot(const Call& c) {
       [&](std::size_t base, std::size_t n, std::uint64_t seq) {
         cpu::team_reduce(call_team_, sources(seq, at, in + base * es, base * es), ctx_.size, n,
                          c.type, c.reduce, static_cast<std::uint8_t*>(c.output) + base * es);
+        if (c.count <= step) take_next_place(seq, n * es);
       });
 }
 
