@@ -62,6 +62,15 @@ void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t seen) {
   syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT, seen, &slice, nullptr, 0);
 }
 
+// Names the calling thread as the one that waits in this rank's calls (set-up named the thread
+// that created the communicator; a caller may call from another).
+void note_waiting_thread(RankControl& mine) {
+  const int tid = common::this_thread_id();
+  if (mine.tid.load(std::memory_order_relaxed) != tid) {
+    mine.tid.store(tid, std::memory_order_relaxed);
+  }
+}
+
 // Whether every peer that has not raised its flag is runnable on a CPU other than this one.
 template <typename Ready>
 bool late_peers_run_elsewhere(const RankControl* control, int world, int self, Ready ready) {
@@ -153,10 +162,7 @@ void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int 
     }
     return out;
   };
-  if (auto& mine = control[self].tid;
-      mine.load(std::memory_order_relaxed) != common::this_thread_id()) {
-    mine.store(common::this_thread_id(), std::memory_order_relaxed);
-  }
+
   const bool spin_long = spin.count() > 0;
   SpinClock clock(spin);
   long yields_from = -1;  // the round spinning ended; -1 while spinning
@@ -174,6 +180,8 @@ void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int 
       if (!spinning && spin_long) {
         spinning = true;
         if (round % kClockEvery == 0) {  // the clock is not read by a wait shorter than this
+          // Peers look this thread up once their own spin runs out; a short wait need not say.
+          if (round == kClockEvery) note_waiting_thread(control[self]);
           spinning =
               clock.spinning([&] { return late_peers_run_elsewhere(control, world, self, ready); });
         }
