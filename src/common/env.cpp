@@ -104,10 +104,10 @@ const std::vector<EnvVar>& env_registry() {
        {}},
       {"TPCOMM_SHM_WORKSPACE",
        EnvKind::kInteger,
-       "1048576",
+       "2097152",
        "bytes of shared memory per rank for the shm backend: two lanes of half that, used in turn "
-       "(larger messages stream through them in steps of one lane, or of the plan's smaller "
-       "step_bytes)",
+       "(larger messages stream through them in steps of 512 KiB, or of the plan's step_bytes, "
+       "at most a lane)",
        {},
        4096,
        1LL << 30},

@@ -16,6 +16,7 @@
 #include "thread_ranks.hpp"
 #include "tpcomm/communicator.hpp"
 #include "tpcomm/log.hpp"
+#include "transport/shm/shm_options.hpp"
 
 namespace tpcomm {
 namespace {
@@ -66,8 +67,9 @@ TEST(SlotPlacement, EachRanksSlotIsBoundToTheNodeOfItsCpu) {
     std::printf("rank %d on cpu %d: sysfs node %d\n", r, cpus[static_cast<std::size_t>(r)], node);
     const std::string bound =
         "rank " + std::to_string(r) + ": slot bound to node " + std::to_string(node);
-    const std::string pages =
-        "rank " + std::to_string(r) + ": slot pages: 256 on node " + std::to_string(node) + " ";
+    const std::string pages = "rank " + std::to_string(r) + ": slot pages: " +
+                              std::to_string(transport::shm::ShmOptions{}.workspace_bytes / 4096) +
+                              " on node " + std::to_string(node) + " ";
     bool saw_bound = false, saw_pages = false;
     for (const auto& l : lines) {
       saw_bound = saw_bound || l == bound;

@@ -91,9 +91,10 @@ class ShmBackend final : public CollectiveBackend {
            static_cast<std::size_t>(r) * ctx_.shm.workspace_bytes + (seq % kLanes) * lane_bytes_;
   }
 
-  // Bytes a step of this call moves through a lane: the plan row's step, at most a lane.
+  // Bytes a step of this call moves through a lane: the plan row's step, else kDefaultStepBytes;
+  // at most a lane.
   std::size_t step_bytes(const Call& c) const {
-    return c.step_bytes != 0 ? std::min<std::size_t>(c.step_bytes, lane_bytes_) : lane_bytes_;
+    return std::min<std::size_t>(c.step_bytes != 0 ? c.step_bytes : kDefaultStepBytes, lane_bytes_);
   }
 
   // Bytes of a call's input on this rank.

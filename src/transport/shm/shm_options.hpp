@@ -12,7 +12,7 @@ namespace tpcomm::transport::shm {
 class RegisteredHeap;
 
 struct ShmOptions {
-  std::size_t workspace_bytes = 1u << 20;  // per rank (TPCOMM_SHM_WORKSPACE)
+  std::size_t workspace_bytes = 2u << 20;  // per rank (TPCOMM_SHM_WORKSPACE)
   bool single_copy = true;  // may read peers' memory directly (TPCOMM_SHM_SINGLE_COPY)
   // All-reduces this large stream their lane fills; 0: never (TPCOMM_SHM_STREAMING_FILL).
   std::size_t streaming_fill_bytes = 16u << 20;
