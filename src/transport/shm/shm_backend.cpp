@@ -18,7 +18,6 @@
 #include "common/log_format.hpp"
 #include "common/segment_names.hpp"
 #include "common/thread_state.hpp"
-#include "kernels/cpu/prefetch_for_write.hpp"
 #include "kernels/cpu/reduce.hpp"
 #include "kernels/cpu/streaming_copy.hpp"
 #include "shm_backend_impl.hpp"
@@ -345,31 +344,6 @@ std::vector<StageTime> ShmBackend::stage_times() const {
   return {{"shm fill (copy in)", nanoseconds(stage_ns_[kFillStage].load())},
           {"shm wait (flags, headers)", nanoseconds(stage_ns_[kWaitStage].load())},
           {"shm consume (reduce, copy out)", nanoseconds(stage_ns_[kConsumeStage].load())}};
-}
-
-// Successive steps through one lane move on by their size (rounded to a page) and wrap, so a
-// step rarely writes the lines its peers read from that lane the step before last. W = 2
-// one-shot all-reduce on a Xeon VM (2 vCPUs, 512 KiB lanes), in place, us, two runs each:
-// 16 KiB 3.38-3.41 -> 2.79-2.80, 4 KiB 1.20-1.21 -> 1.14-1.15, 64 KiB and up unchanged (few
-// places in the lane); docs/results/cpu-2026-12-05-impi.md. Every rank numbers its steps alike
-// and the call's size is compared before any peer reads, so all agree on the place; any place in
-// a lane is free once the step before passed (kLanes).
-std::size_t ShmBackend::step_offset(std::uint64_t seq, std::size_t bytes) const {
-  const std::size_t room = (bytes + 4095) / 4096 * 4096;
-  if (room == 0 || room > lane_bytes_) return 0;
-  return (seq / kLanes) % (lane_bytes_ / room) * room;
-}
-
-// The peer read this rank's next place a few steps ago, so its lines are shared with the peer,
-// and the next fill's stores would each wait for the peer's copy to be invalidated before the
-// flag behind them is seen: on the critical path of a small call. Asked for now, the
-// invalidations run while the caller is away. W = 2, float32, in place, us, without / with:
-// 4 B 0.40 / 0.37, 1 KiB 0.63 / 0.51, 4 KiB 1.15 / 0.93, 16 KiB 2.80 / 2.74; from 32 KiB it
-// lost (64 KiB 6.6 / 7.2-7.4: too many lines in flight at once).
-void ShmBackend::take_next_place(std::uint64_t seq, std::size_t bytes) {
-  constexpr std::size_t kMaxBytes = 16 << 10;
-  if (bytes > kMaxBytes || mine_at_.id || mine_single_copy_) return;  // no fill this call
-  kernels::cpu::prefetch_for_write(lane(ctx_.rank, seq + 1) + step_offset(seq + 1, bytes), bytes);
 }
 
 void ShmBackend::copy_in(const Call& c, std::size_t base, std::size_t n, std::uint64_t seq) {
