@@ -15,6 +15,7 @@
 
 #include "kernels/cpu/convert.hpp"
 #include "kernels/cpu/reduce.hpp"
+#include "kernels/cpu/sum_by_pages.hpp"
 #include "tpcomm/types.hpp"
 #include "transport/cpu/team_ops.hpp"
 #include "transport/cpu/thread_team.hpp"
@@ -92,6 +93,33 @@ const bool kRegistered = [] {
           ->Args({4, 256 << 10})
           ->Args({2, 4 << 20});
     }
+  }
+  return true;
+}();
+
+// shm's W = 2 float32 sum by pages (sum_by_pages.hpp) on sources in this core's cache: the case
+// it is not made for, where it is slower than BM_ReduceSlots; with one source in another core's
+// cache it is faster, which tpcomm bench shows (docs/results/cpu-2026-12-05-impi.md).
+void BM_SumTwoByPages(benchmark::State& state, KernelIsa isa) {
+  if (!runs_here(state, isa)) return;
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  Slots in(2, bytes, tpcomm::DataType::kFloat32);
+  for (auto _ : state) {
+    tpcomm::kernels::cpu::sum_two_f32_by_pages_with(isa, in.srcs.data(), bytes / sizeof(float),
+                                                    in.out.data());
+    benchmark::DoNotOptimize(in.out.data());
+  }
+  count_input(state, 2, bytes, isa);
+}
+
+const bool kByPagesRegistered = [] {
+  for (KernelIsa isa : {KernelIsa::kAvx512, KernelIsa::kAvx2, KernelIsa::kBaseline}) {
+    const std::string name = bench_name("BM_SumTwoByPages", tpcomm::DataType::kFloat32, isa);
+    benchmark::RegisterBenchmark(name.c_str(), BM_SumTwoByPages, isa)
+        ->ArgNames({"bytes"})
+        ->Arg(64 << 10)
+        ->Arg(256 << 10)
+        ->Arg(4 << 20);
   }
   return true;
 }();

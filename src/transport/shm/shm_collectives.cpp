@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/reduce.hpp"
 #include "kernels/cpu/streaming_copy.hpp"
+#include "kernels/cpu/sum_by_pages.hpp"
 #include "shm_backend_impl.hpp"
 #include "transport/cpu/single_copy.hpp"
 #include "transport/cpu/team_ops.hpp"
@@ -26,8 +27,17 @@ void ShmBackend::one_shot(const Call& c) {
         fill_lane(c, lane(ctx_.rank, seq) + at, in + base * es, n * es);
       },
       [&](std::size_t base, std::size_t n, std::uint64_t seq) {
-        cpu::team_reduce(call_team_, sources(seq, at, in + base * es, base * es), ctx_.size, n,
-                         c.type, c.reduce, static_cast<std::uint8_t*>(c.output) + base * es);
+        const void* const* srcs = sources(seq, at, in + base * es, base * es);
+        auto* out = static_cast<std::uint8_t*>(c.output) + base * es;
+        // The peer's half comes from its core's cache: W = 2 float32 sums read 8 pages at a time
+        // (sum_by_pages.hpp; 64 KiB 6.5 -> 6.1 us, 256 KiB 24 -> 22.1, 1 MiB 100-105 -> 94, 16 MiB
+        // 3.0 -> 2.6 ms).
+        if (ctx_.size == 2 && c.type == DataType::kFloat32 && c.reduce == ReduceOp::kSum &&
+            call_team_ == nullptr && n * es >= kernels::cpu::kSumByPagesMinBytes) {
+          kernels::cpu::sum_two_f32_by_pages_with(cpu::chosen_kernel_isa(), srcs, n, out);
+        } else {
+          cpu::team_reduce(call_team_, srcs, ctx_.size, n, c.type, c.reduce, out);
+        }
         if (c.count <= step) take_next_place(seq, n * es);
       });
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/reduce.hpp"
+#include "kernels/cpu/sum_by_pages.hpp"
 #include "support/reference_float.hpp"
 #include "transport/cpu/kernel_choice.hpp"
 
@@ -202,6 +203,41 @@ TEST_P(ShmReduce, EveryTypeOpRankCountAndOffsetMatchesTheScalarReferenceBitForBi
   EXPECT_EQ(cases, 3 * 4 * 5 * static_cast<int>(counts.size()));
   std::cout << "[ info ] " << cases << " cases bit-identical on the "
             << kernels::cpu::to_string(isa) << " variant\n";
+}
+
+// shm's W = 2 float32 sum by pages: the same bits as the scalar reference over one group of 8
+// pages, several with a tail, and less than one, from unaligned sources, in and out of place.
+TEST_P(ShmReduce, TheSumByPagesMatchesTheScalarReferenceBitForBit) {
+  const KernelIsa isa = GetParam();
+  if (!kernels::cpu::cpu_runs(isa)) {
+    GTEST_SKIP() << "the " << kernels::cpu::to_string(isa) << " variant needs an instruction set "
+                 << "this CPU lacks (best here: " << transport::cpu::kernel_isa() << ")";
+  }
+  std::mt19937 rng(11);
+  for (std::size_t n : {0u, 5u, 8191u, 8192u, 8193u, 3 * 8192u + 77u}) {
+    const std::size_t offset = n % 3;
+    std::vector<std::vector<std::uint8_t>> data(2);
+    std::vector<const std::uint8_t*> srcs;
+    for (auto& d : data) {
+      const auto bits = random_elements(DataType::kFloat32, n + offset, rng);
+      d.resize((n + offset) * 4);
+      for (std::size_t i = 0; i < bits.size(); ++i) std::memcpy(&d[i * 4], &bits[i], 4);
+      srcs.push_back(d.data() + offset * 4);
+    }
+    const auto want = reference(DataType::kFloat32, ReduceOp::kSum, srcs, n);
+    std::vector<std::uint8_t> got(n * 4 + 1, 0xa5);
+    std::vector<const void*> ptrs(srcs.begin(), srcs.end());
+    kernels::cpu::sum_two_f32_by_pages_with(isa, ptrs.data(), n, got.data());
+    ASSERT_EQ(got.back(), 0xa5) << "wrote past the end, n=" << n;
+    got.pop_back();
+    expect_same(DataType::kFloat32, got, want, n);
+    if (HasFailure()) FAIL() << "n=" << n;
+    kernels::cpu::sum_two_f32_by_pages_with(isa, ptrs.data(), n,
+                                            const_cast<std::uint8_t*>(srcs.front()));
+    std::vector<std::uint8_t> in_place(srcs.front(), srcs.front() + n * 4);
+    expect_same(DataType::kFloat32, in_place, want, n);
+    if (HasFailure()) FAIL() << "in place, n=" << n;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, ShmReduce,
