@@ -34,7 +34,8 @@ esac
 # CPU feature names (__builtin_cpu_supports("f16c"), "x86-64-v4") and the reductions' GCC vector
 # extensions (__builtin_shuffle; the kernels refuse any compiler but GCC on x86-64).
 skipped=(src/kernels/cpu/convert.cpp src/kernels/cpu/kernel_isa.cpp src/kernels/cpu/reduce.cpp
-         src/kernels/cpu/reduce_bf16.cpp src/kernels/cpu/reduce_f16.cpp)
+         src/kernels/cpu/reduce_bf16.cpp src/kernels/cpu/reduce_f16.cpp
+         src/kernels/cpu/sum_by_pages.cpp)
 kept=()
 for f in "${files[@]}"; do
   [[ " ${skipped[*]} " == *" $f "* ]] || kept+=("$f")
