@@ -272,7 +272,9 @@ int main(int argc, char** argv) {
   int rows = 0;
   for (int d = a.first_dt; d <= a.last_dt; ++d) {
     for (long long bytes = a.min_b; bytes <= a.max_b; bytes *= a.factor) {
-      Call c = {malloc((size_t)bytes), (int)(bytes / (long long)all[d].size), &all[d]};
+      // 64-byte aligned, as tpcomm bench's buffers and PyTorch's tensors are.
+      Call c = {aligned_alloc(64, (size_t)(bytes + 63) / 64 * 64),
+                (int)(bytes / (long long)all[d].size), &all[d]};
       if (!c.buf) MPI_Abort(MPI_COMM_WORLD, 2);
       fill(&c, rank);
       const int first = bytes == a.min_b && a.warmup < kFirstRowWarmup;

@@ -50,10 +50,10 @@ std::pair<std::size_t, std::size_t> bench_counts(Op op, std::uint64_t bytes, std
                  : std::make_pair(per * static_cast<std::size_t>(w), per);
 }
 
-std::vector<std::uint8_t> bench_input(std::size_t n, DataType type, int rank) {
+BenchBytes bench_input(std::size_t n, DataType type, int rank) {
   std::vector<float> values(n);
   for (std::size_t i = 0; i < n; ++i) values[i] = value_of(rank, i);
-  std::vector<std::uint8_t> buf(n * size_of(type));
+  BenchBytes buf(n * size_of(type));
   from_float(values.data(), type, n, buf.data());
   return buf;
 }

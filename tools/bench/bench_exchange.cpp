@@ -76,10 +76,10 @@ ExchangeShape exchange_shape(Op op, bool uneven, std::uint64_t bytes, std::size_
   return s;
 }
 
-std::vector<std::uint8_t> exchange_input(std::size_t n, DataType type, int rank) {
+BenchBytes exchange_input(std::size_t n, DataType type, int rank) {
   std::vector<float> values(n);
   for (std::size_t i = 0; i < n; ++i) values[i] = value_of(rank, i);
-  std::vector<std::uint8_t> buf(n * size_of(type));
+  BenchBytes buf(n * size_of(type));
   from_float(values.data(), type, n, buf.data());
   return buf;
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "bench_data.hpp"
 #include "tpcomm/types.hpp"
 
 namespace tpcomm::cli {
@@ -31,7 +32,7 @@ ExchangeShape exchange_shape(Op op, bool uneven, std::uint64_t bytes, std::size_
                              std::size_t hidden, int rank, int w);
 
 // Rank `rank`'s input of `n` elements (small integers: exact in every type).
-std::vector<std::uint8_t> exchange_input(std::size_t n, DataType type, int rank);
+BenchBytes exchange_input(std::size_t n, DataType type, int rank);
 
 // Elements of the output that differ from what their senders' inputs hold.
 std::uint64_t count_wrong_exchange(Op op, const ExchangeShape& s, DataType type,

@@ -76,7 +76,7 @@ Engines start_engines(const BenchArgs& a) {
 // output buffer `ip` (all-gather: this rank's block; reduce-scatter: the output is its block).
 struct SizeBuffers {
   std::size_t n_in = 0, n_out = 0, per = 0;  // per: the count a call takes
-  std::vector<std::uint8_t> in, out, ip;
+  BenchBytes in, out, ip;
   std::size_t ip_in = 0, ip_out = 0;      // byte offsets of input and output in `ip`
   std::optional<ExchangeShape> exchange;  // all_to_all and send_recv (no in-place form)
   bool in_place_form = true;              // none for the exchanges and the rooted calls
