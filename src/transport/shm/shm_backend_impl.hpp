@@ -84,11 +84,11 @@ class ShmBackend final : public CollectiveBackend {
     return reinterpret_cast<RankControl*>(static_cast<char*>(segment_.base()) + control_offset()) +
            r;
   }
-  // Rank r's lane for protocol step `seq`.
+  // Rank r's lane for protocol step `seq`: lane seq % 2 of the slot step_slot names.
   std::uint8_t* lane(int r, std::uint64_t seq) const {
     return static_cast<std::uint8_t*>(segment_.base()) +
            slots_offset(static_cast<std::size_t>(ctx_.size)) +
-           static_cast<std::size_t>(r) * ctx_.shm.workspace_bytes + (seq % kLanes) * lane_bytes_;
+           step_slot(r, seq, ctx_.size) * ctx_.shm.workspace_bytes + (seq % kLanes) * lane_bytes_;
   }
 
   // Bytes a step of this call moves through a lane: the plan row's step, else kDefaultStepBytes;

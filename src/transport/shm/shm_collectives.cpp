@@ -29,11 +29,13 @@ void ShmBackend::one_shot(const Call& c) {
       [&](std::size_t base, std::size_t n, std::uint64_t seq) {
         const void* const* srcs = sources(seq, at, in + base * es, base * es);
         auto* out = static_cast<std::uint8_t*>(c.output) + base * es;
-        // The peer's half comes from its core's cache: W = 2 float32 sums read 8 pages at a time
-        // (sum_by_pages.hpp; 64 KiB 6.5 -> 6.1 us, 256 KiB 24 -> 22.1, 1 MiB 100-105 -> 94, 16 MiB
-        // 3.0 -> 2.6 ms).
+        // The peer's half comes from its core's cache: W = 2 float32 sums of 64 KiB or more read
+        // 8 pages at a time (sum_by_pages.hpp; 64 KiB 6.5 -> 6.1 us, 256 KiB 24 -> 22.1, 1 MiB
+        // 100-105 -> 94, 16 MiB 3.0 -> 2.6 ms). Since the slots take turns (data_slot) 32 KiB is
+        // as fast in order (3.1-3.9 us either way), 64 KiB still 4.7-4.9 against 4.9-6.0.
+        constexpr std::size_t kByPagesFromBytes = 64 << 10;
         if (ctx_.size == 2 && c.type == DataType::kFloat32 && c.reduce == ReduceOp::kSum &&
-            call_team_ == nullptr && n * es >= kernels::cpu::kSumByPagesMinBytes) {
+            call_team_ == nullptr && n * es >= kByPagesFromBytes) {
           kernels::cpu::sum_two_f32_by_pages_with(cpu::chosen_kernel_isa(), srcs, n, out);
         } else {
           cpu::team_reduce(call_team_, srcs, ctx_.size, n, c.type, c.reduce, out);

@@ -1,17 +1,21 @@
-// Where a one-step call lies in its lane, and taking that place for writing ahead of the fill.
+// Where a one-step call lies in its lane, and taking that place for writing ahead of the fill:
+// both for W > 2 only. At W = 2 the slots take turns (step_slot, shm_layout.hpp) and a rank
+// writes the lines it read itself, which the moving places and the early take were working around.
 #include "kernels/cpu/prefetch_for_write.hpp"
 #include "shm_backend_impl.hpp"
 
 namespace tpcomm::transport::shm {
 
 // Successive steps through one lane move on by their size (rounded to a page) and wrap, so a
-// step rarely writes the lines its peers read from that lane the step before last. W = 2
-// one-shot all-reduce on a Xeon VM (2 vCPUs, 512 KiB lanes), in place, us, two runs each:
-// 16 KiB 3.38-3.41 -> 2.79-2.80, 4 KiB 1.20-1.21 -> 1.14-1.15, 64 KiB and up unchanged (few
-// places in the lane); docs/results/cpu-2026-12-05-impi.md. Every rank numbers its steps alike
-// and the call's size is compared before any peer reads, so all agree on the place; any place in
-// a lane is free once the step before passed (kLanes).
+// step rarely writes the lines its peers read from that lane the step before last. Measured before
+// the slots took turns, at W = 2, one-shot all-reduce on a Xeon VM (2 vCPUs, 512 KiB lanes), in
+// place, us, two runs each: 16 KiB 3.38-3.41 -> 2.79-2.80, 4 KiB 1.20-1.21 -> 1.14-1.15, 64 KiB and
+// up unchanged (few places in the lane); docs/results/cpu-2026-12-05-impi.md. Every rank numbers
+// its steps alike and the call's size is compared before any peer reads, so all agree on the place;
+// any place in a lane is free once the step before passed (kLanes).
 std::size_t ShmBackend::step_offset(std::uint64_t seq, std::size_t bytes) const {
+  // At W = 2 a rank writes where it read: the place stays put.
+  if (ctx_.size == 2) return 0;
   const std::size_t room = (bytes + 4095) / 4096 * 4096;
   if (room == 0 || room > lane_bytes_) return 0;
   return (seq / kLanes) % (lane_bytes_ / room) * room;
@@ -22,10 +26,13 @@ std::size_t ShmBackend::step_offset(std::uint64_t seq, std::size_t bytes) const 
 // flag behind them is seen: on the critical path of a small call. Asked for now, the
 // invalidations run while the caller is away. W = 2, float32, in place, us, without / with:
 // 4 B 0.40 / 0.37, 1 KiB 0.63 / 0.51, 4 KiB 1.15 / 0.93, 16 KiB 2.80 / 2.74; from 32 KiB it
-// lost (64 KiB 6.6 / 7.2-7.4: too many lines in flight at once).
+// lost (64 KiB 6.6 / 7.2-7.4: too many lines in flight at once). Those figures are from before
+// the slots took turns; at W = 2 the next place now holds lines this rank read itself, already
+// its own to write, and taking them changed nothing (4 B-64 KiB alike within the runs' spread),
+// so only W > 2 takes its place.
 void ShmBackend::take_next_place(std::uint64_t seq, std::size_t bytes) {
   constexpr std::size_t kMaxBytes = 16 << 10;
-  if (bytes > kMaxBytes || mine_at_.id || mine_single_copy_) return;  // no fill this call
+  if (bytes > kMaxBytes || mine_at_.id || mine_single_copy_ || ctx_.size == 2) return;
   kernels::cpu::prefetch_for_write(lane(ctx_.rank, seq + 1) + step_offset(seq + 1, bytes), bytes);
 }
 

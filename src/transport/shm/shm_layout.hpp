@@ -107,6 +107,22 @@ constexpr std::size_t kDefaultStepBytes = std::size_t{512} << 10;
 inline std::size_t lane_bytes(std::size_t slot_bytes) {
   return slot_bytes / kLanes / kLine * kLine;
 }
+// The slot holding rank r's data at protocol step seq. At W = 2 the two slots take turns, rank r
+// using slot (r + seq / 2) % 2, so a rank fills at step seq + 2 the very lines it read from its
+// peer at step seq (the same lane; one-step calls stay at the lane's start, step_offset). A line
+// a core read after another core wrote it is already this core's to write, while one the peer
+// last read has to be taken back from the peer's cache first: two threads alternating 256 KiB
+// fills (rep movsb) and reads took 5.4 us per fill this way and 14.5 the other, 64 KiB 1.2 and
+// 6.7; the one-shot all-reduce went from 22 to 17-18 us at 256 KiB (docs/results/cpu-2026-12-05-
+// impi.md). Intel MPI does the same: its W = 2 all-reduce's second half writes into the cell it
+// had just read. Safe for every op: at each step the ranks still hold distinct slots, and the
+// lanes' reuse rule above speaks of lanes, not of whose slot a step uses. W > 2 keeps each rank's
+// own slot: there a step's lines are read by several peers, none of whom writes them next.
+constexpr std::size_t step_slot(int rank, std::uint64_t seq, int world) {
+  const auto r = static_cast<std::size_t>(rank);
+  return world == 2 ? (r + seq / kLanes) % 2 : r;
+}
+
 // Point-to-point messages (send_recv) go through a mailbox per ordered pair of ranks, after the
 // slots: rank d's inbox holds one mailbox per sender s (its own unused), on d's NUMA node. A
 // mailbox is a ring of kMailSlots chunks: the sender writes chunk `posted` % kMailSlots and then
