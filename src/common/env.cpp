@@ -113,12 +113,12 @@ const std::vector<EnvVar>& env_registry() {
        1LL << 30},
       {"TPCOMM_SHM_STREAMING_FILL",
        EnvKind::kInteger,
-       "16777216",
+       "-1",
        "shm all-reduces of at least this many bytes fill their lanes with streaming "
        "(non-temporal) stores, so peers read them from memory instead of from this core's "
-       "cache; 0: never",
+       "cache; 0: never; -1: never for 2 ranks (whose slots take turns), 16777216 for more",
        {},
-       0,
+       -1,
        1LL << 40},
       {"TPCOMM_SHM_SPIN_US",
        EnvKind::kInteger,

@@ -277,8 +277,7 @@ BackendContext backend_context(CommunicatorState& c,
   context.shm.workspace_bytes = static_cast<std::size_t>(env_integer("TPCOMM_SHM_WORKSPACE"));
   context.cuda.graph_slots = static_cast<std::size_t>(env_integer("TPCOMM_GRAPH_SLOTS"));
   context.shm.single_copy = env_flag("TPCOMM_SHM_SINGLE_COPY");
-  context.shm.streaming_fill_bytes =
-      static_cast<std::size_t>(env_integer("TPCOMM_SHM_STREAMING_FILL"));
+  context.shm.streaming_fill_bytes = env_integer("TPCOMM_SHM_STREAMING_FILL");
   context.shm.spin = std::chrono::microseconds(env_integer("TPCOMM_SHM_SPIN_US"));
   context.shm.stage_times = env_flag("TPCOMM_SHM_STAGE_TIMES");
   context.shm.threads = c.options.threads.value_or(static_cast<int>(env_integer("TPCOMM_THREADS")));

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 namespace tpcomm::transport::shm {
@@ -14,8 +15,9 @@ class RegisteredHeap;
 struct ShmOptions {
   std::size_t workspace_bytes = 2u << 20;  // per rank (TPCOMM_SHM_WORKSPACE)
   bool single_copy = true;  // may read peers' memory directly (TPCOMM_SHM_SINGLE_COPY)
-  // All-reduces this large stream their lane fills; 0: never (TPCOMM_SHM_STREAMING_FILL).
-  std::size_t streaming_fill_bytes = 16u << 20;
+  // All-reduces this large stream their lane fills; 0: never; -1: never at W = 2, 16 MiB for
+  // more ranks (TPCOMM_SHM_STREAMING_FILL; ShmBackend::fill_lane says why).
+  std::int64_t streaming_fill_bytes = -1;
   // How long a wait spins before yielding and sleeping, while every rank has a core
   // (TPCOMM_SHM_SPIN_US); longer while the late peers are runnable on other CPUs (shm_wait.cpp).
   std::chrono::microseconds spin{1000};
