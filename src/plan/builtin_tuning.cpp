@@ -120,12 +120,15 @@ TuningEntry cpu_entry(int w) {
   TuningEntry e;
   e.key = {DeviceType::kCpu, std::nullopt, w, std::nullopt};
   if (w == 2) {
-    // Above 8 MiB in steps of 256 KiB rather than of the 512 KiB lane (tpcomm tune, best of 5
-    // rounds: 16 MiB 2.90 -> 2.29 ms; up to 8 MiB the lane was ahead, 1.05-1.3x).
+    // Above 256 KiB in steps of 128 KiB rather than of 512 KiB: since the slots take turns
+    // (step_slot) a call's steps and both lanes stay in the cache beside its buffers (Xeon VM,
+    // 2 vCPUs, tpcomm tune out of place, best of 3: 1 MiB 143 -> 110 us, 4 MiB 615 -> 543,
+    // 16 MiB 2609 -> 2310; in place 1 MiB 90-95 -> 71-77, 4 MiB 460-490 -> 398-410; 64 KiB steps
+    // level with 128 KiB, 256 KiB between; docs/results/cpu-2026-12-05-impi.md).
     Candidate small_steps = use(Backend::kShm, Algorithm::kOneShot);
-    small_steps.step_bytes = 256 * KiB;
+    small_steps.step_bytes = 128 * KiB;
     e.ops[Op::kAllReduce] = {
-        {8 * MiB, {use(Backend::kShm, Algorithm::kOneShot), hier_mpi, hier, gloo}},
+        {256 * KiB, {use(Backend::kShm, Algorithm::kOneShot), hier_mpi, hier, gloo}},
         {std::nullopt, {small_steps, hier_mpi, hier, gloo}}};
   } else {
     e.ops[Op::kAllReduce] = {

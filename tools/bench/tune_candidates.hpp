@@ -22,7 +22,7 @@ struct TuneArgs {
   std::uint64_t max_bytes = 16u << 20;
   std::uint64_t factor = 4;
   int rounds = 3;
-  std::vector<std::uint64_t> steps = {256u << 10};  // besides the lane: shm steps to time
+  std::vector<std::uint64_t> steps = {128u << 10};  // besides the lane: shm steps to time
   std::string output;
   std::string bind_to = "core";
   int nodes = 1;                  // --nodes: simulated nodes of tpcomm run (hier, hier_mpi)

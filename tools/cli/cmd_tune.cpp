@@ -280,7 +280,7 @@ void add_tune_command(CLI::App& app) {
   cmd->add_option("--steps", a->steps,
                   "shm step sizes to time besides the lane (bytes, or K, M: a multiple of 64, "
                   "at least 4K)")
-      ->default_str("256K")
+      ->default_str("128K")
       ->delimiter(',')
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(kMinStepBytes, kMaxStepBytes));

@@ -91,14 +91,14 @@ TEST(BuiltinTuning, CpuLargerGroupsSwitchToTwoShotSoonerTheLargerTheyAre) {
   }
 }
 
-// shm all-reduce, W = 2: one-shot at every size, in steps of the lane up to 8 MiB and of
-// 256 KiB above; a step goes through the file format and into the plan's rows.
-TEST(BuiltinTuning, CpuTwoRanksAllReduceTakesSmallerStepsAbove8MiB) {
+// shm all-reduce, W = 2: one-shot at every size, in one step up to 256 KiB and in steps of
+// 128 KiB above; a step goes through the file format and into the plan's rows.
+TEST(BuiltinTuning, CpuTwoRanksAllReduceTakesSmallerStepsAbove256KiB) {
   const auto& rows = cpu_rows(2, Op::kAllReduce);
   ASSERT_EQ(rows.size(), 2u);
-  EXPECT_EQ(rows[0].max_bytes, 8 * MiB);
+  EXPECT_EQ(rows[0].max_bytes, 256 * KiB);
   EXPECT_EQ(rows[0].use.front(), shm(Algorithm::kOneShot));
-  EXPECT_EQ(rows[1].use.front(), shm(Algorithm::kOneShot, 256 * KiB));
+  EXPECT_EQ(rows[1].use.front(), shm(Algorithm::kOneShot, 128 * KiB));
   const Tuning t = decode_tuning(
       R"({"tpcomm_tuning": 1, "entries": [{"device": "cpu", "world_size": 3, "ops": {)"
       R"("reduce_scatter": [{"max_bytes": null, "use": [{"backend": "shm", "step_bytes": 4096}]}]}}]})",
