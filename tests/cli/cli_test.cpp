@@ -366,15 +366,15 @@ TEST(Cli, PlanOfTwoCpuRanksShowsShmStepsAndSingleCopy) {
   unlink(path);
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_TRUE(contains(text.out,
-                       "  size         backend    algorithm     blocks/step\n"
-                       "  up to 8 MiB  shm        one_shot      -\n"
-                       "  above 8 MiB  shm        one_shot      256 KiB\n"))
+                       "  size           backend    algorithm     blocks/step\n"
+                       "  up to 256 KiB  shm        one_shot      -\n"
+                       "  above 256 KiB  shm        one_shot      128 KiB\n"))
       << text.out;
   EXPECT_TRUE(contains(text.out, "  above 64 KiB  shm        single_copy   -\n")) << text.out;
   const json table = json::parse(js.out)["ops"]["all_reduce"]["table"];
   ASSERT_EQ(table.size(), 2u) << js.out;
   EXPECT_FALSE(table[0].contains("step_bytes")) << js.out;
-  EXPECT_EQ(table[1]["step_bytes"], 256 * 1024) << js.out;
+  EXPECT_EQ(table[1]["step_bytes"], 128 * 1024) << js.out;
 }
 
 TEST(Cli, EnvListsEveryVariableAndFlagsInvalidValues) {
