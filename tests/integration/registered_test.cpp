@@ -45,12 +45,11 @@ class ShmTuning : public TempFile {
 // Counts the shm backend's "reads ... registered input in place" lines while alive.
 class InPlaceLines {
  public:
-  InPlaceLines() {
+  explicit InPlaceLines(std::string needle = "registered input in place")
+      : needle_(std::move(needle)) {
     set_log_level(LogLevel::kDebug);
     set_log_sink([this](LogLevel, std::string_view subsystem, std::string_view message) {
-      if (subsystem == "shm" && message.find("registered input in place") != std::string::npos) {
-        ++count;
-      }
+      if (subsystem == "shm" && message.find(needle_) != std::string::npos) ++count;
     });
   }
   ~InPlaceLines() {
@@ -58,6 +57,9 @@ class InPlaceLines {
     set_log_level(LogLevel::kWarn);
   }
   std::atomic<int> count{0};
+
+ private:
+  std::string needle_;
 };
 
 // Every rank: all_reduce, all_gather and reduce_scatter of `n` float32 per rank from a
@@ -201,6 +203,36 @@ TEST(Registered, TooLargeAMismatchAndAStrangePointerAreErrorsOnEveryRankAndTheGr
     for (std::size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], value(1, i));
     comm->free(buf);
   });
+}
+
+// The built-in W = 2 plan steps all-reduces above 256 KiB by 128 KiB for the lanes' sake; a call
+// whose every input is registered widens its steps after the first (in_place_step). 300'001
+// floats: a 128 KiB step, then wide ones, then a partial one; every element checked, with every
+// rank registered (logged once per rank) and with one ordinary rank (steps stay narrow).
+TEST(Registered, AllRegisteredCallsWidenTheirStepsAfterTheFirstAndStayRight) {
+  for (int ordinary : {-1, 1}) {
+    InPlaceLines wide("every input in place: steps of 524288 B after the first");
+    on_ranks(make_thread_group(2), [&](int r, std::shared_ptr<Bootstrap> bs) {
+      auto comm = Communicator::create(bs);
+      const std::size_t n = 300'001;
+      ASSERT_EQ(comm->route(Op::kAllReduce, n * 4, DataType::kFloat32, Mode::kEager).step_bytes,
+                std::optional<std::uint64_t>(128u << 10));
+      auto* reg = static_cast<float*>(comm->allocate(n * sizeof(float)));
+      std::vector<float> plain(n), out(n, -1.0f);
+      float* in = r == ordinary ? plain.data() : reg;
+      for (int call = 0; call < 3; ++call) {
+        for (std::size_t i = 0; i < n; ++i) in[i] = value(r, i + static_cast<std::size_t>(call));
+        comm->all_reduce(in, out.data(), n, DataType::kFloat32, ReduceOp::kSum);
+        for (std::size_t i = 0; i < n; ++i) {
+          const std::size_t k = i + static_cast<std::size_t>(call);
+          ASSERT_EQ(out[i], value(0, k) + value(1, k))
+              << "rank " << r << " call " << call << " " << i;
+        }
+      }
+      comm->free(reg);
+    });
+    EXPECT_EQ(wide.count.load(), ordinary < 0 ? 2 : 0) << "ordinary rank " << ordinary;
+  }
 }
 
 TEST(Registered, BuffersLeftAllocatedGoWithTheCommunicatorAndLeaveNoSegment) {

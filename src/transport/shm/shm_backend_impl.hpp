@@ -135,6 +135,8 @@ class ShmBackend final : public CollectiveBackend {
   using StepFn = common::FunctionRef<void(std::size_t, std::size_t, std::uint64_t)>;
   void chunked(const Call& c, std::size_t per_chunk, Algorithm algorithm, const Describe& what,
                StepFn fill, StepFn consume);
+  // The step of a call's later steps, once the first step's headers are in (shm_backend.cpp).
+  std::size_t in_place_step(const Call& c, Algorithm algorithm, std::size_t per_chunk);
 
   // Copies into this rank's lane. An all-reduce of TPCOMM_SHM_STREAMING_FILL bytes or more uses
   // streaming stores: peers then read the lane from memory instead of from this core's cache,
@@ -260,6 +262,7 @@ class ShmBackend final : public CollectiveBackend {
   bool single_copy_ = false;            // every rank can read every peer (set-up vote)
   bool any_in_place_ = false;           // some rank's input this step is read in place
   bool logged_[2] = {false, false};     // [single copy]: first in-place read logged
+  bool logged_wide_steps_ = false;      // in_place_step's first widening logged
   bool logged_streaming_ = false;       // first streaming lane fill logged
   Segment segment_;
   std::unique_ptr<Mailboxes> mail_;  // made once every rank mapped the segment
