@@ -154,8 +154,12 @@ BENCHMARK(BM_CoreSpeed)->ArgName("nth_cpu")->Arg(0)->Arg(1);
 // peer's lane and its own input into its output. Run with --benchmark_repetitions: the same
 // pages serve every repetition, so a time that changes between them changes with the machine
 // (the host's placement of the vCPUs, its other guests), not with where a run's pages landed.
+// turns:1 has the two threads' lanes take turns as tpcomm's W = 2 slots do (step_slot): a thread
+// fills the lane it read from its peer two rounds before, lines already its own to write;
+// turns:0 has each fill its own lanes, lines the peer read last.
 void BM_LaneExchange(benchmark::State& state) {
   const auto count = static_cast<std::size_t>(state.range(0)) / sizeof(float);
+  const bool turns = state.range(1) != 0;
   const cpu_set_t usable = tpcomm::transport::cpu::current_cpus();
   const auto cpus = first_two_cpus();
   if (cpus.size() < 2) {
@@ -177,12 +181,16 @@ void BM_LaneExchange(benchmark::State& state) {
   auto call = [&](int me, std::uint64_t round) {
     Side& mine = sides[me];
     const Side& peer = sides[1 - me];
-    std::memcpy(mine.lanes[round % 2].data(), mine.in.data(), count * sizeof(float));
+    const std::size_t turn = turns ? round / 2 : 0;
+    std::vector<float>& fill = sides[(static_cast<std::size_t>(me) + turn) % 2].lanes[round % 2];
+    const std::vector<float>& read =
+        sides[(static_cast<std::size_t>(1 - me) + turn) % 2].lanes[round % 2];
+    std::memcpy(fill.data(), mine.in.data(), count * sizeof(float));
     mine.flag.store(round, std::memory_order_release);
     while (peer.flag.load(std::memory_order_acquire) < round) {
       if (stop.load(std::memory_order_relaxed)) return false;
     }
-    const void* both[2] = {mine.in.data(), peer.lanes[round % 2].data()};
+    const void* both[2] = {mine.in.data(), read.data()};
     tpcomm::transport::cpu::team_reduce(nullptr, both, 2, count, tpcomm::DataType::kFloat32,
                                         tpcomm::ReduceOp::kSum, mine.out.data());
     return true;
@@ -204,11 +212,10 @@ void BM_LaneExchange(benchmark::State& state) {
   if (!right) state.SkipWithError("a sum came out wrong");
   sched_setaffinity(0, sizeof(usable), &usable);
 }
-// tpcomm bench's sizes, 4 KiB to 16 MiB by 4x.
+// tpcomm bench's sizes, 4 KiB to 16 MiB by 4x, each with and without the turns.
 BENCHMARK(BM_LaneExchange)
-    ->ArgName("bytes")
-    ->RangeMultiplier(4)
-    ->Range(4 << 10, 16 << 20)
+    ->ArgNames({"bytes", "turns"})
+    ->ArgsProduct({benchmark::CreateRange(4 << 10, 16 << 20, 4), {0, 1}})
     ->UseRealTime();
 
 }  // namespace
