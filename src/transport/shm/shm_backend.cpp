@@ -340,28 +340,6 @@ void ShmBackend::chunked(const Call& c, std::size_t per_chunk, Algorithm algorit
   }
 }
 
-// The plan's steps for W = 2 all-reduces are small (128 KiB) so that the lanes stay in the cache
-// beside the caller's buffers. A call whose every input is registered moves nothing through the
-// lanes, and there small steps only add waits: 4 MiB took 300-316 us in 128 KiB steps against
-// 288-306 in 512 KiB ones. Every rank learns the same from the first step's headers, so from the
-// second step on all of them take the lane's default step alike.
-std::size_t ShmBackend::in_place_step(const Call& c, Algorithm algorithm, std::size_t per_chunk) {
-  if (c.op != Op::kAllReduce || algorithm != Algorithm::kOneShot) return per_chunk;
-  for (int r = 0; r < ctx_.size; ++r) {
-    if (peer_input(r) == nullptr) return per_chunk;
-  }
-  const std::size_t wide = std::min(kDefaultStepBytes, lane_bytes_) / size_of(c.type);
-  if (wide <= per_chunk) return per_chunk;
-  if (!logged_wide_steps_) {
-    logged_wide_steps_ = true;
-    TPCOMM_LOG(kDebug, "shm",
-               "rank {}: call #{} reads every input in place: steps of {} B after "
-               "the first",
-               ctx_.rank, c.sequence, wide * size_of(c.type));
-  }
-  return wide;
-}
-
 std::vector<StageTime> ShmBackend::stage_times() const {
   if (!ctx_.shm.stage_times) return {};
   using std::chrono::nanoseconds;
