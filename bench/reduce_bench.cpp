@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/add_rmsnorm.hpp"
 #include "kernels/cpu/convert.hpp"
 #include "kernels/cpu/reduce.hpp"
 #include "kernels/cpu/sum_by_pages.hpp"
@@ -92,6 +93,44 @@ const bool kRegistered = [] {
           ->Args({2, 256 << 10})
           ->Args({4, 256 << 10})
           ->Args({2, 4 << 20});
+    }
+  }
+  return true;
+}();
+
+// all_reduce_rmsnorm's epilogue alone (add_rmsnorm.hpp): two ranks' rows summed, a residual
+// added, each row normalised; rows x hidden elements per rank, the sizes of the measure
+// (a decode step's few rows to a prefill's 512). GB/s of input read, as BM_ReduceSlots.
+void BM_AddRmsNorm(benchmark::State& state, tpcomm::DataType type, KernelIsa isa) {
+  if (!runs_here(state, isa)) return;
+  const auto rows = static_cast<std::size_t>(state.range(0));
+  const auto hidden = static_cast<std::size_t>(state.range(1));
+  const std::size_t bytes = rows * hidden * tpcomm::size_of(type);
+  Slots in(3, bytes, type);  // two ranks' rows and the residual
+  Slots weight(1, hidden * tpcomm::size_of(type), type);
+  std::vector<std::uint8_t> residual_out(bytes);
+  tpcomm::kernels::cpu::AddRmsNorm norm;
+  norm.residual = in.srcs[2];
+  norm.weight = weight.srcs[0];
+  norm.residual_out = residual_out.data();
+  norm.hidden = hidden;
+  for (auto _ : state) {
+    tpcomm::kernels::cpu::add_rmsnorm_rows_with(isa, in.srcs.data(), 2, type, rows, type, norm,
+                                                in.out.data());
+    benchmark::DoNotOptimize(in.out.data());
+  }
+  count_input(state, 2, bytes, isa);
+}
+
+const bool kNormRegistered = [] {
+  using tpcomm::DataType;
+  for (DataType type : {DataType::kFloat32, DataType::kBFloat16}) {
+    for (KernelIsa isa : tpcomm::kernels::cpu::kAllKernelIsas) {
+      if (isa == KernelIsa::kAvx512Bf16) continue;  // the AVX-512 code serves it
+      const std::string name = bench_name("BM_AddRmsNorm", type, isa);
+      benchmark::RegisterBenchmark(name.c_str(), BM_AddRmsNorm, type, isa)
+          ->ArgNames({"rows", "hidden"})
+          ->ArgsProduct({{1, 8, 64, 512}, {4096, 8192}});
     }
   }
   return true;

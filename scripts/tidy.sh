@@ -35,7 +35,7 @@ esac
 # extensions (__builtin_shuffle; the kernels refuse any compiler but GCC on x86-64).
 skipped=(src/kernels/cpu/convert.cpp src/kernels/cpu/kernel_isa.cpp src/kernels/cpu/reduce.cpp
          src/kernels/cpu/reduce_bf16.cpp src/kernels/cpu/reduce_f16.cpp
-         src/kernels/cpu/sum_by_pages.cpp)
+         src/kernels/cpu/sum_by_pages.cpp src/kernels/cpu/add_rmsnorm.cpp)
 kept=()
 for f in "${files[@]}"; do
   [[ " ${skipped[*]} " == *" $f "* ]] || kept+=("$f")
