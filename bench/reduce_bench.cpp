@@ -109,7 +109,7 @@ void BM_AddRmsNorm(benchmark::State& state, tpcomm::DataType type, KernelIsa isa
   Slots in(3, bytes, type);  // two ranks' rows and the residual
   Slots weight(1, hidden * tpcomm::size_of(type), type);
   std::vector<std::uint8_t> residual_out(bytes);
-  tpcomm::kernels::cpu::AddRmsNorm norm;
+  tpcomm::RmsNorm norm;
   norm.residual = in.srcs[2];
   norm.weight = weight.srcs[0];
   norm.residual_out = residual_out.data();

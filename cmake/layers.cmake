@@ -22,7 +22,7 @@ set(TPCOMM_HEADERS_facts facts.hpp facts_json.hpp)
 set(TPCOMM_HEADERS_plan plan.hpp tuning.hpp)
 set(TPCOMM_HEADERS_probe probe.hpp)
 set(TPCOMM_HEADERS_control deadline.hpp store.hpp tcp_store.hpp bootstrap.hpp)
-set(TPCOMM_HEADERS_kernels convert.hpp)
+set(TPCOMM_HEADERS_kernels convert.hpp rmsnorm.hpp)
 set(TPCOMM_HEADERS_transport stage_time.hpp)
 set(TPCOMM_HEADERS_runtime call_stats.hpp communicator.hpp tpcomm.hpp tuning_file.hpp)
 

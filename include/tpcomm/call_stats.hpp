@@ -28,7 +28,8 @@ enum class Collective {
   kSend,
   kRecv,
   kAllGatherv,
-  kReduceScatterv
+  kReduceScatterv,
+  kAllReduceRmsNorm
 };
 
 template <>
@@ -47,7 +48,8 @@ struct Names<Collective> {
       {Collective::kSend, "send"},
       {Collective::kRecv, "recv"},
       {Collective::kAllGatherv, "all_gatherv"},
-      {Collective::kReduceScatterv, "reduce_scatterv"}};
+      {Collective::kReduceScatterv, "reduce_scatterv"},
+      {Collective::kAllReduceRmsNorm, "all_reduce_rmsnorm"}};
 };
 static_assert(names_in_declaration_order<Collective>());
 

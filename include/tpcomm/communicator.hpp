@@ -30,6 +30,7 @@
 #include "tpcomm/call_stats.hpp"
 #include "tpcomm/facts.hpp"
 #include "tpcomm/plan.hpp"
+#include "tpcomm/rmsnorm.hpp"
 #include "tpcomm/stage_time.hpp"
 #include "tpcomm/types.hpp"
 
@@ -99,6 +100,18 @@ class Communicator {
   // input holds size() * count elements; output receives this rank's `count`.
   void reduce_scatter(const void* input, void* output, std::size_t count, DataType type,
                       ReduceOp op);
+
+  // A transformer layer's row-parallel all-reduce with the residual add and RMSNorm that follow
+  // it (rmsnorm.hpp): `count` = rows x norm.hidden elements of float32, bfloat16 or float16.
+  // norm.residual_out = the sum of every rank's input plus norm.residual, accumulated in float32
+  // and rounded once to `type`; output = that rounded row x rsqrt(mean of its squares +
+  // norm.eps) x norm.weight, in float32 and rounded once (as vLLM's fused_add_rms_norm reads the
+  // updated residual). Without a residual, output = the norm of the rounded sum. In place:
+  // output == input, residual_out == residual. Every rank gets the same bits. shm fuses the
+  // add+norm into its all-reduce; other backends all-reduce in float32, then add and normalise
+  // (the plan says which).
+  void all_reduce_rmsnorm(const void* input, void* output, std::size_t count, DataType type,
+                          const RmsNorm& norm);
 
   // The same on device buffers of a kCuda communicator, enqueued on `stream` (null: the legacy
   // default stream). Calls of one communicator must be ordered (one stream, or streams that

@@ -36,6 +36,10 @@ bool takes_counts(Backend backend);
 bool takes_blocks(Backend backend);
 // Whether the backend streams a message in steps of a size the table may set (shm's lanes).
 bool takes_step(Backend backend);
+// Whether the backend fuses all_reduce_rmsnorm's residual add and RMSNorm into its own
+// all-reduce (one pass over the summed rows). The others carry it unfused: a float32 all-reduce
+// of the input, then the add+norm kernel on each rank (plan text and docs/communicator.md say so).
+bool fuses_rmsnorm(Backend backend);
 // The step sizes a table may set: a multiple of 64 bytes within these bounds.
 constexpr std::uint64_t kMinStepBytes = 4096;
 constexpr std::uint64_t kMaxStepBytes = std::uint64_t{1} << 30;

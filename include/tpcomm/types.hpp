@@ -18,7 +18,8 @@ enum class DataType { kFloat32, kFloat16, kBFloat16, kInt32, kInt64, kUInt8 };
 enum class ReduceOp { kSum, kMax, kMin, kAvg };
 // The planned operations. all_to_all also carries all_to_allv (per-peer counts); gather,
 // scatter and reduce are rooted; send_recv is point-to-point, a send and its matching receive
-// (communicator.hpp).
+// (communicator.hpp); all_reduce_rmsnorm is a sum all-reduce of rows followed by the residual add
+// and RMSNorm of a transformer layer (Communicator::all_reduce_rmsnorm).
 enum class Op {
   kAllReduce,
   kAllGather,
@@ -27,7 +28,8 @@ enum class Op {
   kGather,
   kScatter,
   kReduce,
-  kSendRecv
+  kSendRecv,
+  kAllReduceRmsNorm
 };
 // hier_mpi: hier with its lanes across nodes over MPI instead of Gloo (groups started by mpirun).
 enum class Backend { kLocal, kCustom, kMultimem, kNccl, kShm, kGloo, kHier, kHierMpi };
@@ -85,7 +87,8 @@ struct Names<Op> {
                                              {Op::kGather, "gather"},
                                              {Op::kScatter, "scatter"},
                                              {Op::kReduce, "reduce"},
-                                             {Op::kSendRecv, "send_recv"}};
+                                             {Op::kSendRecv, "send_recv"},
+                                             {Op::kAllReduceRmsNorm, "all_reduce_rmsnorm"}};
 };
 template <>
 struct Names<Backend> {

@@ -11,6 +11,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings.hpp"
+#include "call_args.hpp"
 #include "comm_holder.hpp"
 #include "plan/plan_text.hpp"
 #include "registered_memory.hpp"
@@ -33,16 +34,6 @@ E parse(const std::string& name, const char* what) {
   throw invalid_input(fmt::format("{} '{}' is not one of {}", what, name, known));
 }
 
-// A dtype or op as the Python layer passes it: its value in Names<E>::table (DTYPE_CODES and
-// OP_CODES in the module), checked, never scanned for by name.
-template <typename E>
-E code_of(int code, const char* what) {
-  for (const auto& entry : Names<E>::table) {
-    if (static_cast<int>(entry.value) == code) return entry.value;
-  }
-  throw invalid_input(fmt::format("{} code {} is not one of tpcomm's", what, code));
-}
-
 template <typename E>
 py::dict codes_of() {
   py::dict out;
@@ -50,25 +41,6 @@ py::dict codes_of() {
     out[py::str(std::string(entry.name))] = static_cast<int>(entry.value);
   }
   return out;
-}
-
-using Stream = std::optional<std::uintptr_t>;
-
-// Runs `call` with the stream (a kCuda communicator's overloads) or without: call(stream...).
-template <typename Call>
-void on_stream(const Stream& stream, Call&& call) {
-  if (stream) {
-    call(reinterpret_cast<CudaStream>(*stream));
-  } else {
-    call();
-  }
-}
-
-const void* in_ptr(std::uintptr_t p) {
-  return reinterpret_cast<const void*>(p);
-}
-void* out_ptr(std::uintptr_t p) {
-  return reinterpret_cast<void*>(p);
 }
 
 CommunicatorOptions options_of(double timeout_s, const std::string& device, int cuda_device,
@@ -270,6 +242,7 @@ void bind_collectives(py::class_<Comm>& c) {
       "barrier", [](Comm& comm) { comm->barrier(); }, rel);
   bind_exchanges(c);
   bind_messages(c);
+  bind_norm(c);
 }
 
 void bind_group_calls(py::class_<Comm>& c) {

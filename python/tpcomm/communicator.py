@@ -9,6 +9,7 @@ from ._rendezvous import torch_group_address
 
 _OP_CODES = _tpcomm.OP_CODES  # name -> the library's value of the reduction
 _OPS = tuple(_OP_CODES)
+_NORM_TYPES = ("float32", "bfloat16", "float16")  # all_reduce_rmsnorm's
 # The collectives stats() counts, each always present.
 COLLECTIVES = (
     "all_reduce",
@@ -25,6 +26,7 @@ COLLECTIVES = (
     "recv",
     "all_gatherv",
     "reduce_scatterv",
+    "all_reduce_rmsnorm",
 )
 
 
@@ -269,6 +271,62 @@ class Communicator:
             v.ptr, o.ptr, v.numel, v.code, _reduction(v, op), _buffers.stream_of(v)
         )
         return o.obj
+
+    def all_reduce_rmsnorm(
+        self, t, residual, weight, eps=1e-6, out=None, residual_out=None, inplace=False
+    ):
+        """A transformer layer's row-parallel all-reduce with the residual add and RMSNorm that
+        follow it, over rows of t's last dimension: residual_out = t summed over the group plus
+        residual (accumulated in float32, rounded once); out = residual_out * rsqrt(mean of its
+        squares + eps) * weight (float32, rounded once), as vLLM's fused_add_rms_norm. float32,
+        bfloat16 and float16; weight has t.shape[-1] elements. Returns (out, residual_out).
+        residual=None: out is the norm of the sum, and residual_out (given, or None) receives
+        the sum. inplace=True writes out over t and residual_out over residual (no out= or
+        residual_out= then)."""
+        v = self._input(t, writable=inplace)
+        if v.type_name not in _NORM_TYPES:
+            raise ValueError(
+                f"all_reduce_rmsnorm: {v.type_name} is not float32, bfloat16 or float16"
+            )
+        if not v.shape:
+            raise ValueError("all_reduce_rmsnorm: a 0-d input has no rows")
+        w = self._input(weight, "weight")
+        if w.type_name != v.type_name or w.numel != v.shape[-1]:
+            raise ValueError(
+                f"weight: {w.numel} elements of {w.type_name}, but the rows hold {v.shape[-1]} "
+                f"of {v.type_name}"
+            )
+        r = None
+        if residual is not None:
+            r = self._input(residual, "residual", writable=inplace)
+            if r.type_name != v.type_name or r.shape != v.shape:
+                raise ValueError(
+                    f"residual: {r.type_name} of shape {r.shape}, but the input is "
+                    f"{v.type_name} of shape {v.shape}"
+                )
+        if inplace:
+            if out is not None or residual_out is not None:
+                raise ValueError(
+                    "all_reduce_rmsnorm: inplace=True writes over t and residual; "
+                    "pass no out= or residual_out="
+                )
+            o, ro = v, r
+        else:
+            o = self._output(out, v, v.numel, v.shape)
+            want = residual is not None or residual_out is not None
+            ro = self._output(residual_out, v, v.numel, v.shape, "residual_out") if want else None
+        self._native.all_reduce_rmsnorm(
+            v.ptr,
+            o.ptr,
+            v.numel,
+            v.code,
+            r.ptr if r is not None else 0,
+            ro.ptr if ro is not None else 0,
+            w.ptr,
+            v.shape[-1],
+            float(eps),
+        )
+        return o.obj, (ro.obj if ro is not None else None)
 
     def all_gather(self, t, out=None, dim=0):
         """Every rank's t, in rank order, concatenated along dimension `dim` (as torch.cat; a 0-d

@@ -45,6 +45,7 @@ const std::vector<Algorithm>& algorithms_of(Backend backend, Op op) {
     case Backend::kShm:
       return op == Op::kAllReduce                          ? one_two_single
              : op == Op::kAllGather || op == Op::kAllToAll ? one_single
+             : op == Op::kAllReduceRmsNorm                 ? one_two
                                                            : one;
     case Backend::kMultimem:
       return op == Op::kAllGather ? st : ld_reduce;
@@ -92,6 +93,10 @@ bool takes_blocks(Backend backend) {
 }
 
 bool takes_step(Backend backend) {
+  return backend == Backend::kShm;
+}
+
+bool fuses_rmsnorm(Backend backend) {
   return backend == Backend::kShm;
 }
 

@@ -93,7 +93,8 @@ TuningEntry cuda_entry(int sm, int w, Mode mode) {
   rs.push_back({std::nullopt, {nccl}});
   // NCCL's grouped sends and receives, and ncclReduce: tpcomm has no GPU kernels of its own for
   // these.
-  for (Op op : {Op::kAllToAll, Op::kGather, Op::kScatter, Op::kReduce, Op::kSendRecv}) {
+  for (Op op : {Op::kAllToAll, Op::kGather, Op::kScatter, Op::kReduce, Op::kSendRecv,
+                Op::kAllReduceRmsNorm}) {
     e.ops[op] = {{std::nullopt, {nccl}}};
   }
   return e;
@@ -169,6 +170,10 @@ TuningEntry cpu_entry(int w) {
     e.ops[op] = {{1 * MiB, {shm_rooted, hier_mpi, hier, gloo}}, {std::nullopt, {shm_rooted, gloo}}};
   }
   e.ops[Op::kReduce] = {{std::nullopt, {shm_rooted, hier_mpi, hier, gloo}}};
+  // all_reduce + residual + RMSNorm: the all-reduce's rows. shm fuses the epilogue into its
+  // one-shot (each rank sums every row and normalises its copy) and its two-shot (each its share
+  // of the rows); hier and gloo all-reduce in float32, then add and normalise (fuses_rmsnorm).
+  e.ops[Op::kAllReduceRmsNorm] = e.ops[Op::kAllReduce];
   e.ops[Op::kSendRecv] = {{std::nullopt, {use(Backend::kShm, Algorithm::kOneShot), gloo}}};
   const Candidate lanes = use(Backend::kShm, Algorithm::kOneShot);
   const Candidate direct = use(Backend::kShm, Algorithm::kSingleCopy);

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "common/human_text.hpp"
+#include "tpcomm/tuning.hpp"
 
 namespace tpcomm::plan {
 namespace {
@@ -48,6 +49,24 @@ std::string size_range(const std::vector<TableRow>& table, std::size_t i) {
   return fmt::format("{} .. {}", from, format_bytes(*row.max_bytes));
 }
 
+// all_reduce_rmsnorm: which of its table's backends fuse the add+norm into the all-reduce, and
+// which all-reduce in float32 first, then add and normalise on each rank.
+void append_fusion(std::string& out, const OpPlan& p) {
+  std::vector<std::string_view> fused;
+  std::vector<std::string_view> unfused;
+  for (const auto& row : p.table) {
+    auto& side = fuses_rmsnorm(row.backend) ? fused : unfused;
+    if (std::find(side.begin(), side.end(), to_string(row.backend)) == side.end()) {
+      side.push_back(to_string(row.backend));
+    }
+  }
+  if (!fused.empty()) out += fmt::format("  fused in the all-reduce: {}\n", fmt::join(fused, ", "));
+  if (!unfused.empty()) {
+    out += fmt::format("  unfused (a float32 all-reduce, then add+norm on each rank): {}\n",
+                       fmt::join(unfused, ", "));
+  }
+}
+
 void append_op(std::string& out, Op op, const OpPlan& p) {
   std::vector<std::string_view> eligible;
   for (Backend b : p.eligible) eligible.push_back(to_string(b));
@@ -69,6 +88,7 @@ void append_op(std::string& out, Op op, const OpPlan& p) {
                        : row.step_bytes ? format_bytes(*row.step_bytes)
                                         : "-");
   }
+  if (op == Op::kAllReduceRmsNorm) append_fusion(out, p);
 }
 
 void append_refusals(std::string& out, const Plan& plan) {

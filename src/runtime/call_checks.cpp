@@ -113,6 +113,7 @@ std::pair<std::size_t, std::size_t> block_multiples(const transport::Call& call,
 
 void check_call_buffers(const transport::Call& call, int rank, int size) {
   const auto name = [&] { return transport::call_signature(call); };
+  if (call.op == Op::kAllReduceRmsNorm) check_norm(call, rank);
   check_root(name, call, rank, size);
   const auto [in_ranks, out_ranks] = block_multiples(call, rank, size);
   const std::size_t block = bytes_of(name, "input", call.count, call.type, 1, rank);

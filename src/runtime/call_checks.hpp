@@ -27,7 +27,15 @@ namespace tpcomm::runtime {
 //   buffer; the other ranks may pass null there).
 // Rooted calls' in-place forms are the root's: gather input == output + root * count elements,
 // scatter output == input + root * count elements, reduce input == output; all_to_all has none.
+// all_reduce_rmsnorm also goes through check_norm.
 void check_call_buffers(const transport::Call& call, int rank, int size);
+
+// all_reduce_rmsnorm's own (norm_checks.cpp): a floating-point type (float32, bfloat16,
+// float16); a row length from 1 to 2^30 - 1 that divides the count; a weight; a residual_out
+// with a residual; and no overlap among the input, output, residual,
+// residual_out and weight but the two exact in-place forms (output == input, residual_out ==
+// residual) and reads of one buffer by two roles.
+void check_norm(const transport::Call& call, int rank);
 
 // broadcast's buffer of `count` elements of `type`: its byte size fits in size_t and the buffer
 // does not run past the end of the address space.

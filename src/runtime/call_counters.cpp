@@ -21,6 +21,8 @@ Collective collective_of(Op op, bool per_peer_counts) {
       return Collective::kScatter;
     case Op::kReduce:
       return Collective::kReduce;
+    case Op::kAllReduceRmsNorm:
+      return Collective::kAllReduceRmsNorm;
     case Op::kSendRecv:  // counted as send or recv (the communicator's point-to-point calls)
       return Collective::kSend;
   }

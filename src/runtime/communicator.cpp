@@ -121,6 +121,14 @@ std::size_t Communicator::register_graph_buffers() {
                          [&] { return runtime::register_graph_buffers(*impl_); });
 }
 
+void Communicator::all_reduce_rmsnorm(const void* input, void* output, std::size_t count,
+                                      DataType type, const RmsNorm& norm) {
+  transport::Call call =
+      runtime::call_of(Op::kAllReduceRmsNorm, input, output, count, type, ReduceOp::kSum, nullptr);
+  call.norm = &norm;
+  runtime::run_guarded(*impl_, call, false);
+}
+
 // The host-buffer overloads pass no stream; `device_call` keeps them apart from a device call on
 // the legacy default stream (also null).
 void Communicator::all_reduce(const void* input, void* output, std::size_t count, DataType type,

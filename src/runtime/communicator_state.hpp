@@ -85,6 +85,7 @@ struct CommunicatorState {
   // first use; graphs may point at it, so it is never moved while one might), and
   // Communicator::allocate's registered buffers (read in place by shm).
   std::vector<std::byte> host_scratch;
+  std::vector<float> norm_sums;  // all_reduce_rmsnorm's float32 sums where a backend does not fuse
   GraphSafeScratch device_scratch{
       [this](std::size_t bytes) { return device_alloc(bytes, cuda_device); }};
   std::shared_ptr<transport::shm::RegisteredHeap> heap;

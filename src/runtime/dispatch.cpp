@@ -12,6 +12,7 @@
 #include "graph_copy_algorithm.hpp"
 #include "transport/common/call_sizes.hpp"
 #include "transport/common/call_text.hpp"
+#include "unfused_rmsnorm.hpp"
 
 namespace tpcomm::runtime {
 namespace {
@@ -132,7 +133,12 @@ void execute(CommunicatorState& c, const transport::Call& call, const TableRow& 
     const control::ScopedStoreDeadline bound(c.deadline());
     if (c.check_calls) check_across_ranks(c, call);
     c.faults.apply_fail_or_stall("call", static_cast<std::int64_t>(call.sequence));
-    c.backends.at(row.backend).run(call);
+    if (call.op == Op::kAllReduceRmsNorm && !fuses_rmsnorm(row.backend)) {
+      // Host buffers only: the communicator has no device overload of it yet.
+      run_unfused_rmsnorm(c.backends.at(row.backend), call, c.norm_sums);
+    } else {
+      c.backends.at(row.backend).run(call);
+    }
     count_call(c, call, row);
   } catch (const Error& e) {
     const std::string peers =

@@ -115,6 +115,74 @@ def test_random_fp16_and_bf16_round_as_one_fp32_addition_rounded_to_nearest_even
     ).expect_ok(2)
 
 
+def test_all_reduce_rmsnorm_in_every_form_against_a_float64_reference(tmp_path):
+    run_ranks(
+        tmp_path,
+        """
+        comm = tpcomm.Communicator.from_env(timeout=30)
+        n, r = comm.size, comm.rank
+        rows, hidden, eps = 5, 100, 1e-5
+        def data(q, dt, seed=7):  # rank q's input (q = -1: the residual, -2: the weight)
+            g = torch.Generator().manual_seed(seed * 100 + q + 3)
+            return (torch.rand(rows, hidden, generator=g) * 4 - 2).to(dt)
+        def reference(dt, residual):  # float64 from the rounded inputs; the residual rounded once
+            s = sum(data(q, dt).double() for q in range(n))
+            if residual:
+                s = s + data(-1, dt).double()
+            kept = s.to(dt).double()
+            w = data(-2, dt)[0].double() / 2 + 1.5
+            return kept * torch.rsqrt(kept.pow(2).mean(-1, keepdim=True) + eps) * w, s
+        for dt, tol in ((torch.float32, 2e-5), (torch.bfloat16, 2 ** -6), (torch.float16, 2 ** -9)):
+            w = (data(-2, dt)[0].float() / 2 + 1.5).to(dt)
+            want, want_res = reference(dt, True)
+            x, res = data(r, dt), data(-1, dt)
+            out, res_out = comm.all_reduce_rmsnorm(x, res, w, eps)
+            assert out.dtype == dt and out.shape == (rows, hidden)
+            assert torch.allclose(out.double(), want, rtol=tol, atol=tol), (dt, (out.double() - want).abs().max())
+            assert torch.allclose(res_out.double(), want_res, rtol=tol, atol=tol), dt
+            assert torch.equal(x, data(r, dt)) and torch.equal(res, data(-1, dt)), "inputs kept"
+            # In place, as vLLM's fused_add_rms_norm: the norm over x, the new residual over res.
+            got = comm.all_reduce_rmsnorm(x, res, w, eps, inplace=True)
+            assert got[0] is x and got[1] is res
+            assert torch.equal(x, out) and torch.equal(res, res_out), dt
+            # No residual: the norm of the sum, and the sum itself where asked for.
+            want, want_sum = reference(dt, False)
+            o, none = comm.all_reduce_rmsnorm(data(r, dt), None, w, eps)
+            assert none is None
+            assert torch.allclose(o.double(), want, rtol=tol, atol=tol), dt
+            total = torch.empty(rows, hidden, dtype=dt)
+            o2, s = comm.all_reduce_rmsnorm(data(r, dt), None, w, eps, residual_out=total)
+            assert s is total and torch.equal(o2, o)
+            assert torch.allclose(s.double(), want_sum, rtol=tol, atol=tol), dt
+        a = data(r, torch.float32).numpy()
+        wa = (data(-2, torch.float32)[0] / 2 + 1.5).numpy()
+        o, _ = comm.all_reduce_rmsnorm(a, None, wa, eps)
+        assert isinstance(o, np.ndarray) and o.dtype == np.float32
+        want, _ = reference(torch.float32, False)
+        assert np.allclose(o, want.numpy(), rtol=2e-5, atol=2e-5)
+        # Refused here, before anything blocks (every rank makes the same bad calls).
+        x, res = data(r, torch.float32), data(-1, torch.float32)
+        w = torch.ones(hidden)
+        for call, says in [
+            (lambda: comm.all_reduce_rmsnorm(x, res, torch.ones(hidden + 1), eps), "but the rows hold 100"),
+            (lambda: comm.all_reduce_rmsnorm(x, res[:4], w, eps), "residual: float32 of shape (4, 100)"),
+            (lambda: comm.all_reduce_rmsnorm(x, res.half(), w, eps), "residual: float16"),
+            (lambda: comm.all_reduce_rmsnorm(x, res, w, eps, inplace=True, out=x), "pass no out="),
+            (lambda: comm.all_reduce_rmsnorm(x.sum(), res, w, eps), "a 0-d input has no rows"),
+            (lambda: comm.all_reduce_rmsnorm(x.int(), None, w.int(), eps), "int32 is not float32"),
+        ]:
+            try:
+                call()
+            except ValueError as e:
+                assert says in str(e), (says, str(e))
+            else:
+                raise AssertionError(f"not refused: {says}")
+        ok()
+    """,
+        n=2,
+    ).expect_ok(2)
+
+
 def test_numpy_arrays(tmp_path):
     run_ranks(
         tmp_path,

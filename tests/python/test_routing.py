@@ -38,6 +38,10 @@ def test_python_route_is_the_route_calls_take(tmp_path):
                         comm.scatter(t, torch.empty(count // n, dtype=dtype))
                     elif op == "send_recv":  # rank 0 sends, rank 1 receives: one route each
                         comm.send(t, 1) if r == 0 else comm.recv(t, 0)
+                    elif op == "all_reduce_rmsnorm":  # one row; floating-point types only
+                        if not dtype.is_floating_point:
+                            continue
+                        comm.all_reduce_rmsnorm(t, None, torch.ones(count, dtype=dtype), 1e-6)
                     else:
                         getattr(comm, op)(t)
                     counted = {"send_recv": "send" if r == 0 else "recv"}.get(op, op)

@@ -1,7 +1,8 @@
 """tpcomm's collectives as torch.library custom ops (tpcomm.torch.ops) under torch.compile: a
 tensor-parallel block compiled with fullgraph=True matches eager and one process computing the
 whole block, the op is in the compiled graph with no graph break, all_gather / reduce_scatter
-against references, torch.library.opcheck on the fake implementations, and bad inputs refused
+against references, the fused all_reduce_rmsnorm in a TP layer (functional and in place),
+torch.library.opcheck on the fake implementations, and bad inputs refused
 on the calling rank before anything blocks. torch 2.x only (torch.library.register_fake): torch
 1.13 runs the last test, which checks that the import says why it fails.
 
@@ -160,6 +161,47 @@ for op, args in cases:  # every rank runs the same checks in the same order
     assert all(v == "SUCCESS" for v in results.values()), (op, results)
 """
 
+# The block grown by the residual stream and an RMSNorm after the all-reduce, fused into one op
+# (examples/python/tp_decoder_layer.py is this layer as a program): compiled against eager and
+# against the whole layer in float64; the in-place op compiled; opcheck on both ops.
+SECTIONS["rmsnorm"] = """
+from torch.library import opcheck
+g2 = torch.Generator().manual_seed(77)
+res0 = torch.randn(B, H, generator=g2)
+wn = torch.rand(H, generator=g2) + 0.5
+class TPLayer(TPBlock):
+    def forward(self, x, residual):
+        h = self.down(F.gelu(self.up(x)))
+        return ops.all_reduce_rmsnorm(h, residual, wn, 1e-6, self.comm_name)
+with torch.no_grad():
+    layer = TPLayer(name)
+    out, res = layer(x, res0)
+    s = sum(partial(x, q).double() for q in range(n)) + res0.double()
+    want = s * torch.rsqrt(s.pow(2).mean(-1, keepdim=True) + 1e-6) * wn.double()
+    assert torch.allclose(out.double(), want, rtol=1e-5, atol=1e-5), (out.double() - want).abs().max()
+    assert torch.allclose(res.double(), s, rtol=1e-5, atol=1e-5)
+    compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")
+    for step in range(2):
+        got, want_eager = compiled(x + step, res0), layer(x + step, res0)
+        assert torch.equal(got[0], want_eager[0]) and torch.equal(got[1], want_eager[1]), step
+    explained = torch._dynamo.explain(layer)(x, res0)
+    assert explained.graph_count == 1 and explained.graph_break_count == 0, explained
+    def in_place(t, residual):
+        ops.all_reduce_rmsnorm_(t, residual, wn, 1e-6, name)
+        return t, residual
+    a, b = partial(x, r).clone(), res0.clone()
+    torch.compile(in_place, fullgraph=True, backend="aot_eager")(a, b)
+    assert torch.equal(a, out) and torch.equal(b, res), "the compiled in-place op wrote its inputs"
+    cases = [(torch.ops.tpcomm.all_reduce_rmsnorm.default, (partial(x, r), res0, wn, 1e-6, name)),
+             (torch.ops.tpcomm.all_reduce_rmsnorm.default,
+              (partial(x, r).bfloat16(), None, wn.bfloat16(), 1e-5, name)),
+             (torch.ops.tpcomm.all_reduce_rmsnorm_.default,
+              (partial(x, r).clone(), res0.clone(), wn, 1e-6, name))]
+    for op, args in cases:
+        results = opcheck(op, args)
+        assert all(v == "SUCCESS" for v in results.values()), (op, results)
+"""
+
 # Only rank 0 makes the bad calls, eager and compiled; rank 1 goes straight to the barrier
 # after the section. A call that reached the library would wait for rank 1 and time out.
 SECTIONS["refusals"] = """
@@ -177,7 +219,10 @@ bad = [(lambda: ops.all_reduce(t, comm, op="prod"), "op 'prod' is not one of"),
        (lambda: ops.all_reduce(t, "nobody"), "registered as 'nobody'"),
        (lambda: ops.all_reduce(t, closed_name), f"registered as {closed_name!r}"),
        (lambda: ops.all_reduce(t, closed), f"registered as {closed_name!r}"),
-       (lambda: ops.all_reduce(t, 42), "a tpcomm.Communicator or the name of one, not int")]
+       (lambda: ops.all_reduce(t, 42), "a tpcomm.Communicator or the name of one, not int"),
+       (lambda: ops.all_reduce_rmsnorm(t, None, torch.ones(5), 1e-6, comm), "but the rows hold 4"),
+       (lambda: ops.all_reduce_rmsnorm(t.int(), None, torch.ones(4).int(), 1e-6, comm),
+        "int32 is not float32, bfloat16 or float16")]
 if r == 0:
     for call, says in bad:
         refused(call, says)
@@ -254,6 +299,11 @@ def test_all_gather_reduce_scatter_and_all_reduce_ops_compiled_against_reference
 @needs_fake
 def test_opcheck_passes_on_every_op(ranks):
     expect_section(ranks, "opcheck")
+
+
+@needs_fake
+def test_a_tp_layer_with_the_fused_all_reduce_rmsnorm_compiles_and_matches_eager(ranks):
+    expect_section(ranks, "rmsnorm")
 
 
 @needs_fake

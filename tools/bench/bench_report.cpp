@@ -22,7 +22,25 @@ double busbw(const BenchArgs& a, int w, std::uint64_t bytes, double us) {
   return static_cast<double>(bytes) / us / 1e3 * bus_factor(a.op, w);
 }
 
+// all_reduce_rmsnorm: the fused call against all_reduce + a separate add+norm kernel.
+void print_norm_comparison(const BenchArgs& a, const std::vector<BenchRow>& rows) {
+  std::cout << fmt::format(
+      "#\n# Fused against unfused (tpcomm all_reduce, then an add+norm kernel of the same ISA), "
+      "rows of {}, out of place: time (us, best batch) and spread (median batch / best)\n",
+      a.hidden);
+  std::cout << fmt::format("# {:>10} {:>6}   {:>9} {:>6}   {:>9} {:>6}   {:>11}\n", "size", "rows",
+                           "fused", "spread", "unfused", "spread", "fused/unf.");
+  for (const auto& r : rows) {
+    if (!r.unfused) continue;
+    std::cout << fmt::format(
+        "  {:>10} {:>6}   {:>9.2f} {:>6.2f}   {:>9.2f} {:>6.2f}   {:>10.2f}x\n", r.bytes,
+        r.count / a.hidden, r.time_oop, r.spread_oop, r.unfused->best, r.unfused->spread(),
+        r.time_oop / r.unfused->best);
+  }
+}
+
 void print_comparison(const BenchArgs& a, int w, const std::vector<BenchRow>& rows) {
+  if (a.op == Op::kAllReduceRmsNorm) return print_norm_comparison(a, rows);
   std::cout << "#\n# Same sweep, same data, out of place: time (us, best batch), bus bandwidth "
                "(GB/s) and spread (median batch / best) per engine; speed-up: the engine's time "
                "over tpcomm's\n";
@@ -128,6 +146,11 @@ void write_json(const BenchArgs& a, int w, const BenchSetting& setting,
     if (r.gloo) {
       o["gloo_time_us"] = r.gloo->best;
       o["gloo_spread"] = r.gloo->spread();
+    }
+    if (r.unfused) {
+      o["unfused_time_us"] = r.unfused->best;
+      o["unfused_spread"] = r.unfused->spread();
+      o["hidden"] = a.hidden;
     }
     if (!r.stages_us.empty()) {
       o["staged_call_us"] = r.staged_call_us;

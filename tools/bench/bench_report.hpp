@@ -22,6 +22,8 @@ struct BenchRow {
   std::string path;  // backend/algorithm of the plan row
   std::optional<Timing> mpi, gloo;
   std::optional<Timing> registered;  // out of place, the input in a registered buffer
+  // all_reduce_rmsnorm --compare unfused: all_reduce, then a separate add+norm (bench_norm.hpp)
+  std::optional<Timing> unfused;
   // Staged calls (hier), us per call averaged over every rank: the whole call, and each stage's
   // share (Communicator::stage_times); empty where the plan stages no call.
   double staged_call_us = 0;

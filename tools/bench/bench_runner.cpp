@@ -17,6 +17,7 @@
 #include "bench_data.hpp"
 #include "bench_exchange.hpp"
 #include "bench_mpi.hpp"
+#include "bench_norm.hpp"
 #include "bench_report.hpp"
 #include "bench_timing.hpp"
 #include "launcher/cpu_binding.hpp"
@@ -149,7 +150,10 @@ void call(const BenchArgs& a, Communicator& c, const SizeBuffers& b, const void*
       return c.scatter(in, out, b.per, a.dtype, 0);
     case Op::kReduce:
       return c.reduce(in, out, b.per, a.dtype, a.redop, 0);
+    case Op::kAllReduceRmsNorm:  // its own buffers and calls (bench_norm.hpp)
+      break;
   }
+  throw Error(ErrorCode::kInternal, "tpcomm bench: all_reduce_rmsnorm goes through measure_norm");
 }
 
 std::uint64_t wrong_here(const BenchArgs& a, const SizeBuffers& b, const std::uint8_t* out,
@@ -209,6 +213,7 @@ void mpi_call(const BenchArgs& a, const MpiEngine& mpi, int rank, int w, SizeBuf
 }
 
 BenchRow measure(const BenchArgs& a, Engines& e, std::uint64_t bytes) {
+  if (a.op == Op::kAllReduceRmsNorm) return measure_norm(a, *e.comm, *e.bs, bytes);
   SizeBuffers b(a, bytes, e.bs->rank(), e.bs->size());
   BenchRow row;
   row.bytes = bytes;
@@ -281,6 +286,7 @@ std::vector<std::string> bench_argv(const BenchArgs& a, const std::string& self)
                                 "--warmup", std::to_string(a.warmup)};
   if (a.check) v.push_back("--check");
   if (a.uneven) v.insert(v.end(), {"--uneven", "--hidden", std::to_string(a.hidden)});
+  if (a.op == Op::kAllReduceRmsNorm) v.insert(v.end(), {"--hidden", std::to_string(a.hidden)});
   if (a.registered) v.push_back("--registered");
   if (a.backend) v.insert(v.end(), {"--backend", std::string(to_string(*a.backend))});
   // For the header and the rows: the launcher sets the links up.

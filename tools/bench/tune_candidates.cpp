@@ -104,6 +104,7 @@ std::map<std::uint64_t, double> measure(const TuneArgs& a, Op op, const Candidat
   if (a.nodes > 1) argv.insert(argv.end(), {"--nodes", std::to_string(a.nodes)});
   if (a.launch != "tpcomm") argv.insert(argv.end(), {"--launch", a.launch});
   if (team) argv.insert(argv.end(), {"--threads", std::to_string(team->threads)});
+  if (op == Op::kAllReduceRmsNorm) argv.insert(argv.end(), {"--hidden", std::to_string(a.hidden)});
   const pid_t pid = fork();
   if (pid == 0) {
     setenv("TPCOMM_TUNING", tuning.c_str(), 1);

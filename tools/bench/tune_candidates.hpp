@@ -28,6 +28,7 @@ struct TuneArgs {
   int nodes = 1;                  // --nodes: simulated nodes of tpcomm run (hier, hier_mpi)
   std::string launch = "tpcomm";  // --launch mpirun: ranks bootstrapped through MPI (hier_mpi)
   std::optional<int> threads;     // --threads: the team size whose team_min_bytes is measured
+  std::size_t hidden = 4096;      // all_reduce_rmsnorm: the row length timed
 };
 
 // A team for every call of a measurement: `threads` per rank from `min_bytes` on.

@@ -42,6 +42,18 @@ int run_bench(const BenchArgs& a) {
     throw invalid_input("-b, -e, -f: expected 0 < MIN <= MAX and FACTOR >= 2");
   }
   if (a.uneven && a.op != Op::kAllToAll) throw invalid_input("--uneven is for --op all_to_all");
+  const bool norm = a.op == Op::kAllReduceRmsNorm;
+  if (norm && !a.compare.empty() && a.compare != "unfused") {
+    throw invalid_input(
+        "--op all_reduce_rmsnorm compares with --compare unfused (tpcomm's all_reduce, then an "
+        "add+norm kernel); MPI and Gloo have no such call");
+  }
+  if (!norm && a.compare == "unfused")
+    throw invalid_input("--compare unfused is for --op all_reduce_rmsnorm");
+  if (norm && (!is_floating(a.dtype) || a.registered || a.backend == Backend::kLocal)) {
+    throw invalid_input(
+        "--op all_reduce_rmsnorm: float32, bfloat16 or float16, without --registered");
+  }
   if (!is_floating(a.dtype) && a.redop == ReduceOp::kAvg && reduces(a.op)) {
     throw invalid_input(
         fmt::format("--redop avg: avg is for floating-point types, not {}", to_string(a.dtype)));
@@ -110,7 +122,8 @@ void add_bench_command(CLI::App& app, int& exit_status) {
                 "all_to_all: all_to_allv with the counts of a seeded mixture-of-experts router "
                 "(8 experts, 2 per token, seed 0; a size is a rank's dispatch when every token "
                 "went out twice)");
-  cmd->add_option("--hidden", a->hidden, "--uneven: elements per token row")
+  cmd->add_option("--hidden", a->hidden,
+                  "--uneven, --op all_reduce_rmsnorm: elements per token row")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option_function<std::string>(
@@ -118,12 +131,13 @@ void add_bench_command(CLI::App& app, int& exit_status) {
          "force this backend (the others are disabled)")
       ->check(CLI::IsMember(cpu_backend_names()));
   cmd->add_option("--compare", a->compare,
-                  "also time these engines on the same data: mpi, gloo or mpi,gloo")
+                  "also time these engines on the same data: mpi, gloo or mpi,gloo; unfused "
+                  "(--op all_reduce_rmsnorm): all_reduce, then a separate add+norm kernel")
       ->check(CLI::Validator(
           [](std::string& v) {
-            return v == "mpi" || v == "gloo" || v == "mpi,gloo" || v == "gloo,mpi"
+            return v == "mpi" || v == "gloo" || v == "mpi,gloo" || v == "gloo,mpi" || v == "unfused"
                        ? std::string()
-                       : "expected mpi, gloo or mpi,gloo, got '" + v + "'";
+                       : "expected mpi, gloo, mpi,gloo or unfused, got '" + v + "'";
           },
           "ENGINES"));
   cmd->add_option("--launch", a->launch,

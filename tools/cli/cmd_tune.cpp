@@ -267,8 +267,11 @@ void add_tune_command(CLI::App& app) {
            for (const auto& n : names) a->ops.push_back(*from_string<Op>(n));
          },
          "operations to tune (default: all_reduce all_gather reduce_scatter)")
-      ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter"}))
+      ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "all_reduce_rmsnorm"}))
       ->delimiter(',');
+  cmd->add_option("--hidden", a->hidden, "all_reduce_rmsnorm: the row length timed")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   add_enum_option(cmd, "--dtype", a->dtype, "the element type timed");
   add_size_option(cmd, "-b,--minbytes", a->min_bytes, "smallest size");
   add_size_option(cmd, "-e,--maxbytes", a->max_bytes, "largest size");

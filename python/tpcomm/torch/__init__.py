@@ -46,4 +46,21 @@ def communicator(group=None, device="cpu"):
     return backend.communicator(device)
 
 
-__all__ = ["BACKEND_NAME", "TpcommBackend", "communicator"]
+def all_reduce_rmsnorm(input, residual, weight, eps, group=None):
+    """(out, residual_out) of Communicator.all_reduce_rmsnorm on the tpcomm Communicator under a
+    torch.distributed group of backend tpcomm (default: the world): input summed over the group
+    plus residual, then RMS-normalised by rows and scaled by weight. New tensors; inside
+    torch.compile use torch.ops.tpcomm.all_reduce_rmsnorm (tpcomm.torch.ops)."""
+    comm = communicator(group, input.device.type)
+    src = input.contiguous()
+    return comm.all_reduce_rmsnorm(
+        src,
+        residual.contiguous() if residual is not None else None,
+        weight.contiguous(),
+        eps,
+        out=torch.empty_like(src),
+        residual_out=torch.empty_like(src),
+    )
+
+
+__all__ = ["BACKEND_NAME", "TpcommBackend", "all_reduce_rmsnorm", "communicator"]

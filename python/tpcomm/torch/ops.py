@@ -4,6 +4,10 @@ graph (fullgraph=True, no graph break) as vLLM keeps its `vllm::all_reduce`:
     torch.ops.tpcomm.all_reduce(Tensor input, str comm, str op="sum") -> Tensor
     torch.ops.tpcomm.all_gather(Tensor input, str comm, int dim=0) -> Tensor
     torch.ops.tpcomm.reduce_scatter(Tensor input, str comm, str op="sum", int dim=0) -> Tensor
+    torch.ops.tpcomm.all_reduce_rmsnorm(Tensor input, Tensor? residual, Tensor weight, float eps,
+                                        str comm) -> (Tensor, Tensor)
+    torch.ops.tpcomm.all_reduce_rmsnorm_(Tensor(a!) input, Tensor(b!)? residual, Tensor weight,
+                                         float eps, str comm) -> ()
 
 `comm` is the name a communicator is registered under (tpcomm.torch._registry): a compiled graph
 holds strings, not Python objects. The wrappers below take a tpcomm.Communicator too. Needs
@@ -22,7 +26,14 @@ if not hasattr(torch.library, "register_fake"):
         f"Communicator's own calls work on any torch"
     )
 
-__all__ = ["all_reduce", "all_gather", "reduce_scatter", "name_of"]
+__all__ = [
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "all_reduce_rmsnorm",
+    "all_reduce_rmsnorm_",
+    "name_of",
+]
 
 # The attribute of a Communicator that caches the name it was registered under for these ops.
 _NAME_ATTRIBUTE = "_torch_ops_name"
@@ -40,6 +51,18 @@ _lib = torch.library.Library("tpcomm", "FRAGMENT")
 _lib.define('all_reduce(Tensor input, str comm, str op="sum") -> Tensor')
 _lib.define("all_gather(Tensor input, str comm, int dim=0) -> Tensor")
 _lib.define('reduce_scatter(Tensor input, str comm, str op="sum", int dim=0) -> Tensor')
+# all_reduce + residual + RMSNorm (Communicator.all_reduce_rmsnorm): the functional form returns
+# (out, residual_out), residual_out the sum plus the residual (the sum alone without one). The
+# in-place form, as vLLM's fused_add_rms_norm, writes out over input and residual_out over
+# residual, declared in its schema (Tensor(a!)): compiled graphs functionalize it.
+_lib.define(
+    "all_reduce_rmsnorm(Tensor input, Tensor? residual, Tensor weight, float eps, str comm) "
+    "-> (Tensor, Tensor)"
+)
+_lib.define(
+    "all_reduce_rmsnorm_(Tensor(a!) input, Tensor(b!)? residual, Tensor weight, float eps, "
+    "str comm) -> ()"
+)
 
 
 # --- the checks the fake implementations make (the real calls make the same ones) -------------
@@ -102,6 +125,38 @@ def _scattered_shape(t, dim, size):
     return (numel // size,)
 
 
+_NORM_DTYPES = None  # the torch dtypes all_reduce_rmsnorm takes
+
+
+def _check_norm(input, residual, weight, comm):
+    """ValueError where Communicator.all_reduce_rmsnorm would refuse its tensors (fake ones
+    too: shapes, dtypes and devices only)."""
+    global _NORM_DTYPES
+    if _NORM_DTYPES is None:
+        _NORM_DTYPES = {torch.float32, torch.bfloat16, torch.float16}
+    _check_input("all_reduce_rmsnorm", input, comm)
+    if input.dtype not in _NORM_DTYPES:
+        raise ValueError(
+            f"all_reduce_rmsnorm: {_buffers.dtype_name(input.dtype)} is not float32, bfloat16 "
+            f"or float16"
+        )
+    if input.dim() == 0:
+        raise ValueError("all_reduce_rmsnorm: a 0-d input has no rows")
+    if weight.dtype != input.dtype or weight.numel() != input.shape[-1]:
+        raise ValueError(
+            f"weight: {weight.numel()} elements of {weight.dtype}, but the rows hold "
+            f"{input.shape[-1]} of {input.dtype}"
+        )
+    _check_input("weight", weight, comm)
+    if residual is not None:
+        _check_input("residual", residual, comm)
+        if residual.dtype != input.dtype or residual.shape != input.shape:
+            raise ValueError(
+                f"residual: {residual.dtype} of shape {tuple(residual.shape)}, but the input "
+                f"is {input.dtype} of shape {tuple(input.shape)}"
+            )
+
+
 # --- real implementations (CPU and CUDA tensors; the Communicator checks everything) -----------
 # The input is made contiguous (a compiled graph may pass any strides) and the result is always a
 # new contiguous tensor, as the fake implementations say.
@@ -121,10 +176,30 @@ def _reduce_scatter(input, comm, op="sum", dim=0):
     return _registry.lookup(comm).reduce_scatter(input.contiguous(), op=op, dim=dim)
 
 
+def _all_reduce_rmsnorm(input, residual, weight, eps, comm):
+    src = input.contiguous()
+    return _registry.lookup(comm).all_reduce_rmsnorm(
+        src,
+        residual.contiguous() if residual is not None else None,
+        weight.contiguous(),
+        eps,
+        out=torch.empty_like(src),
+        residual_out=torch.empty_like(src),
+    )
+
+
+def _all_reduce_rmsnorm_(input, residual, weight, eps, comm):
+    _registry.lookup(comm).all_reduce_rmsnorm(
+        input, residual, weight.contiguous(), eps, inplace=True
+    )
+
+
 for _name, _impl in (
     ("all_reduce", _all_reduce),
     ("all_gather", _all_gather),
     ("reduce_scatter", _reduce_scatter),
+    ("all_reduce_rmsnorm", _all_reduce_rmsnorm),
+    ("all_reduce_rmsnorm_", _all_reduce_rmsnorm_),
 ):
     for _key in ("CPU", "CUDA"):
         _lib.impl(_name, _impl, _key)
@@ -156,6 +231,18 @@ def _reduce_scatter_fake(input, comm, op="sum", dim=0):
     _check_reduction("reduce_scatter", input, op)
     _check_input("reduce_scatter", input, c)
     return input.new_empty(_scattered_shape(input, dim, c.size))
+
+
+@torch.library.register_fake("tpcomm::all_reduce_rmsnorm", lib=_lib)
+def _all_reduce_rmsnorm_fake(input, residual, weight, eps, comm):
+    _check_norm(input, residual, weight, _registry.lookup(comm))
+    shape = dict(memory_format=torch.contiguous_format)
+    return torch.empty_like(input, **shape), torch.empty_like(input, **shape)
+
+
+@torch.library.register_fake("tpcomm::all_reduce_rmsnorm_", lib=_lib)
+def _all_reduce_rmsnorm_inplace_fake(input, residual, weight, eps, comm):
+    _check_norm(input, residual, weight, _registry.lookup(comm))
 
 
 # --- the public wrappers -----------------------------------------------------------------------
@@ -200,3 +287,16 @@ def all_gather(t, comm, dim=0):
 def reduce_scatter(t, comm, op="sum", dim=0):
     """A new tensor: this rank's part of the reduction, `dim` split in rank order."""
     return torch.ops.tpcomm.reduce_scatter(t, name_of(comm), op, dim)
+
+
+def all_reduce_rmsnorm(t, residual, weight, eps, comm):
+    """(out, residual_out), new tensors: t summed over comm's group plus residual (None: none),
+    then RMS-normalised by rows of the last dimension and scaled by weight
+    (Communicator.all_reduce_rmsnorm); t and residual are not written."""
+    return torch.ops.tpcomm.all_reduce_rmsnorm(t, residual, weight, eps, name_of(comm))
+
+
+def all_reduce_rmsnorm_(t, residual, weight, eps, comm):
+    """The in-place form: the norm over t, sum plus residual over residual (vLLM's
+    fused_add_rms_norm). t and residual must be contiguous."""
+    torch.ops.tpcomm.all_reduce_rmsnorm_(t, residual, weight, eps, name_of(comm))

@@ -158,7 +158,7 @@ void scalar_row(const Row& r, DataType source_type, DataType type, std::size_t h
 }  // namespace
 
 void add_rmsnorm_rows_with(KernelIsa isa, const void* const* srcs, int ranks, DataType source_type,
-                           std::size_t rows, DataType type, const AddRmsNorm& norm, void* out) {
+                           std::size_t rows, DataType type, const RmsNorm& norm, void* out) {
   const std::size_t es = size_of(type);
   const std::size_t source_es = size_of(source_type);
   const std::size_t h = norm.hidden;

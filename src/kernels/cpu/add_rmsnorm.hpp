@@ -14,23 +14,14 @@
 #include <cstddef>
 
 #include "reduce.hpp"
+#include "tpcomm/rmsnorm.hpp"
 
 namespace tpcomm::kernels::cpu {
-
-struct AddRmsNorm {
-  const void* residual = nullptr;  // rows x hidden of the call's type, or null: no residual
-  const void* weight = nullptr;    // hidden elements of the call's type
-  // Where the rounded sum (plus residual) goes: rows x hidden of the call's type. Null only
-  // without a residual, when the rounded sum passes through `out` instead.
-  void* residual_out = nullptr;
-  std::size_t hidden = 0;
-  float eps = 1e-6f;
-};
 
 // out (rows x hidden of `type`) from the sources (each rows x hidden of `source_type`, which is
 // `type` or float32). float32, bfloat16 and float16. out may alias a source, residual_out the
 // residual: each row is read whole before it is written.
 void add_rmsnorm_rows_with(KernelIsa isa, const void* const* srcs, int ranks, DataType source_type,
-                           std::size_t rows, DataType type, const AddRmsNorm& norm, void* out);
+                           std::size_t rows, DataType type, const RmsNorm& norm, void* out);
 
 }  // namespace tpcomm::kernels::cpu

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tpcomm/deadline.hpp"
+#include "tpcomm/rmsnorm.hpp"
 #include "tpcomm/stage_time.hpp"
 #include "tpcomm/types.hpp"
 
@@ -47,6 +48,10 @@ struct Call {
   // Communicator::barrier's one-element all-reduce: compared across ranks like the rest, so that
   // a barrier never meets a user's all-reduce of one int32.
   bool barrier = false;
+  // all_reduce_rmsnorm: its rows, residual, weight and eps (`count` is rows x hidden, the sum
+  // is kSum); null for every other op. Only backends that fuse it (fuses_rmsnorm) see such a
+  // call: the dispatch runs the others' float32 all-reduce and the add+norm itself.
+  const RmsNorm* norm = nullptr;
 };
 
 // One side of a point-to-point message (Op::kSendRecv): a send of `buffer` to `peer`, or a

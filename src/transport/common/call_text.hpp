@@ -25,7 +25,18 @@ inline std::string call_signature(Op op, DataType type, std::uint64_t count, Red
   return text + ")";
 }
 
+// "all_reduce_rmsnorm(bfloat16 x 8192, rows of 4096, residual, eps 1e-06)".
+inline std::string norm_signature(DataType type, std::uint64_t count, std::size_t hidden,
+                                  bool residual, float eps) {
+  return fmt::format("all_reduce_rmsnorm({} x {}, rows of {}{}, eps {:g})", to_string(type), count,
+                     hidden, residual ? ", residual" : "", eps);
+}
+
 inline std::string call_signature(const Call& c) {
+  if (c.norm != nullptr) {
+    return norm_signature(c.type, c.count, c.norm->hidden, c.norm->residual != nullptr,
+                          c.norm->eps);
+  }
   return c.barrier ? "barrier"
                    : call_signature(c.op, c.type, c.count, c.reduce, c.root,
                                     c.send_counts != nullptr || c.recv_counts != nullptr);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/add_rmsnorm.hpp"
 #include "kernels/cpu/streaming_copy.hpp"
 #include "single_copy.hpp"
 
@@ -57,6 +58,30 @@ void team_reduce(ThreadTeam* team, KernelIsa isa, const void* const* srcs, int r
                reduce_slots_with(isa, mine, ranks, n, type, op,
                                  static_cast<std::uint8_t*>(out) + first * es);
              });
+}
+
+void team_add_rmsnorm(ThreadTeam* team, const void* const* srcs, int ranks, std::size_t rows,
+                      DataType type, const RmsNorm& norm, void* out) {
+  const std::size_t row_bytes = norm.hidden * size_of(type);
+  const auto ur = static_cast<std::size_t>(ranks);
+  const int parts = team == nullptr || ranks > kMaxTeamRanks
+                        ? 1
+                        : share_count(rows * row_bytes * ur, team->size());
+  const KernelIsa isa = chosen_kernel_isa();
+  if (parts == 1) {
+    return kernels::cpu::add_rmsnorm_rows_with(isa, srcs, ranks, type, rows, type, norm, out);
+  }
+  const std::size_t min_rows = std::max<std::size_t>(1, kMinChunkBytes / (row_bytes * ur));
+  run_chunks(*team, parts, rows, 1, min_rows, [&](int, std::size_t first, std::size_t n) {
+    const std::size_t at = first * row_bytes;
+    const void* mine[kMaxTeamRanks];
+    for (int r = 0; r < ranks; ++r) mine[r] = static_cast<const std::uint8_t*>(srcs[r]) + at;
+    RmsNorm part = norm;
+    if (norm.residual) part.residual = static_cast<const std::uint8_t*>(norm.residual) + at;
+    if (norm.residual_out) part.residual_out = static_cast<std::uint8_t*>(norm.residual_out) + at;
+    kernels::cpu::add_rmsnorm_rows_with(isa, mine, ranks, type, n, type, part,
+                                        static_cast<std::uint8_t*>(out) + at);
+  });
 }
 
 void team_read_peer(ThreadTeam* team, int peer, int pid, std::uint64_t address, void* to,

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "tpcomm/rmsnorm.hpp"
 #include "tpcomm/types.hpp"
 #include "transport/cpu/kernel_choice.hpp"
 #include "transport/cpu/thread_team.hpp"
@@ -52,6 +53,11 @@ inline void team_reduce(ThreadTeam* team, const void* const* srcs, int ranks, st
                         DataType type, ReduceOp op, void* out) {
   team_reduce(team, chosen_kernel_isa(), srcs, ranks, count, type, op, out);
 }
+
+// add_rmsnorm_rows_with (kernels/cpu/add_rmsnorm.hpp) over the team, whole rows to a thread
+// (the kernel gives every row the same bits wherever it runs); `team` null: the caller alone.
+void team_add_rmsnorm(ThreadTeam* team, const void* const* srcs, int ranks, std::size_t rows,
+                      DataType type, const RmsNorm& norm, void* out);
 
 // read_peer_memory (single_copy.hpp) over the team: a kUnavailable of any share is thrown here.
 void team_read_peer(ThreadTeam* team, int peer, int pid, std::uint64_t address, void* to,

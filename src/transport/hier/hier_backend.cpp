@@ -3,6 +3,8 @@
 // lane's), and each op as stages over the two (hier_ops.hpp).
 #include "hier_backend.hpp"
 
+#include <fmt/format.h>
+
 #include "hier_ops.hpp"
 #include "hier_stages.hpp"
 #include "tpcomm/error.hpp"
@@ -69,12 +71,14 @@ class HierBackend final : public CollectiveBackend {
         return hier_scatter(stages_, c);
       case Op::kReduce:
         return hier_reduce(stages_, c);
+      case Op::kAllReduceRmsNorm:  // the dispatch sends its float32 all-reduce (fuses_rmsnorm)
       case Op::kSendRecv:
         break;
     }
     throw Error(ErrorCode::kInternal,
-                "hier runs no point-to-point messages (the plan gives them "
-                "to gloo)");
+                fmt::format("hier runs no {} (the plan gives point-to-point messages to gloo; the "
+                            "dispatch runs all_reduce_rmsnorm's all-reduce here, unfused)",
+                            to_string(c.op)));
   }
 
  private:

@@ -90,15 +90,23 @@ void HierStages::make_groups() {
   }
 }
 
+// A stage names the user's call: `outer` itself, or the call `outer` is a stage of (the float32
+// all-reduce of an unfused all_reduce_rmsnorm, whose rows and eps the ranks then compare too).
+namespace {
+const Call* user_call(const Call& outer) {
+  return outer.outer != nullptr ? outer.outer : &outer;
+}
+}  // namespace
+
 void HierStages::on_node(const Call& outer, Call stage) {
   stage.sequence = outer.sequence;
-  stage.outer = &outer;
+  stage.outer = user_call(outer);
   in_stage(node_group_, kIntraNode, *shm_, stage);
 }
 
 void HierStages::on_lane(const Call& outer, Call stage) {
   stage.sequence = outer.sequence;
-  stage.outer = &outer;
+  stage.outer = user_call(outer);
   stage.algorithm = Algorithm::kGloo;
   in_stage(lane_, kInterNode, *lane_engine_, stage);
 }

@@ -184,6 +184,8 @@ class NcclBackend final : public CollectiveBackend {
       case Op::kSendRecv:
         return c.sends ? lib_->send(c.input, c.count, nccl_type(c.type), c.root, comm_, stream)
                        : lib_->recv(c.output, c.count, nccl_type(c.type), c.root, comm_, stream);
+      case Op::kAllReduceRmsNorm:  // unfused: the dispatch runs its all-reduce (fuses_rmsnorm)
+        break;
     }
     throw Error(ErrorCode::kInternal,
                 fmt::format("nccl: no NCCL call for op {}", static_cast<int>(c.op)));

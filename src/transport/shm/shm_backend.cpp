@@ -228,6 +228,13 @@ void ShmBackend::run(const Call& c) {
     case Op::kReduce:
       reduce(c);
       break;
+    case Op::kAllReduceRmsNorm:
+      if (c.algorithm == Algorithm::kTwoShot) {
+        two_shot_rmsnorm(c);
+      } else {
+        one_shot_rmsnorm(c);
+      }
+      break;
     case Op::kSendRecv:
       throw Error(ErrorCode::kInternal, "shm: send_recv is no collective call (start/wait)");
   }
@@ -244,12 +251,12 @@ void ShmBackend::throw_if_a_peer_aborted(const Call& c, bool done) const {
 }
 
 void ShmBackend::register_input(const Call& c) {
+  const bool all_reduce = c.op == Op::kAllReduce || c.op == Op::kAllReduceRmsNorm;
   const bool in_place_one_shot =
-      c.op == Op::kAllReduce && c.algorithm != Algorithm::kTwoShot && c.input == c.output;
+      all_reduce && c.algorithm != Algorithm::kTwoShot && c.input == c.output;
   // The three planned first read registered inputs in place; the others copy through the lanes.
   const bool reads_registered =
-      (c.op == Op::kAllReduce || c.op == Op::kAllGather || c.op == Op::kReduceScatter) &&
-      !per_rank_counts(c);
+      (all_reduce || c.op == Op::kAllGather || c.op == Op::kReduceScatter) && !per_rank_counts(c);
   mine_at_ = {};
   mine_single_copy_ = 0;
   if (ctx_.shm.registered && reads_registered && !in_place_one_shot &&

@@ -196,6 +196,13 @@ class ShmBackend final : public CollectiveBackend {
   // Every rank copies its chunk in, then reduces all slots in rank order into its output.
   void one_shot(const Call& c);
 
+  // all_reduce_rmsnorm as one-shot (shm_rmsnorm.cpp): steps of whole rows, each rank sums every
+  // row from the lanes and adds and normalises its own copy (kernels/cpu/add_rmsnorm.hpp).
+  void one_shot_rmsnorm(const Call& c);
+  // Two-shot by rows: each rank sums, adds and normalises its share of a step's rows into its
+  // lane (its new residual rows beside them), then every rank copies every share out.
+  void two_shot_rmsnorm(const Call& c);
+
   // Reduce-scatter of slices into each owner's slot, then everyone gathers the reduced slices.
   void two_shot(const Call& c);
 

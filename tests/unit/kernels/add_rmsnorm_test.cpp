@@ -20,8 +20,8 @@
 namespace tpcomm {
 namespace {
 
-using kernels::cpu::AddRmsNorm;
 using kernels::cpu::KernelIsa;
+using tpcomm::RmsNorm;
 
 // Values in [-4, 4) with full float32 mantissas (so that every rounding shows), different for
 // every rank, row and element; the residual is rank -1.
@@ -99,7 +99,7 @@ std::pair<std::vector<std::uint8_t>, std::vector<std::uint8_t>> run(const Case& 
   std::vector<std::uint8_t> out(n * size_of(c.type), 0xee), residual_out(residual.size(), 0xee);
   std::vector<const void*> srcs;
   for (const auto& s : sources) srcs.push_back(s.data());
-  AddRmsNorm norm;
+  RmsNorm norm;
   norm.hidden = c.hidden;
   norm.eps = 1e-5f;
   norm.weight = weight.data();

@@ -1,0 +1,35 @@
+// The unfused all_reduce_rmsnorm (unfused_rmsnorm.hpp).
+#include "unfused_rmsnorm.hpp"
+
+#include <cstring>
+
+#include "kernels/cpu/add_rmsnorm.hpp"
+#include "tpcomm/convert.hpp"
+#include "transport/cpu/kernel_choice.hpp"
+
+namespace tpcomm::runtime {
+
+void run_unfused_rmsnorm(transport::CollectiveBackend& backend, const transport::Call& call,
+                         std::vector<float>& sums) {
+  if (sums.size() < call.count) sums.resize(call.count);
+  if (call.type == DataType::kFloat32) {
+    if (call.count > 0) std::memcpy(sums.data(), call.input, call.count * sizeof(float));
+  } else {
+    to_float(call.input, call.type, call.count, sums.data());
+  }
+  transport::Call sum = call;
+  sum.op = Op::kAllReduce;
+  sum.type = DataType::kFloat32;
+  sum.reduce = ReduceOp::kSum;
+  sum.input = sums.data();
+  sum.output = sums.data();
+  sum.norm = nullptr;
+  sum.outer = &call;
+  backend.run(sum);
+  const void* srcs[1] = {sums.data()};
+  kernels::cpu::add_rmsnorm_rows_with(transport::cpu::chosen_kernel_isa(), srcs, 1,
+                                      DataType::kFloat32, call.count / call.norm->hidden, call.type,
+                                      *call.norm, call.output);
+}
+
+}  // namespace tpcomm::runtime
