@@ -29,7 +29,7 @@ def batch_time(comm, step, calls):
     start = time.perf_counter()
     for _ in range(calls):
         step()
-    mine = torch.tensor([(time.perf_counter() - start) / calls * 1e6], dtype=torch.float64)
+    mine = torch.tensor([(time.perf_counter() - start) / calls * 1e6], dtype=torch.float32)
     comm.all_reduce(mine, op="max")
     return mine.item()
 

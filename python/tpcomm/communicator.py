@@ -10,6 +10,7 @@ from ._rendezvous import torch_group_address
 _OP_CODES = _tpcomm.OP_CODES  # name -> the library's value of the reduction
 _OPS = tuple(_OP_CODES)
 _NORM_TYPES = ("float32", "bfloat16", "float16")  # all_reduce_rmsnorm's
+_NORM_CODES = {_buffers.CODES[name] for name in _NORM_TYPES}
 # The collectives stats() counts, each always present.
 COLLECTIVES = (
     "all_reduce",
@@ -283,6 +284,46 @@ class Communicator:
         residual=None: out is the norm of the sum, and residual_out (given, or None) receives
         the sum. inplace=True writes out over t and residual_out over residual (no out= or
         residual_out= then)."""
+        # A decoder layer's call: contiguous CPU tensors of one norm dtype, in place or into new
+        # tensors. It builds no View (about 8 us of a 4096-wide row's 11 on the 2-vCPU machine);
+        # anything else, and every error, goes the checked way below.
+        if (
+            type(t) is _buffers.TENSOR
+            and type(residual) is _buffers.TENSOR
+            and type(weight) is _buffers.TENSOR
+            and out is None
+            and residual_out is None
+            and not self._cuda
+        ):
+            code = _buffers.TORCH_CODES.get(t.dtype)
+            shape = t.shape
+            if (
+                code in _NORM_CODES
+                and len(shape)
+                and residual.dtype == t.dtype
+                and weight.dtype == t.dtype
+                and residual.shape == shape
+                and weight.numel() == shape[-1]
+                and t.is_cpu
+                and residual.is_cpu
+                and weight.is_cpu
+                and t.is_contiguous()
+                and residual.is_contiguous()
+                and weight.is_contiguous()
+            ):
+                o, ro = (t, residual) if inplace else (t.new_empty(shape), t.new_empty(shape))
+                self._native.all_reduce_rmsnorm(
+                    t.data_ptr(),
+                    o.data_ptr(),
+                    t.numel(),
+                    code,
+                    residual.data_ptr(),
+                    ro.data_ptr(),
+                    weight.data_ptr(),
+                    shape[-1],
+                    float(eps),
+                )
+                return o, ro
         v = self._input(t, writable=inplace)
         if v.type_name not in _NORM_TYPES:
             raise ValueError(

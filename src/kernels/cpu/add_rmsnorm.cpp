@@ -14,7 +14,10 @@ namespace {
 
 using namespace variants;  // NOLINT(google-build-using-namespace): the kernels' own helpers
 
-constexpr std::size_t kPartials = 16;  // partial sums of squares, the same for every width
+// Partial sums of squares, the same for every width: element i goes into partial i % 64, so that
+// AVX-512 keeps four independent accumulators (AVX2 eight, the baseline sixteen) and no add waits
+// for the one before it.
+constexpr std::size_t kPartials = 64;
 
 // One row's places.
 struct Row {
@@ -75,9 +78,22 @@ void second_pass_tail(const Row& r, DataType type, std::size_t from, std::size_t
   }
 }
 
+// The sum of the sources' vector at byte offset `at` (narrow: 16-bit elements), in rank order;
+// Ranks > 0: that many sources, unrolled; 0: `ranks` of them.
+template <int B, bool Narrow, int Ranks>
+TPCOMM_INLINE VecF<B> sum_sources(const char* const* srcs, int ranks, std::size_t at) {
+  VecF<B> acc = load_elements<Narrow, B>(srcs[0] + at);
+  if constexpr (Ranks > 0) {
+    for (int q = 1; q < Ranks; ++q) acc += load_elements<Narrow, B>(srcs[q] + at);
+  } else {
+    for (int q = 1; q < ranks; ++q) acc += load_elements<Narrow, B>(srcs[q] + at);
+  }
+  return acc;
+}
+
 // One row in vectors of B bytes; Bf16: the call's type is bfloat16 (else float32); SourceF32:
-// the sources are float32 whatever the type.
-template <int B, bool Bf16, bool SourceF32>
+// the sources are float32 whatever the type; Ranks: the sources' count, 0 for any.
+template <int B, bool Bf16, bool SourceF32, int Ranks>
 TPCOMM_INLINE void vector_row(const Row& r, std::size_t hidden, float eps) {
   constexpr std::size_t lanes = B / sizeof(float);
   constexpr std::size_t vectors = kPartials / lanes;
@@ -98,10 +114,7 @@ TPCOMM_INLINE void vector_row(const Row& r, std::size_t hidden, float eps) {
   for (; i + kPartials <= hidden; i += kPartials) {
     for (std::size_t k = 0; k < vectors; ++k) {
       const std::size_t at = i + k * lanes;
-      VecF<B> acc = load_elements<kNarrowSources, B>(srcs[0] + at * source_es);
-      for (int q = 1; q < ranks; ++q) {
-        acc += load_elements<kNarrowSources, B>(srcs[q] + at * source_es);
-      }
+      VecF<B> acc = sum_sources<B, kNarrowSources, Ranks>(srcs, ranks, at * source_es);
       if (residual != nullptr) acc += load_elements<Bf16, B>(residual + at * es);
       if constexpr (Bf16) {
         store_bf16<B>(keep + at * es, acc);
@@ -129,20 +142,120 @@ TPCOMM_INLINE void vector_row(const Row& r, std::size_t hidden, float eps) {
   second_pass_tail(r, type, j, hidden, inv);
 }
 
+// bfloat16 pairs: a register of B bytes holds B / 2 elements, widened in place (the even ones
+// from the low halves, the odd ones from the high halves) as the reduction kernels do, so no
+// lane crosses another and the rounding packs the two halves back with a shift and an or.
+template <int B>
+TPCOMM_INLINE void widen_pairs(const char* p, VecF<B>& even, VecF<B>& odd) {
+  const VecU32<B> u = load_u32<B>(p);
+  even = bits_to_f32<B>(u << 16);
+  odd = bits_to_f32<B>(u & 0xffff0000u);
+}
+
+// The rounded pair stored at `p`, and each half as the float it now is.
+template <int B>
+TPCOMM_INLINE void store_pairs(char* p, VecF<B>& even, VecF<B>& odd) {
+  const VecU32<B> e = round_to_bf16<B>(even);
+  const VecU32<B> o = round_to_bf16<B>(odd);
+  const VecU32<B> packed = e | (o << 16);
+  std::memcpy(p, &packed, sizeof(packed));
+  even = bits_to_f32<B>(e << 16);
+  odd = bits_to_f32<B>(o << 16);
+}
+
+// A bfloat16 row of bfloat16 sources, by pairs: element i's square still goes into partial
+// i % kPartials (the even lanes of chunk k hold partials k * B / 2 + 2l, the odd ones the next),
+// so the bits are those of every other form. Ranks as vector_row's.
+template <int B, int Ranks>
+TPCOMM_INLINE void pair_row(const Row& r, std::size_t hidden, float eps) {
+  constexpr std::size_t per = B / 2;  // elements per register
+  constexpr std::size_t lanes = B / sizeof(float);
+  constexpr std::size_t chunks = kPartials / per;
+  const auto* const* srcs = reinterpret_cast<const char* const*>(r.srcs);
+  const int ranks = Ranks > 0 ? Ranks : r.ranks;
+  const char* const residual = r.residual;
+  const char* const weight = r.weight;
+  char* const keep = r.keep;
+  char* const out = r.out;
+  VecF<B> even_squares[chunks] = {};
+  VecF<B> odd_squares[chunks] = {};
+  std::size_t i = 0;
+  for (; i + kPartials <= hidden; i += kPartials) {
+    for (std::size_t k = 0; k < chunks; ++k) {
+      const std::size_t at = (i + k * per) * 2;
+      VecF<B> even, odd, e, o;
+      widen_pairs<B>(srcs[0] + at, even, odd);
+      for (int q = 1; q < ranks; ++q) {
+        widen_pairs<B>(srcs[q] + at, e, o);
+        even += e;
+        odd += o;
+      }
+      if (residual != nullptr) {
+        widen_pairs<B>(residual + at, e, o);
+        even += e;
+        odd += o;
+      }
+      store_pairs<B>(keep + at, even, odd);
+      even_squares[k] += even * even;
+      odd_squares[k] += odd * odd;
+    }
+  }
+  float partial[kPartials];
+  for (std::size_t k = 0; k < chunks; ++k) {
+    float e[lanes], o[lanes];
+    std::memcpy(e, &even_squares[k], sizeof(e));
+    std::memcpy(o, &odd_squares[k], sizeof(o));
+    for (std::size_t l = 0; l < lanes; ++l) {
+      partial[k * per + 2 * l] = e[l];
+      partial[k * per + 2 * l + 1] = o[l];
+    }
+  }
+  first_pass_tail(r, DataType::kBFloat16, DataType::kBFloat16, i, hidden, partial);
+  const float inv = inverse_rms(partial, hidden, eps);
+  std::size_t j = 0;
+  for (; j + per <= hidden; j += per) {
+    VecF<B> even, odd, we, wo;
+    widen_pairs<B>(keep + j * 2, even, odd);
+    widen_pairs<B>(weight + j * 2, we, wo);
+    even = even * inv * we;
+    odd = odd * inv * wo;
+    store_pairs<B>(out + j * 2, even, odd);
+  }
+  second_pass_tail(r, DataType::kBFloat16, j, hidden, inv);
+}
+
+// bfloat16 of bfloat16 sources by pairs, the rest by vectors.
+template <int B, bool Bf16, bool SourceF32, int Ranks>
+TPCOMM_INLINE void row_of(const Row& r, std::size_t hidden, float eps) {
+  if constexpr (Bf16 && !SourceF32) {
+    pair_row<B, Ranks>(r, hidden, eps);
+  } else {
+    vector_row<B, Bf16, SourceF32, Ranks>(r, hidden, eps);
+  }
+}
+
 using RowFn = void (*)(const Row&, std::size_t, float);
 
-#define TPCOMM_ADD_RMSNORM_VARIANT(SUFFIX, TARGET, BYTES)                      \
-  TARGET void row_f32_##SUFFIX(const Row& r, std::size_t h, float e) {         \
-    vector_row<BYTES, false, false>(r, h, e);                                  \
-  }                                                                            \
-  TARGET void row_bf16_##SUFFIX(const Row& r, std::size_t h, float e) {        \
-    vector_row<BYTES, true, false>(r, h, e);                                   \
-  }                                                                            \
-  TARGET void row_bf16_of_f32_##SUFFIX(const Row& r, std::size_t h, float e) { \
-    vector_row<BYTES, true, true>(r, h, e);                                    \
-  }                                                                            \
-  constexpr RowFn kRows_##SUFFIX[3] = {row_f32_##SUFFIX, row_bf16_##SUFFIX,    \
-                                       row_bf16_of_f32_##SUFFIX};
+// [type form][ranks form]: type forms float32, bfloat16, bfloat16 of float32 sources; ranks forms
+// one source, two, any.
+#define TPCOMM_ADD_RMSNORM_FORMS(SUFFIX, TARGET, BYTES, BF16, SRC32) \
+  TARGET void SUFFIX##_1(const Row& r, std::size_t h, float e) {     \
+    row_of<BYTES, BF16, SRC32, 1>(r, h, e);                          \
+  }                                                                  \
+  TARGET void SUFFIX##_2(const Row& r, std::size_t h, float e) {     \
+    row_of<BYTES, BF16, SRC32, 2>(r, h, e);                          \
+  }                                                                  \
+  TARGET void SUFFIX##_n(const Row& r, std::size_t h, float e) {     \
+    row_of<BYTES, BF16, SRC32, 0>(r, h, e);                          \
+  }
+#define TPCOMM_ADD_RMSNORM_VARIANT(SUFFIX, TARGET, BYTES)                   \
+  TPCOMM_ADD_RMSNORM_FORMS(f32_##SUFFIX, TARGET, BYTES, false, false)       \
+  TPCOMM_ADD_RMSNORM_FORMS(bf16_##SUFFIX, TARGET, BYTES, true, false)       \
+  TPCOMM_ADD_RMSNORM_FORMS(bf16_of_f32_##SUFFIX, TARGET, BYTES, true, true) \
+  constexpr RowFn kRows_##SUFFIX[3][3] = {                                  \
+      {f32_##SUFFIX##_1, f32_##SUFFIX##_2, f32_##SUFFIX##_n},               \
+      {bf16_##SUFFIX##_1, bf16_##SUFFIX##_2, bf16_##SUFFIX##_n},            \
+      {bf16_of_f32_##SUFFIX##_1, bf16_of_f32_##SUFFIX##_2, bf16_of_f32_##SUFFIX##_n}};
 
 TPCOMM_ADD_RMSNORM_VARIANT(avx512, TPCOMM_TARGET_AVX512, 64)
 TPCOMM_ADD_RMSNORM_VARIANT(avx2, TPCOMM_TARGET_AVX2, 32)
@@ -162,13 +275,14 @@ void add_rmsnorm_rows_with(KernelIsa isa, const void* const* srcs, int ranks, Da
   const std::size_t es = size_of(type);
   const std::size_t source_es = size_of(source_type);
   const std::size_t h = norm.hidden;
-  const RowFn* fns = isa == KernelIsa::kAvx512 || isa == KernelIsa::kAvx512Bf16 ? kRows_avx512
-                     : isa == KernelIsa::kAvx2                                  ? kRows_avx2
-                                                                                : kRows_baseline;
-  const RowFn fn = type == DataType::kFloat32    ? fns[0]
+  const auto& fns = isa == KernelIsa::kAvx512 || isa == KernelIsa::kAvx512Bf16 ? kRows_avx512
+                    : isa == KernelIsa::kAvx2                                  ? kRows_avx2
+                                                                               : kRows_baseline;
+  const int by_ranks = ranks == 1 ? 0 : ranks == 2 ? 1 : 2;
+  const RowFn fn = type == DataType::kFloat32    ? fns[0][by_ranks]
                    : type != DataType::kBFloat16 ? nullptr
-                   : source_type == type         ? fns[1]
-                                                 : fns[2];
+                   : source_type == type         ? fns[1][by_ranks]
+                                                 : fns[2][by_ranks];
   const void* row_srcs[64];
   for (std::size_t row = 0; row < rows; ++row) {
     for (int q = 0; q < ranks; ++q) {

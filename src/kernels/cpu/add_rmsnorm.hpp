@@ -4,8 +4,8 @@
 // rsqrt(mean of its squares + eps) times the weight, computed in float32 and rounded once (the
 // normalised output), as vLLM's fused_add_rms_norm reads the updated residual.
 //
-// Every variant gives the same bits: the sum of squares goes into 16 partial sums (element i
-// into partial i % 16, whatever the vector width) added up in one fixed order, and the file is
+// Every variant gives the same bits: the sum of squares goes into 64 partial sums (element i
+// into partial i % 64, whatever the vector width) added up in one fixed order, and the file is
 // compiled without contracting a multiply and an add into one rounding (-ffp-contract=off).
 // The fused shm one-shot calls it with its peers' lanes as sources; the unfused path (gloo, hier)
 // with one float32 source, the all-reduced sum.
