@@ -87,6 +87,8 @@ parts=(
   "process|60|2|two processes: workspace fds exported and imported"
   "registration|60|5|E3, E6: two processes, 850 captured calls on 253 VMM allocations, a remapped one"
   "multimem|30|1|multimem: entry points and multicast set-up"
+  "rmsnorm-2|60|4|all_reduce_rmsnorm: custom one- and two-shot against a float64 reference, fused against all-reduce + norm kernel, 2 ranks"
+  "rmsnorm-4|60|5|all_reduce_rmsnorm, 4 ranks, 8 blocks"
   "communicator|60|2|communicator as a user creates it, one rank, NCCL carrying the calls (all_to_all(v), gatherv, rooted ones too)"
   "failure|60|3|E4: a failure reaches every rank's next launch, an abort the peer's kernel, a replay traps"
   "python|60|6|python package, CUDA tensors, one rank, NCCL carrying the calls"
@@ -279,6 +281,7 @@ command_of() {
       local w=${1#correctness-}
       cmd=("${cxx[@]}" "$check" correctness "${w%-*}" "$([[ $w == *-* ]] && echo "${w#*-}" || echo 8)") ;;
     stress-*) cmd=("${cxx[@]}" "$check" stress "${1#stress-}" 8) ;;
+    rmsnorm-*) cmd=("${cxx[@]}" "$check" rmsnorm "${1#rmsnorm-}" 8) ;;
     stall | multimem | failure) cmd=("${cxx[@]}" "$check" "$1") ;;
     process | registration) cmd=("${cxx[@]}" "$tpcomm" run -n 2 -- "$check" "$1") ;;
     communicator) cmd=("${cxx[@]}" TPCOMM_DISABLE=local "$tpcomm" run -n 1 -- "$check" communicator) ;;

@@ -112,6 +112,11 @@ class Communicator {
   // (the plan says which).
   void all_reduce_rmsnorm(const void* input, void* output, std::size_t count, DataType type,
                           const RmsNorm& norm);
+  // On device buffers of a kCuda communicator, enqueued on `stream`: the custom kernels fuse the
+  // epilogue (by rows, a block per row); NCCL all-reduces in fp32 first, then a kernel adds and
+  // normalises. May be captured into a CUDA graph (NCCL's only after an eager call of its size).
+  void all_reduce_rmsnorm(const void* input, void* output, std::size_t count, DataType type,
+                          const RmsNorm& norm, CudaStream stream);
 
   // The same on device buffers of a kCuda communicator, enqueued on `stream` (null: the legacy
   // default stream). Calls of one communicator must be ordered (one stream, or streams that

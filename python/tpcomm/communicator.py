@@ -322,6 +322,7 @@ class Communicator:
                     weight.data_ptr(),
                     shape[-1],
                     float(eps),
+                    None,
                 )
                 return o, ro
         v = self._input(t, writable=inplace)
@@ -366,6 +367,7 @@ class Communicator:
             w.ptr,
             v.shape[-1],
             float(eps),
+            _buffers.stream_of(v),
         )
         return o.obj, (ro.obj if ro is not None else None)
 

@@ -41,7 +41,7 @@ const std::vector<Algorithm>& algorithms_of(Backend backend, Op op) {
     case Backend::kLocal:
       return copy;
     case Backend::kCustom:
-      return op == Op::kAllReduce ? one_two : one;
+      return op == Op::kAllReduce || op == Op::kAllReduceRmsNorm ? one_two : one;
     case Backend::kShm:
       return op == Op::kAllReduce                          ? one_two_single
              : op == Op::kAllGather || op == Op::kAllToAll ? one_single
@@ -74,11 +74,14 @@ std::optional<std::string> why_not_serving(Backend backend, Op op) {
           "{} stages collectives only; gloo's direct pairs carry point-to-point messages",
           to_string(backend));
     case Backend::kCustom:
+      if (op == Op::kAllReduceRmsNorm) return std::nullopt;
+      return fmt::format(
+          "custom's kernels serve all_reduce, all_gather, reduce_scatter and all_reduce_rmsnorm "
+          "only; nccl carries the others");
     case Backend::kMultimem:
       return fmt::format(
-          "{}'s kernels serve all_reduce, all_gather and reduce_scatter only; nccl carries the "
-          "others",
-          to_string(backend));
+          "multimem's kernels serve all_reduce, all_gather and reduce_scatter only; nccl carries "
+          "the others");
     default:
       return std::nullopt;
   }
@@ -97,7 +100,7 @@ bool takes_step(Backend backend) {
 }
 
 bool fuses_rmsnorm(Backend backend) {
-  return backend == Backend::kShm;
+  return backend == Backend::kShm || backend == Backend::kCustom;
 }
 
 }  // namespace tpcomm

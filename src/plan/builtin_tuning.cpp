@@ -93,8 +93,12 @@ TuningEntry cuda_entry(int sm, int w, Mode mode) {
   rs.push_back({std::nullopt, {nccl}});
   // NCCL's grouped sends and receives, and ncclReduce: tpcomm has no GPU kernels of its own for
   // these.
-  for (Op op : {Op::kAllToAll, Op::kGather, Op::kScatter, Op::kReduce, Op::kSendRecv,
-                Op::kAllReduceRmsNorm}) {
+  // all_reduce + residual + RMSNorm: the all-reduce's custom rows with the epilogue fused into
+  // the kernels (no multimem form); NCCL beyond, unfused (an fp32 all-reduce, then the kernel).
+  e.ops[Op::kAllReduceRmsNorm] = {{t.one_shot_max, {one_shot, nccl}},
+                                  {t.two_shot_max, {two_shot, nccl}},
+                                  {std::nullopt, {nccl}}};
+  for (Op op : {Op::kAllToAll, Op::kGather, Op::kScatter, Op::kReduce, Op::kSendRecv}) {
     e.ops[op] = {{std::nullopt, {nccl}}};
   }
   return e;

@@ -109,11 +109,16 @@ Plan make_plan(const FactsTable& facts, const PlanOptions& options, const Tuning
       }
     }
     // Zero-copy is the custom kernels' registration: an op they do not serve has none.
-    p.zero_copy = admission.zero_copy &&
+    // all_reduce_rmsnorm's kernels copy their rows into the workspace.
+    const bool copies = op == Op::kAllReduceRmsNorm;
+    p.zero_copy = admission.zero_copy && !copies &&
                   (group.type() != DeviceType::kCuda || !why_not_serving(Backend::kCustom, op));
-    p.zero_copy_reason = admission.zero_copy && !p.zero_copy
-                             ? fmt::format("nccl carries {}: nothing is registered", to_string(op))
-                             : admission.zero_copy_reason;
+    p.zero_copy_reason =
+        !admission.zero_copy || p.zero_copy ? admission.zero_copy_reason
+        : copies                            ? std::string(
+                                                  "all_reduce_rmsnorm copies its rows into the workspace: nothing is "
+                                                                             "read in place")
+                 : fmt::format("nccl carries {}: nothing is registered", to_string(op));
     if (group.world_size() == 1) {
       Backend b = p.is_eligible(Backend::kLocal) ? Backend::kLocal : fallback;
       p.table = {{std::nullopt, b, algorithms_of(b, op).front(), std::nullopt, std::nullopt}};

@@ -129,6 +129,14 @@ void Communicator::all_reduce_rmsnorm(const void* input, void* output, std::size
   runtime::run_guarded(*impl_, call, false);
 }
 
+void Communicator::all_reduce_rmsnorm(const void* input, void* output, std::size_t count,
+                                      DataType type, const RmsNorm& norm, CudaStream stream) {
+  transport::Call call =
+      runtime::call_of(Op::kAllReduceRmsNorm, input, output, count, type, ReduceOp::kSum, stream);
+  call.norm = &norm;
+  runtime::run_guarded(*impl_, call, true);
+}
+
 // The host-buffer overloads pass no stream; `device_call` keeps them apart from a device call on
 // the legacy default stream (also null).
 void Communicator::all_reduce(const void* input, void* output, std::size_t count, DataType type,

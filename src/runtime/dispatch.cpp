@@ -133,8 +133,9 @@ void execute(CommunicatorState& c, const transport::Call& call, const TableRow& 
     const control::ScopedStoreDeadline bound(c.deadline());
     if (c.check_calls) check_across_ranks(c, call);
     c.faults.apply_fail_or_stall("call", static_cast<std::int64_t>(call.sequence));
-    if (call.op == Op::kAllReduceRmsNorm && !fuses_rmsnorm(row.backend)) {
-      // Host buffers only: the communicator has no device overload of it yet.
+    // Host buffers: the runtime's unfused form; NCCL runs its own on the device.
+    if (call.op == Op::kAllReduceRmsNorm && !fuses_rmsnorm(row.backend) &&
+        c.plan.device_type == DeviceType::kCpu) {
       run_unfused_rmsnorm(c.backends.at(row.backend), call, c.norm_sums);
     } else {
       c.backends.at(row.backend).run(call);

@@ -20,6 +20,9 @@
 //   tpcomm_gpu_check failure         2 ranks: a timeout fails every rank's next launch, an abort
 //                                    stops the peer's waiting kernel, a replay after a failure
 //                                    traps (failure_check.cpp; leaves the context unusable)
+//   tpcomm_gpu_check rmsnorm W       all_reduce_rmsnorm's custom kernels against a float64
+//                                    reference, and timed against all-reduce + a norm kernel
+//                                    (rmsnorm_check.cpp)
 //   tpcomm_gpu_check communicator    under `TPCOMM_DISABLE=local tpcomm run -n 1`: a CUDA
 //                                    communicator as a user creates it, NCCL carrying the calls
 //                                    (communicator_check.cpp)
@@ -47,6 +50,7 @@
 #include "failure_check.hpp"
 #include "kernels/cpu/convert.hpp"
 #include "registration_check.hpp"
+#include "rmsnorm_check.hpp"
 #include "tpcomm/bootstrap.hpp"
 #include "tpcomm/error.hpp"
 #include "transport/cuda/driver_api.hpp"
@@ -864,9 +868,21 @@ int main_checked(int argc, char** argv) {
         });
   }
   if (mode == "communicator") return gpu_check::communicator_check();
+  if (mode == "rmsnorm") {
+    return gpu_check::rmsnorm_check(
+        world, blocks,
+        [](std::shared_ptr<Bootstrap> bs, std::uint64_t id,
+           std::function<void(const std::string&)> on_failure, std::chrono::milliseconds t) {
+          return set_up(std::move(bs), id, std::move(on_failure), t);
+        },
+        [](int ranks, const std::function<void(int, std::shared_ptr<Bootstrap>)>& fn) {
+          on_threads(ranks, fn);
+        });
+  }
   std::fprintf(stderr,
                "usage: tpcomm_gpu_check correctness W [BLOCKS] | stress W [BLOCKS] | stall | "
-               "timing W [BLOCKS] | process | registration | multimem | communicator | failure\n");
+               "timing W [BLOCKS] | process | registration | multimem | communicator | rmsnorm W "
+               "[BLOCKS] | failure\n");
   return 2;
 }
 

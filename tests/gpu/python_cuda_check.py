@@ -89,6 +89,27 @@ def main():
         expect(f"all_gather {name}", comm.all_gather(x), x)
         expect(f"reduce_scatter {name}", comm.reduce_scatter(x), x)
 
+    # all_reduce_rmsnorm on one rank (NCCL's unfused form here: an fp32 all-reduce, then the
+    # add+norm kernel): against torch's own add and rms_norm in float64, and in place.
+    for dtype, tol in ((torch.float32, 2e-5), (torch.bfloat16, 2**-6)):
+        x = torch.randn(8, 4096, device="cuda", generator=gen).to(dtype)
+        res = torch.randn(8, 4096, device="cuda", generator=gen).to(dtype)
+        w = (torch.rand(4096, device="cuda", generator=gen) + 0.5).to(dtype)
+        out, new = comm.all_reduce_rmsnorm(x, res, w, 1e-6)
+        s = x.double() + res.double()
+        kept = s.to(dtype).double()
+        want = kept * torch.rsqrt(kept.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
+        name = str(dtype).removeprefix("torch.")
+        close = torch.allclose(out.double(), want, rtol=tol, atol=tol)
+        close = close and torch.allclose(new.double(), s, rtol=tol, atol=tol)
+        what = f"all_reduce_rmsnorm {name} against float64"
+        print(f"python: {what:40s} {'ok' if close else 'WRONG'}", flush=True)
+        if not close:
+            wrong.append(what)
+        comm.all_reduce_rmsnorm(x, res, w, 1e-6, inplace=True)
+        torch.cuda.synchronize()
+        expect(f"all_reduce_rmsnorm {name} in place", x, out)
+
     # stats(): the integer calls above were carried by NCCL (the fallback), and are counted there.
     stats = comm.stats()
     print(f"python: stats all_reduce {stats['all_reduce']}", flush=True)

@@ -40,6 +40,14 @@ struct KernelArgs {
   const volatile std::int32_t* abort_word = nullptr;  // host-mapped: nonzero = stop waiting
   KernelFailure* failure = nullptr;                   // host-mapped: first failure
   int in_graph = 0;  // captured into a CUDA graph: a failed launch traps (end_failed_launch)
+  // all_reduce_rmsnorm (kOneShotRmsNorm, kTwoShotRmsNorm): this chunk's rows of `hidden` elements
+  // (count is whole rows), its residual (or null) and residual_out (or null: the rounded sum is
+  // kept in output only), the weight, eps.
+  const void* residual = nullptr;
+  void* residual_out = nullptr;
+  const void* weight = nullptr;
+  std::size_t hidden = 0;
+  float eps = 0.0f;
 };
 
 // Launches one chunk on `stream` (a cudaStream_t). Returns the cudaError_t of the launch.

@@ -10,6 +10,7 @@
 #include "custom_kernel_args.hpp"
 #include "kernels/cuda/kernel_common.cuh"
 #include "kernels/cuda/kernel_list.hpp"
+#include "kernels/cuda/norm_rows.cuh"
 
 namespace tpcomm::kernels::cuda {
 namespace {
@@ -81,6 +82,78 @@ __device__ Sources<MaxW> registered_sources(const KernelArgs& a) {
   return s;
 }
 
+// all_reduce_rmsnorm by rows: block b takes rows [R b / nb, R (b + 1) / nb) of the chunk, copies
+// them into this rank's buffer and meets its peers' block b. One-shot: then normalises each of
+// those rows from every rank's copy into the outputs. Two-shot: normalises its own share of them
+// into its buffer (the new residual rows into the buffer's second half), meets again, and copies
+// every rank's share out. Peers read only their own share's rows of this buffer.
+template <typename T, int MaxW>
+__device__ void rmsnorm_rows(const KernelArgs& a, std::uint64_t step, bool two_shot) {
+  __shared__ float partials[kThreads / 32 + 1];
+  const std::size_t row_bytes = a.hidden * sizeof(T);
+  const std::size_t rows = a.count / a.hidden;
+  const std::size_t nb = gridDim.x;
+  const std::size_t lo = rows * blockIdx.x / nb, hi = rows * (blockIdx.x + 1) / nb;
+  char* mine = data(a, a.rank, step);
+  auto* out = static_cast<char*>(a.output);
+  auto* residual_out = static_cast<char*>(a.residual_out);
+  copy_bytes(mine + lo * row_bytes, static_cast<const char*>(a.input) + lo * row_bytes,
+             (hi - lo) * row_bytes);
+  if (!barrier<MaxW>(a, 0, step)) return;
+  auto normalise = [&](std::size_t row, char* keep, char* to) {
+    NormRow<MaxW> r;
+    r.src = data_sources<MaxW>(a, step, row * row_bytes);
+    r.residual = a.residual ? static_cast<const char*>(a.residual) + row * row_bytes : nullptr;
+    r.keep = keep;
+    r.out = to;
+    r.weight = static_cast<const char*>(a.weight);
+    add_rmsnorm_row<T, T, MaxW>(a.world, r, a.hidden, a.eps, partials);
+  };
+  if (!two_shot) {
+    for (std::size_t row = lo; row < hi; ++row) {
+      char* to = out + row * row_bytes;
+      normalise(row, residual_out ? residual_out + row * row_bytes : to, to);
+    }
+    return;
+  }
+  const std::size_t n = hi - lo, w = static_cast<std::size_t>(a.world);
+  const std::size_t half = a.half_bytes / 2;  // where a buffer's new residual rows start
+  const auto share = [&](std::size_t q) { return lo + n * q / w; };
+  const auto me = static_cast<std::size_t>(a.rank);
+  for (std::size_t row = share(me); row < share(me + 1); ++row) {
+    normalise(row, mine + half + row * row_bytes, mine + row * row_bytes);
+  }
+  if (!barrier<MaxW>(a, 1, step)) return;
+  for (std::size_t q = 0; q < w; ++q) {
+    const char* theirs = data(a, static_cast<int>(q), step);
+    const std::size_t at = share(q) * row_bytes, bytes = (share(q + 1) - share(q)) * row_bytes;
+    copy_bytes(out + at, theirs + at, bytes);
+    if (residual_out) copy_bytes(residual_out + at, theirs + half + at, bytes);
+  }
+}
+
+// Reduce-scatter: every rank's blocks of this block's range copied in, then block `rank` of
+// every rank's copy reduced into the output.
+template <typename T, int MaxW>
+__device__ void reduce_scatter_range(const KernelArgs& a, std::uint64_t step) {
+  constexpr std::size_t es = sizeof(T);
+  constexpr std::size_t unit = kVecBytes / es;
+  const Range r =
+      split_vectors(a.count, static_cast<int>(gridDim.x), static_cast<int>(blockIdx.x), unit);
+  char* mine = data(a, a.rank, step);
+  // Each rank's block starts on a vector: the count rounded up to whole vectors (chunks are
+  // whole vectors, so a padded last chunk still fits).
+  const std::size_t stride = (a.count + unit - 1) / unit * unit;
+  for (int q = 0; q < a.world; ++q) {
+    copy_bytes(mine + (q * stride + r.begin) * es,
+               static_cast<const char*>(a.input) + q * a.in_rank_stride + r.begin * es,
+               r.size() * es);
+  }
+  if (!barrier<MaxW>(a, 0, step)) return;
+  reduce_range<T, MaxW>(a.world, a.reduce, data_sources<MaxW>(a, step, a.rank * stride * es),
+                        r.begin, r.end, static_cast<char*>(a.output));
+}
+
 // Work is split in whole 16-byte vectors, so each block's slices start aligned wherever the
 // buffers are aligned, and copies and reductions run on vectors but for the last tail.
 template <typename T, int MaxW>
@@ -146,27 +219,33 @@ __global__ void __launch_bounds__(kThreads) custom_kernel(KernelArgs a) {
       }
       return;
     }
-    case KernelOp::kReduceScatter: {
-      const Range r = split_vectors(a.count, nb, b, unit);
-      // Each rank's block starts on a vector: the count rounded up to whole vectors (chunks are
-      // whole vectors, so a padded last chunk still fits).
-      const std::size_t stride = (a.count + unit - 1) / unit * unit;
-      for (int q = 0; q < a.world; ++q) {
-        copy_bytes(mine + (q * stride + r.begin) * es,
-                   static_cast<const char*>(a.input) + q * a.in_rank_stride + r.begin * es,
-                   r.size() * es);
-      }
-      if (!barrier<MaxW>(a, 0, step)) return;
-      reduce_range<T, MaxW>(a.world, a.reduce, data_sources<MaxW>(a, step, a.rank * stride * es),
-                            r.begin, r.end, static_cast<char*>(a.output));
+    case KernelOp::kOneShotRmsNorm:  // custom_rmsnorm_kernel
+    case KernelOp::kTwoShotRmsNorm:
       return;
-    }
+    case KernelOp::kReduceScatter:
+      return reduce_scatter_range<T, MaxW>(a, step);
   }
+}
+
+// all_reduce_rmsnorm, a kernel of its own: inside custom_kernel its rows' registers made the
+// W = 2 and 4 all-reduces spill (ptxas, sm_90: bf16 W = 2 0 -> 152 bytes, float W = 4 40 -> 196).
+template <typename T, int MaxW>
+__global__ void __launch_bounds__(kThreads) custom_rmsnorm_kernel(KernelArgs a) {
+  const LaunchStep launch_step(reinterpret_cast<unsigned long long*>(
+      static_cast<char*>(a.peers[a.rank]) + workspace_layout(0, 0).steps_offset));
+  const std::uint64_t step = launch_step.number();
+  if (group_failed_on_entry(failed_word(a, a.rank), a.failure, a.rank, step))
+    return end_failed_launch(a.in_graph);
+  rmsnorm_rows<T, MaxW>(a, step, a.op == KernelOp::kTwoShotRmsNorm);
 }
 
 template <typename T, int MaxW>
 int launch(const KernelArgs& a, cudaStream_t stream) {
-  custom_kernel<T, MaxW><<<a.blocks, kThreads, 0, stream>>>(a);
+  if (a.op == KernelOp::kOneShotRmsNorm || a.op == KernelOp::kTwoShotRmsNorm) {
+    custom_rmsnorm_kernel<T, MaxW><<<a.blocks, kThreads, 0, stream>>>(a);
+  } else {
+    custom_kernel<T, MaxW><<<a.blocks, kThreads, 0, stream>>>(a);
+  }
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -16,7 +16,15 @@ inline constexpr int kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2;
 inline constexpr int kSum = 0, kMax = 1, kMin = 2, kAvg = 3;
 }  // namespace kernel_code
 
-enum class KernelOp : int { kOneShot = 0, kTwoShot = 1, kAllGather = 2, kReduceScatter = 3 };
+// kOneShotRmsNorm and kTwoShotRmsNorm: all_reduce_rmsnorm (KernelArgs' norm fields), by rows.
+enum class KernelOp : int {
+  kOneShot = 0,
+  kTwoShot = 1,
+  kAllGather = 2,
+  kReduceScatter = 3,
+  kOneShotRmsNorm = 4,
+  kTwoShotRmsNorm = 5
+};
 
 // What a kernel that gave up writes into host-mapped memory for the watchdog. The first thread
 // to give up takes `claimed`, writes the fields, fences, and publishes `code` last: the host reads

@@ -89,6 +89,7 @@ class CustomBackend final : public CollectiveBackend {
     a.type = static_cast<int>(c.type);
     a.reduce = static_cast<int>(c.reduce);
     a.in_graph = c.captured ? 1 : 0;
+    if (c.op == Op::kAllReduceRmsNorm) return run_rmsnorm(c, a);
     a.blocks = cuda::blocks_for(std::clamp(c.blocks > 0 ? c.blocks : 16, 1, cuda::kMaxBlocks),
                                 c.count * es);
     const bool rs = c.op == Op::kReduceScatter;
@@ -108,6 +109,39 @@ class CustomBackend final : public CollectiveBackend {
     }
     cuda::launch_in_chunks(c, per_chunk, a, cuda::launch_custom_kernel,
                            "launching the custom kernel");
+  }
+
+  // all_reduce_rmsnorm in launches of whole rows: a buffer's worth for one-shot, half of one for
+  // two-shot (whose new residual rows take the other half), a block per row up to the row's
+  // blocks. Every rank launches as many as its peers: the rows are the same on every rank.
+  void run_rmsnorm(const Call& c, KernelArgs a) {
+    const RmsNorm& norm = *c.norm;
+    const std::size_t row_bytes = norm.hidden * size_of(c.type);
+    const bool two_shot = c.algorithm == Algorithm::kTwoShot;
+    const std::size_t room = (two_shot ? kBufferBytes / 2 : kBufferBytes) / row_bytes;
+    if (room == 0) {
+      throw invalid_input(
+          fmt::format("custom: a row of {} bytes does not fit {} bytes of workspace", row_bytes,
+                      two_shot ? kBufferBytes / 2 : kBufferBytes));
+    }
+    a.op = two_shot ? KernelOp::kTwoShotRmsNorm : KernelOp::kOneShotRmsNorm;
+    a.hidden = norm.hidden;
+    a.eps = norm.eps;
+    a.weight = norm.weight;
+    const std::size_t rows = c.count / norm.hidden;
+    for (std::size_t first = 0; first < rows || first == 0; first += room) {
+      const std::size_t n = std::min(room, rows - first);
+      const std::size_t at = first * row_bytes;
+      a.count = n * norm.hidden;
+      a.input = static_cast<const char*>(c.input) + at;
+      a.output = static_cast<char*>(c.output) + at;
+      a.residual = norm.residual ? static_cast<const char*>(norm.residual) + at : nullptr;
+      a.residual_out = norm.residual_out ? static_cast<char*>(norm.residual_out) + at : nullptr;
+      const int asked = std::clamp(c.blocks > 0 ? c.blocks : 16, 1, cuda::kMaxBlocks);
+      a.blocks = static_cast<int>(std::clamp<std::size_t>(n, 1, static_cast<std::size_t>(asked)));
+      cuda::check_cuda(cuda::launch_custom_kernel(a, c.stream), "launching the custom kernel");
+      if (rows == 0) break;
+    }
   }
 
   // The group's failure word first, then this rank's abort word (the order the signalling model

@@ -33,14 +33,16 @@ struct Scenario {
   std::optional<bool> zero_copy;
 };
 
-// The operations custom and multimem serve; the others (all_to_all, the rooted ones, messages) go
+// The operations custom and multimem serve and read registered inputs of; custom also serves
+// all_reduce_rmsnorm (copying its rows); the others (all_to_all, the rooted ones, messages) go
 // to nccl wherever it is eligible.
 bool staged_op(Op op) {
   return op == Op::kAllReduce || op == Op::kAllGather || op == Op::kReduceScatter;
 }
 // hier and hier_mpi stage every collective; messages go over gloo's pairs.
 bool serves(const std::string& backend, Op op) {
-  if (backend == "custom" || backend == "multimem") return staged_op(op);
+  if (backend == "custom") return staged_op(op) || op == Op::kAllReduceRmsNorm;
+  if (backend == "multimem") return staged_op(op);
   if (backend == "hier" || backend == "hier_mpi") return op != Op::kSendRecv;
   return true;
 }
