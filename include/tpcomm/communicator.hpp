@@ -38,6 +38,10 @@ namespace tpcomm {
 
 struct CommunicatorOptions {
   std::optional<std::chrono::milliseconds> timeout;  // default: TPCOMM_TIMEOUT_MS
+  // Deterministic mode (docs/communicator.md, "Deterministic mode"): every reduction sums in rank
+  // order 0..W-1, the same bits whatever the call's size, algorithm, chunking, thread count, ISA
+  // or node layout. Default: TPCOMM_DETERMINISTIC. Part of the plan's digest.
+  std::optional<bool> deterministic;
   // The size table plan() shows. A kCuda communicator plans both: calls captured in a CUDA
   // graph use the graph table, the others the eager one.
   Mode mode = Mode::kEager;

@@ -47,6 +47,10 @@ struct Plan {
   int nodes = 0;
   DeviceType device_type = DeviceType::kCpu;
   Mode mode = Mode::kEager;
+  // Deterministic mode (PlanOptions::deterministic): every reduction sums in rank order 0..W-1
+  // whatever its size, algorithm or backend (keeps_rank_order in tuning.hpp; the others reduce
+  // gathered inputs). In the digest, so ranks that disagree are refused at set-up.
+  bool deterministic = false;
   std::map<Op, OpPlan> ops;
   std::string tuning;  // which tuning entry served the tables (provenance; not in the digest)
   std::string digest;  // 16 hex digits (FNV-1a 64 of the canonical plan); equal on every rank
@@ -54,6 +58,7 @@ struct Plan {
 
 struct PlanOptions {
   Mode mode = Mode::kEager;
+  bool deterministic = false;  // CommunicatorOptions::deterministic, TPCOMM_DETERMINISTIC
   // Backends never to use, each with who disabled it ("--disable", "TPCOMM_DISABLE"), which the
   // refusal reason names.
   std::map<Backend, std::string> disabled;

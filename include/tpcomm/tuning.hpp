@@ -40,6 +40,11 @@ bool takes_step(Backend backend);
 // all-reduce (one pass over the summed rows). The others carry it unfused: a float32 all-reduce
 // of the input, then the add+norm kernel on each rank (plan text and docs/communicator.md say so).
 bool fuses_rmsnorm(Backend backend);
+// Whether the backend's reductions sum every element in rank order 0..W-1 (16-bit types in fp32,
+// rounded once) at every size and algorithm: shm, local and the custom kernels. Gloo's ring,
+// hier's per-node partial sums, NCCL and multimem do not; in deterministic mode the dispatch
+// gathers the inputs through them and reduces here in rank order (docs/communicator.md).
+bool keeps_rank_order(Backend backend);
 // The step sizes a table may set: a multiple of 64 bytes within these bounds.
 constexpr std::uint64_t kMinStepBytes = 4096;
 constexpr std::uint64_t kMaxStepBytes = std::uint64_t{1} << 30;

@@ -44,8 +44,10 @@ py::dict codes_of() {
 }
 
 CommunicatorOptions options_of(double timeout_s, const std::string& device, int cuda_device,
-                               std::optional<int> threads, bool caller_serves_fallback) {
+                               std::optional<int> threads, bool caller_serves_fallback,
+                               std::optional<bool> deterministic) {
   CommunicatorOptions o;
+  o.deterministic = deterministic;  // unset: TPCOMM_DETERMINISTIC
   o.caller_serves_fallback = caller_serves_fallback;
   o.threads = threads;  // out of range: the library's InvalidInputError, on every rank
   if (timeout_s > 0) {
@@ -322,31 +324,32 @@ void bind_communicator(py::module_& m) {
   c.def_static(
       "from_env",
       [](double timeout_s, const std::string& device, int cuda_device, std::optional<int> threads,
-         bool caller_serves_fallback) {
+         bool caller_serves_fallback, std::optional<bool> deterministic) {
         py::gil_scoped_release release;
         auto bootstrap = bootstrap_from_environment(deadline_of(timeout_s));
-        return Comm(Communicator::create(
-            std::move(bootstrap),
-            options_of(timeout_s, device, cuda_device, threads, caller_serves_fallback)));
+        return Comm(Communicator::create(std::move(bootstrap),
+                                         options_of(timeout_s, device, cuda_device, threads,
+                                                    caller_serves_fallback, deterministic)));
       },
       py::arg("timeout"), py::arg("device"), py::arg("cuda_device"),
-      py::arg("threads") = std::nullopt, py::arg("caller_serves_fallback") = false);
+      py::arg("threads") = std::nullopt, py::arg("caller_serves_fallback") = false,
+      py::arg("deterministic") = std::nullopt);
   c.def_static(
       "from_address",
       [](const std::string& address, int rank, int size, double timeout_s,
          const std::string& device, int cuda_device, Host* host, std::optional<int> threads,
-         bool caller_serves_fallback) {
+         bool caller_serves_fallback, std::optional<bool> deterministic) {
         std::unique_ptr<StoreHost> owned = host ? host->take() : nullptr;
         py::gil_scoped_release release;
         auto bootstrap =
             bootstrap_from_address(address, rank, size, deadline_of(timeout_s), std::move(owned));
-        return Comm(Communicator::create(
-            std::move(bootstrap),
-            options_of(timeout_s, device, cuda_device, threads, caller_serves_fallback)));
+        return Comm(Communicator::create(std::move(bootstrap),
+                                         options_of(timeout_s, device, cuda_device, threads,
+                                                    caller_serves_fallback, deterministic)));
       },
       py::arg("address"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("device"),
       py::arg("cuda_device"), py::arg("host") = nullptr, py::arg("threads") = std::nullopt,
-      py::arg("caller_serves_fallback") = false);
+      py::arg("caller_serves_fallback") = false, py::arg("deterministic") = std::nullopt);
   // Readable after close(), as the C++ Communicator's.
   c.def_property_readonly("rank", [](Comm& comm) { return comm->rank(); });
   c.def_property_readonly("size", [](Comm& comm) { return comm->size(); });

@@ -136,7 +136,13 @@ class Communicator:
 
     @classmethod
     def from_env(
-        cls, timeout=None, device="cpu", cuda_device=-1, threads=None, caller_serves_fallback=False
+        cls,
+        timeout=None,
+        device="cpu",
+        cuda_device=-1,
+        threads=None,
+        caller_serves_fallback=False,
+        deterministic=None,
     ):
         """The group of this launch: tpcomm run, torchrun (default or --standalone rendezvous),
         mpirun or srun (see docs/python.md). `timeout` in seconds for every wait (default:
@@ -144,7 +150,9 @@ class Communicator:
         CPU calls (default: TPCOMM_THREADS, else the rank's share of its CPUs).
         caller_serves_fallback: the caller runs the calls the plan gives the fallback engine (nccl
         on cuda, gloo on cpu) itself, so tpcomm does not set it up and refuses such a call; ask
-        route() first (an inference engine with its own NCCL communicator)."""
+        route() first (an inference engine with its own NCCL communicator).
+        deterministic: every reduction sums in rank order whatever its size or backend
+        (docs/communicator.md, "Deterministic mode"); None: TPCOMM_DETERMINISTIC."""
         return cls(
             _tpcomm.Comm.from_env(
                 _seconds(timeout),
@@ -152,6 +160,7 @@ class Communicator:
                 cuda_device,
                 _threads(threads),
                 bool(caller_serves_fallback),
+                None if deterministic is None else bool(deterministic),
             ),
             device,
         )
@@ -165,11 +174,12 @@ class Communicator:
         cuda_device=-1,
         threads=None,
         caller_serves_fallback=False,
+        deterministic=None,
     ):
         """The ranks of a torch.distributed group (default: the world), after
         init_process_group. They meet through torch.distributed's store on a port of tpcomm's
         own that the kernel picks. device: default "cuda" when the group's backend is nccl;
-        threads and caller_serves_fallback as in from_env."""
+        threads, caller_serves_fallback and deterministic as in from_env."""
         address, rank, size, host, backend = torch_group_address(group, _seconds(timeout))
         if device is None:
             device = "cuda" if backend == "nccl" else "cpu"
@@ -184,6 +194,7 @@ class Communicator:
                 host,
                 _threads(threads),
                 bool(caller_serves_fallback),
+                None if deterministic is None else bool(deterministic),
             )
         finally:
             address.done(rank)

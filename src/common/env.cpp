@@ -87,6 +87,13 @@ const std::vector<EnvVar>& env_registry() {
        "features gated on its class then turn off, logged once; docs/engines.md); 0: SGLang keeps "
        "its own on CUDA",
        {}},
+      {"TPCOMM_DETERMINISTIC",
+       EnvKind::kFlag,
+       "0",
+       "1: every reduction sums in rank order 0..W-1 whatever its size, algorithm, chunking, "
+       "threads or node layout (backends that cannot gather their inputs and reduce here; in the "
+       "plan's digest, so every rank must agree); 0: each backend's fastest order",
+       {}},
       {"TPCOMM_DISABLE", EnvKind::kList, "",
        "backends never to use (comma list); nccl and gloo, the fallbacks, cannot be disabled",
        disableable_backend_names()},

@@ -99,6 +99,10 @@ bool takes_step(Backend backend) {
   return backend == Backend::kShm;
 }
 
+bool keeps_rank_order(Backend backend) {
+  return backend == Backend::kShm || backend == Backend::kLocal || backend == Backend::kCustom;
+}
+
 bool fuses_rmsnorm(Backend backend) {
   return backend == Backend::kShm || backend == Backend::kCustom;
 }

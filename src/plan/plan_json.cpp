@@ -41,6 +41,8 @@ Json canonical(const Plan& plan) {
   j["nodes"] = plan.nodes;
   j["device"] = to_string(plan.device_type);
   j["mode"] = to_string(plan.mode);
+  // Only when set: the default plans keep their digests.
+  if (plan.deterministic) j["deterministic"] = true;
   j["ops"] = Json::object();
   for (const auto& [op, p] : plan.ops) j["ops"][std::string(to_string(op))] = op_json(p);
   return j;

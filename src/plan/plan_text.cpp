@@ -134,12 +134,35 @@ void append_refusals(std::string& out, const Plan& plan) {
   }
 }
 
+// ", deterministic: ..." for a plan in deterministic mode: the backends of its reduction tables
+// that reduce gathered inputs here instead of their own way.
+std::string deterministic_text(const Plan& plan) {
+  if (!plan.deterministic) return "";
+  std::vector<std::string_view> gathered;
+  for (const auto& [op, p] : plan.ops) {
+    if (!reduces(op) && op != Op::kAllReduceRmsNorm) continue;
+    for (const auto& row : p.table) {
+      const auto name = to_string(row.backend);
+      if (!keeps_rank_order(row.backend) &&
+          std::find(gathered.begin(), gathered.end(), name) == gathered.end()) {
+        gathered.push_back(name);
+      }
+    }
+  }
+  std::string text = ", deterministic (every reduction sums in rank order 0..W-1";
+  if (!gathered.empty()) {
+    text +=
+        fmt::format("; on {} by gathering the inputs and summing here", fmt::join(gathered, ", "));
+  }
+  return text + ")";
+}
+
 }  // namespace
 
 std::string plan_text(const FactsTable& facts, const Plan& plan) {
   std::string out;
   out += fmt::format("group   {}\n", group_line(facts, plan));
-  out += fmt::format("mode    {}\n", to_string(plan.mode));
+  out += fmt::format("mode    {}{}\n", to_string(plan.mode), deterministic_text(plan));
   out += fmt::format("tuning  {}\n", plan.tuning);
   out += fmt::format("digest  {}\n", plan.digest);
   for (const auto& [op, p] : plan.ops) append_op(out, op, p);

@@ -95,6 +95,7 @@ Plan make_plan(const FactsTable& facts, const PlanOptions& options, const Tuning
   plan.nodes = group.nodes();
   plan.device_type = group.type();
   plan.mode = options.mode;
+  plan.deterministic = options.deterministic;
 
   std::vector<std::string> provenance;
   for (Op op : kAllOps) {

@@ -208,8 +208,8 @@ void agree_on_digest(CommunicatorState& c, const std::optional<std::string>& inp
   throw Error(
       ErrorCode::kMismatch,
       fmt::format("the ranks disagree on the plan: {}. The same facts gave different plans: "
-                  "do all ranks run the same tpcomm version with the same TPCOMM_TUNING "
-                  "and TPCOMM_DISABLE?",
+                  "do all ranks run the same tpcomm version with the same TPCOMM_TUNING, "
+                  "TPCOMM_DISABLE and deterministic mode (TPCOMM_DETERMINISTIC)?",
                   fmt::join(parts, "; ")));
 }
 
@@ -232,6 +232,7 @@ std::optional<std::string> read_plan_inputs(CommunicatorState& c,
                                             const CommunicatorOptions& options,
                                             const std::map<Backend, BackendFactory>& factories) {
   c.plan_options.mode = options.mode;
+  c.plan_options.deterministic = options.deterministic.value_or(env_flag("TPCOMM_DETERMINISTIC"));
   for (Backend b : backends_of(c.facts.ranks.at(0).device.type)) {
     if (!factories.contains(b)) c.plan_options.disabled[b] = "not available in this build yet";
   }

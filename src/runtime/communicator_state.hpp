@@ -86,6 +86,7 @@ struct CommunicatorState {
   // Communicator::allocate's registered buffers (read in place by shm).
   std::vector<std::byte> host_scratch;
   std::vector<float> norm_sums;  // all_reduce_rmsnorm's float32 sums where a backend does not fuse
+  std::vector<std::byte> ordered_scratch;  // deterministic mode's gathered inputs
   GraphSafeScratch device_scratch{
       [this](std::size_t bytes) { return device_alloc(bytes, cuda_device); }};
   std::shared_ptr<transport::shm::RegisteredHeap> heap;

@@ -10,6 +10,7 @@
 #include "common/rank_list.hpp"
 #include "control/store_request_deadline.hpp"
 #include "graph_copy_algorithm.hpp"
+#include "ordered_reduction.hpp"
 #include "transport/common/call_sizes.hpp"
 #include "transport/common/call_text.hpp"
 #include "unfused_rmsnorm.hpp"
@@ -74,6 +75,16 @@ TableRow route(const CommunicatorState& c, const Plan& table, const transport::C
                     "(CommunicatorOptions::caller_serves_fallback): check the plan (route()) first",
                     which(), to_string(row.backend)));
   }
+  // Deterministic mode on device buffers: a reduction whose row's backend does not keep rank
+  // order (NCCL, multimem) has no ordered form there yet. Refused here, before anything moves:
+  // every rank refuses it alike and the communicator stays usable.
+  if (table.device_type == DeviceType::kCuda && takes_ordered_form(table, row.backend, call)) {
+    throw Error(ErrorCode::kUnavailable,
+                fmt::format("{}: deterministic mode: {} does not sum in rank order, and no "
+                            "ordered form of its reductions runs on device buffers yet (the "
+                            "custom kernels keep the order up to their rows' sizes)",
+                            which(), to_string(row.backend)));
+  }
   if (!c.backends.has(row.backend)) {
     const Backend planned =
         table.ops.at(call.op).row_for(call_bytes(call, c.bootstrap->size())).backend;
@@ -126,6 +137,23 @@ void count_call(CommunicatorState& c, const transport::Call& call, const TableRo
   }
 }
 
+// A call on its backend: in deterministic mode a reduction the backend would not sum in rank
+// order takes the ordered form (ordered_reduction.hpp); on host buffers all_reduce_rmsnorm takes
+// the runtime's unfused form where the backend does not fuse it (NCCL runs its own).
+void run_routed(CommunicatorState& c, const transport::Call& call, Backend backend) {
+  auto& engine = c.backends.at(backend);
+  const int rank = c.bootstrap->rank(), size = c.bootstrap->size();
+  const auto run = [&](const transport::Call& one) {
+    if (!takes_ordered_form(c.plan, backend, one)) return engine.run(one);
+    run_ordered(engine, one, rank, size, c.ordered_scratch);
+  };
+  if (call.op == Op::kAllReduceRmsNorm && !fuses_rmsnorm(backend) &&
+      c.plan.device_type == DeviceType::kCpu) {
+    return run_unfused_rmsnorm(call, c.norm_sums, run);
+  }
+  run(call);
+}
+
 // Runs the routed call; any failure aborts the communicator, naming the call and the peers.
 void execute(CommunicatorState& c, const transport::Call& call, const TableRow& row) {
   try {
@@ -133,13 +161,7 @@ void execute(CommunicatorState& c, const transport::Call& call, const TableRow& 
     const control::ScopedStoreDeadline bound(c.deadline());
     if (c.check_calls) check_across_ranks(c, call);
     c.faults.apply_fail_or_stall("call", static_cast<std::int64_t>(call.sequence));
-    // Host buffers: the runtime's unfused form; NCCL runs its own on the device.
-    if (call.op == Op::kAllReduceRmsNorm && !fuses_rmsnorm(row.backend) &&
-        c.plan.device_type == DeviceType::kCpu) {
-      run_unfused_rmsnorm(c.backends.at(row.backend), call, c.norm_sums);
-    } else {
-      c.backends.at(row.backend).run(call);
-    }
+    run_routed(c, call, row.backend);
     count_call(c, call, row);
   } catch (const Error& e) {
     const std::string peers =

@@ -9,8 +9,8 @@
 
 namespace tpcomm::runtime {
 
-void run_unfused_rmsnorm(transport::CollectiveBackend& backend, const transport::Call& call,
-                         std::vector<float>& sums) {
+void run_unfused_rmsnorm(const transport::Call& call, std::vector<float>& sums,
+                         common::FunctionRef<void(const transport::Call&)> all_reduce) {
   if (sums.size() < call.count) sums.resize(call.count);
   if (call.type == DataType::kFloat32) {
     if (call.count > 0) std::memcpy(sums.data(), call.input, call.count * sizeof(float));
@@ -25,7 +25,7 @@ void run_unfused_rmsnorm(transport::CollectiveBackend& backend, const transport:
   sum.output = sums.data();
   sum.norm = nullptr;
   sum.outer = &call;
-  backend.run(sum);
+  all_reduce(sum);
   const void* srcs[1] = {sums.data()};
   kernels::cpu::add_rmsnorm_rows_with(transport::cpu::chosen_kernel_isa(), srcs, 1,
                                       DataType::kFloat32, call.count / call.norm->hidden, call.type,

@@ -7,12 +7,15 @@
 
 #include <vector>
 
+#include "common/function_ref.hpp"
+
 #include "transport/common/backend.hpp"
 
 namespace tpcomm::runtime {
 
-// `call` is routed to `backend`, `algorithm` its row's; `sums` is scratch kept between calls.
-void run_unfused_rmsnorm(transport::CollectiveBackend& backend, const transport::Call& call,
-                         std::vector<float>& sums);
+// `call` is routed to a backend that `all_reduce` runs the fp32 sum through (in the ordered form
+// in deterministic mode); `sums` is scratch kept between calls.
+void run_unfused_rmsnorm(const transport::Call& call, std::vector<float>& sums,
+                         common::FunctionRef<void(const transport::Call&)> all_reduce);
 
 }  // namespace tpcomm::runtime

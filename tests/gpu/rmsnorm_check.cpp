@@ -33,7 +33,8 @@ constexpr float kEps = 1e-5f;
 
 float rounded(DataType t, float v) {
   if (t == DataType::kFloat32) return v;
-  return t == DataType::kBFloat16 ? bf16_to_float(float_to_bf16(v)) : fp16_to_float(float_to_fp16(v));
+  return t == DataType::kBFloat16 ? bf16_to_float(float_to_bf16(v))
+                                  : fp16_to_float(float_to_fp16(v));
 }
 
 // A value in [-2, 2) of the type for (who, i): rank r's input who = r, the residual -1, the
@@ -162,9 +163,16 @@ std::pair<std::vector<std::uint8_t>, std::vector<std::uint8_t>> call(
     norm.residual_out = form == Form::kInPlace ? b.residual : b.res_out;
   }
   void* out = form == Form::kInPlace ? b.in : b.out;
-  transport::Call c{.op = Op::kAllReduceRmsNorm, .input = b.in, .output = out, .count = n,
-                    .type = t, .algorithm = a, .sequence = seq, .blocks = blocks,
-                    .stream = b.stream, .norm = &norm};
+  transport::Call c{.op = Op::kAllReduceRmsNorm,
+                    .input = b.in,
+                    .output = out,
+                    .count = n,
+                    .type = t,
+                    .algorithm = a,
+                    .sequence = seq,
+                    .blocks = blocks,
+                    .stream = b.stream,
+                    .norm = &norm};
   if (form == Form::kGraph) {
     cudaGraph_t g;
     cudaGraphExec_t exec;
@@ -181,8 +189,8 @@ std::pair<std::vector<std::uint8_t>, std::vector<std::uint8_t>> call(
     backend.run(c);
     check_cuda(cudaStreamSynchronize(b.stream), "sync");
   }
-  return {b.get(out, bytes), norm.residual_out ? b.get(norm.residual_out, bytes)
-                                               : std::vector<std::uint8_t>()};
+  return {b.get(out, bytes),
+          norm.residual_out ? b.get(norm.residual_out, bytes) : std::vector<std::uint8_t>()};
 }
 
 int correctness(int world, int blocks, const FailureSetUp& set_up, const OnThreads& on_threads) {
@@ -223,15 +231,15 @@ int correctness(int world, int blocks, const FailureSetUp& set_up, const OnThrea
   });
   int wrong = 0;
   for (const auto& x : results) {
-    std::size_t bad = wrong_elements(x.t, x.s.rows, x.s.hidden, world, x.residual, x.out[0],
-                                     x.res[0]);
+    std::size_t bad =
+        wrong_elements(x.t, x.s.rows, x.s.hidden, world, x.residual, x.out[0], x.res[0]);
     bool same = true;
     for (int r = 1; r < world; ++r) same = same && x.out[r] == x.out[0] && x.res[r] == x.res[0];
-    std::printf("rmsnorm: %-42s %s\n", x.what.c_str(),
-                bad == 0 && same ? "ok"
-                                 : fmt::format("WRONG: {} elements off{}", bad,
-                                               same ? "" : ", ranks differ")
-                                       .c_str());
+    std::printf(
+        "rmsnorm: %-42s %s\n", x.what.c_str(),
+        bad == 0 && same
+            ? "ok"
+            : fmt::format("WRONG: {} elements off{}", bad, same ? "" : ", ranks differ").c_str());
     if (bad != 0 || !same) ++wrong;
   }
   return wrong;
@@ -255,8 +263,9 @@ double time_us(cudaStream_t stream, const std::function<void()>& launch) {
 }
 
 void timing(int world, int blocks, const FailureSetUp& set_up, const OnThreads& on_threads) {
-  std::printf("| W | hidden | rows | fused one-shot us | all-reduce + add+norm kernel us |\n"
-              "|---|---|---|---|---|\n");
+  std::printf(
+      "| W | hidden | rows | fused one-shot us | all-reduce + add+norm kernel us |\n"
+      "|---|---|---|---|---|\n");
   on_threads(world, [&](int r, std::shared_ptr<Bootstrap> bs) {
     auto backend = set_up(bs, 0x4e53, nullptr, kTimeout);
     Buffers b(kMaxBytes);
@@ -270,13 +279,24 @@ void timing(int world, int blocks, const FailureSetUp& set_up, const OnThreads& 
         b.put(b.residual, bytes_of(t, -1, n));
         b.put(b.weight, bytes_of(t, -2, hidden));
         RmsNorm norm{b.residual, b.weight, b.res_out, hidden, kEps};
-        transport::Call fused{.op = Op::kAllReduceRmsNorm, .input = b.in, .output = b.out,
-                              .count = n, .type = t, .blocks = blocks, .stream = b.stream,
+        transport::Call fused{.op = Op::kAllReduceRmsNorm,
+                              .input = b.in,
+                              .output = b.out,
+                              .count = n,
+                              .type = t,
+                              .blocks = blocks,
+                              .stream = b.stream,
                               .norm = &norm};
-        transport::Call sum{.op = Op::kAllReduce, .input = b.in, .output = b.sums, .count = n,
-                            .type = t, .blocks = blocks, .stream = b.stream};
-        kernels::cuda::NormArgs unfused{b.sums, false, static_cast<int>(t), rows, hidden,
-                                        b.residual, b.res_out, b.weight, b.out, kEps};
+        transport::Call sum{.op = Op::kAllReduce,
+                            .input = b.in,
+                            .output = b.sums,
+                            .count = n,
+                            .type = t,
+                            .blocks = blocks,
+                            .stream = b.stream};
+        kernels::cuda::NormArgs unfused{b.sums, false,      static_cast<int>(t), rows,
+                                        hidden, b.residual, b.res_out,           b.weight,
+                                        b.out,  kEps};
         bs->barrier("rmsnorm timing", Deadline::after(kTimeout));
         const double f = time_us(b.stream, [&] {
           fused.sequence = ++seq;

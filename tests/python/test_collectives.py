@@ -183,6 +183,29 @@ def test_all_reduce_rmsnorm_in_every_form_against_a_float64_reference(tmp_path):
     ).expect_ok(2)
 
 
+def test_deterministic_mode_from_the_environment_and_the_keyword(tmp_path):
+    # TPCOMM_DETERMINISTIC=1 sets the default; the keyword wins over it.
+    for keyword, want in (("", True), ("deterministic=False", False)):
+        run_ranks(
+            tmp_path,
+            f"""
+            comm = tpcomm.Communicator.from_env(timeout=30, {keyword})
+            assert comm.plan().get("deterministic", False) is {want}, comm.plan()
+            assert ("deterministic (every reduction" in comm.plan_text()) is {want}
+            # all_reduce(x)[a:b] has the bits of all_reduce(x[a:b]) (shm: in either mode).
+            g = torch.Generator().manual_seed(5 + comm.rank)
+            x = (torch.randn(70001, generator=g) * 100).to(torch.bfloat16)
+            whole = comm.all_reduce(x.clone())
+            for a, b in ((0, 1), (17, 4113), (65000, 70001)):
+                part = comm.all_reduce(x[a:b].clone())
+                assert torch.equal(part.view(torch.int16), whole[a:b].view(torch.int16)), (a, b)
+            ok()
+        """,
+            n=2,
+            env={"TPCOMM_DETERMINISTIC": "1"},
+        ).expect_ok(2)
+
+
 def test_numpy_arrays(tmp_path):
     run_ranks(
         tmp_path,

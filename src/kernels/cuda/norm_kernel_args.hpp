@@ -11,8 +11,8 @@
 namespace tpcomm::kernels::cuda {
 
 struct NormArgs {
-  const void* sums = nullptr;  // rows x hidden, summed over the ranks
-  bool sums_f32 = true;        // of fp32 (NCCL's fp32 all-reduce), else of `type`
+  const void* sums = nullptr;        // rows x hidden, summed over the ranks
+  bool sums_f32 = true;              // of fp32 (NCCL's fp32 all-reduce), else of `type`
   int type = kernel_code::kFloat32;  // tpcomm::DataType of everything else
   std::size_t rows = 0, hidden = 0;
   const void* residual = nullptr;  // or null

@@ -11,7 +11,8 @@ namespace tpcomm::kernels::cuda {
 namespace {
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads) to_float_kernel(const T* in, std::size_t n, float* out) {
+__global__ void __launch_bounds__(kThreads)
+    to_float_kernel(const T* in, std::size_t n, float* out) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     out[i] = to_float(in[i]);
