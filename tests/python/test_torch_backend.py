@@ -148,6 +148,43 @@ def test_ops_dtypes_and_collectives_tpcomm_lacks_run_on_the_groups_gloo(tmp_path
     run_ranks(tmp_path, DELEGATED, launcher="torchrun").expect_ok(2)
 
 
+DETERMINISTIC = """
+import torch.distributed as dist
+import tpcomm.torch
+dist.init_process_group("tpcomm")
+r = dist.get_rank()
+assert tpcomm.torch.communicator().plan()["deterministic"] is True
+t = torch.full((5,), float(r + 1))
+dist.all_reduce(t)  # tpcomm's own: served
+assert torch.equal(t, torch.full((5,), 3.0)), t
+i = torch.full((5,), r + 2, dtype=torch.int64)
+dist.all_reduce(i, op=dist.ReduceOp.PRODUCT)  # integers: gloo's, exact in any order
+assert torch.equal(i, torch.full((5,), 6, dtype=torch.int64)), i
+try:
+    dist.all_reduce(torch.ones(5, dtype=torch.float64))  # gloo's sum: refused in the mode
+except ValueError as e:
+    assert "deterministic mode: allreduce of torch.float64" in str(e), str(e)
+else:
+    raise AssertionError("a float64 all_reduce was handed to gloo in deterministic mode")
+dist.destroy_process_group()
+ok("deterministic")
+"""
+
+
+@needs_torch2
+def test_deterministic_mode_serves_its_reductions_and_refuses_gloos_float_ones(tmp_path):
+    run_ranks(
+        tmp_path, DETERMINISTIC, launcher="torchrun", env={"TPCOMM_DETERMINISTIC": "1"}
+    ).expect_ok(2)
+    # The option torch hands a backend (init_process_group's pg_options) sets it too.
+    by_option = DETERMINISTIC.replace(
+        'dist.init_process_group("tpcomm")',
+        'import types\ndist.init_process_group("tpcomm", '
+        "pg_options=types.SimpleNamespace(deterministic=True))",
+    )
+    run_ranks(tmp_path, by_option, launcher="torchrun").expect_ok(2)
+
+
 GROUPS = (
     SETUP
     + """

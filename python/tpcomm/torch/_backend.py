@@ -6,6 +6,7 @@ Every rank of a group makes the same calls in the same order, so every rank make
 call."""
 
 import datetime
+import os
 import threading
 
 import torch
@@ -83,8 +84,15 @@ def _delegate(name):
 class TpcommBackend(_C10dBackend):
     """Created by torch.distributed for a group whose backend is "tpcomm" (register() below)."""
 
-    def __init__(self, store, rank, size, timeout, group_id, global_ranks):
+    def __init__(self, store, rank, size, timeout, group_id, global_ranks, deterministic=None):
         super().__init__(rank, size)
+        # Deterministic mode: the option torch passes (init_process_group's pg_options with a
+        # `deterministic` attribute), else TPCOMM_DETERMINISTIC. A floating-point reduction
+        # tpcomm does not run itself is then refused, never handed to gloo (whose sum is not in
+        # rank order).
+        if deterministic is None:
+            deterministic = os.environ.get("TPCOMM_DETERMINISTIC", "0") == "1"
+        self._deterministic = bool(deterministic)
         self._store, self._rank, self._size = store, rank, size
         self._timeout_s = _seconds(timeout)
         self._group_id = group_id
@@ -190,7 +198,14 @@ class TpcommBackend(_C10dBackend):
         gpu = -1 if kind == "cpu" else device.index
         try:
             native = _tpcomm.Comm.from_address(
-                text, self._rank, self._size, self._timeout_s, kind, gpu, host
+                text,
+                self._rank,
+                self._size,
+                self._timeout_s,
+                kind,
+                gpu,
+                host,
+                deterministic=self._deterministic,
             )
         finally:
             PublishedAddress(self._store, store_key, text).done(self._rank)
@@ -212,10 +227,22 @@ class TpcommBackend(_C10dBackend):
         self._count_delegated(name)
         return getattr(self._gloo, name)(*args)
 
+    def _delegated_reduction(self, name, tensors, opts, *args):
+        """A reduction tpcomm does not run (its dtype or op), handed to gloo; in deterministic
+        mode refused when its tensors are floating point (integers sum exactly in any order)."""
+        if self._deterministic and any(t.is_floating_point() for t in tensors):
+            dtypes = sorted({str(t.dtype) for t in tensors})
+            raise ValueError(
+                f"tpcomm backend in deterministic mode: {name} of {', '.join(dtypes)} with op "
+                f"{opts.reduceOp} would go to gloo, whose sum is not in rank order; refused "
+                f"(tpcomm itself reduces float32, bfloat16 and float16 with sum, avg, max, min)"
+            )
+        return self._delegated_call(name, *args)
+
     def allreduce(self, tensors, opts):
         op = _op_name(opts)
         if not _native(tensors, op):
-            return self._delegated_call("allreduce", tensors, opts)
+            return self._delegated_reduction("allreduce", tensors, opts, tensors, opts)
         for t in tensors:
             self._comm(t, "all_reduce").all_reduce(t, op)
         return DoneWork(tensors)
@@ -247,7 +274,9 @@ class TpcommBackend(_C10dBackend):
     def reduce_scatter_single(self, output, input, opts):
         op = _op_name(opts)
         if not _native([output, input], op):
-            return self._delegated_call("reduce_scatter_single", output, input, opts)
+            return self._delegated_reduction(
+                "reduce_scatter_single", [output, input], opts, output, input, opts
+            )
         self._comm(input, "reduce_scatter_tensor").reduce_scatter(
             input.contiguous(), op, out=output
         )
@@ -258,7 +287,9 @@ class TpcommBackend(_C10dBackend):
     def reduce_scatter(self, outputs, input_lists, opts):
         op = _op_name(opts)
         if not _native(outputs, op):
-            return self._delegated_call("reduce_scatter", outputs, input_lists, opts)
+            return self._delegated_reduction(
+                "reduce_scatter", outputs, opts, outputs, input_lists, opts
+            )
         for out, parts in zip(outputs, input_lists):
             whole = torch.cat([p.reshape(-1) for p in parts])
             self._comm(out, "reduce_scatter").reduce_scatter(whole, op, out=out)
@@ -329,7 +360,7 @@ class TpcommBackend(_C10dBackend):
     def reduce(self, tensors, opts):
         op = _op_name(opts)
         if not _native(tensors, op):
-            return self._delegated_call("reduce", tensors, opts)
+            return self._delegated_reduction("reduce", tensors, opts, tensors, opts)
         for t in tensors:
             comm = self._comm(t, "reduce")
             if t.is_contiguous():
@@ -448,7 +479,9 @@ for _name in _DELEGATED:
 
 
 def create(opts, backend_options):
-    """torch.distributed's creator (extended form: it names the group and its global ranks)."""
+    """torch.distributed's creator (extended form: it names the group and its global ranks).
+    init_process_group(..., pg_options=o) reaches it as backend_options: an `o.deterministic`
+    sets the mode for the group (docs/torch-backend.md)."""
     return TpcommBackend(
         opts.store,
         opts.group_rank,
@@ -456,4 +489,5 @@ def create(opts, backend_options):
         opts.timeout,
         opts.group_id,
         list(opts.global_ranks_in_group),
+        getattr(backend_options, "deterministic", None),
     )
