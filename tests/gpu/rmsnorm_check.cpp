@@ -16,70 +16,21 @@
 #include <fmt/format.h>
 
 #include "cuda_check.hpp"
-#include "kernels/cpu/convert.hpp"
 #include "kernels/cuda/norm_kernel_args.hpp"
+#include "support/typed_values.hpp"
 #include "tpcomm/rmsnorm.hpp"
 
 namespace tpcomm::gpu_check {
 namespace {
 
-using kernels::cpu::bf16_to_float;
-using kernels::cpu::float_to_bf16;
-using kernels::cpu::float_to_fp16;
-using kernels::cpu::fp16_to_float;
-
 constexpr std::chrono::milliseconds kTimeout{20000};
 constexpr float kEps = 1e-5f;
 
-float rounded(DataType t, float v) {
-  if (t == DataType::kFloat32) return v;
-  return t == DataType::kBFloat16 ? bf16_to_float(float_to_bf16(v))
-                                  : fp16_to_float(float_to_fp16(v));
-}
+using test::load;
+using test::rounded;
 
-// A value in [-2, 2) of the type for (who, i): rank r's input who = r, the residual -1, the
-// weight -2 (in [0.5, 2.5)).
-float value(DataType t, int who, std::size_t i) {
-  std::uint64_t x = (static_cast<std::uint64_t>(who + 3) << 40) ^ (i * 0x9e3779b97f4a7c15ULL);
-  x ^= x >> 29;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 32;
-  const float f = static_cast<float>(x % 65536) / 16384.0f - 2.0f;
-  return rounded(t, who == -2 ? f / 2 + 1.5f : f);
-}
-
-std::vector<std::uint8_t> bytes_of(DataType t, int who, std::size_t n) {
-  std::vector<std::uint8_t> out(n * size_of(t));
-  for (std::size_t i = 0; i < n; ++i) {
-    const float v = value(t, who, i);
-    if (t == DataType::kFloat32) {
-      std::memcpy(out.data() + 4 * i, &v, 4);
-    } else {
-      const std::uint16_t h = t == DataType::kBFloat16 ? float_to_bf16(v) : float_to_fp16(v);
-      std::memcpy(out.data() + 2 * i, &h, 2);
-    }
-  }
-  return out;
-}
-
-float load(DataType t, const std::vector<std::uint8_t>& b, std::size_t i) {
-  if (t == DataType::kFloat32) {
-    float v;
-    std::memcpy(&v, b.data() + 4 * i, 4);
-    return v;
-  }
-  std::uint16_t h;
-  std::memcpy(&h, b.data() + 2 * i, 2);
-  return t == DataType::kBFloat16 ? bf16_to_float(h) : fp16_to_float(h);
-}
-
-double tolerance(DataType t, double ref, double scale) {
-  if (t == DataType::kFloat32) return 2e-5 * std::max(std::fabs(ref), scale);
-  const int mantissa = t == DataType::kBFloat16 ? 7 : 10;
-  const int e = std::max(static_cast<int>(std::floor(std::log2(std::max(std::fabs(ref), 1e-30)))),
-                         t == DataType::kBFloat16 ? -126 : -14);
-  return 2 * std::ldexp(1.0, e - mantissa);
-}
+using test::norm_value;
+using test::norm_values;
 
 // Wrong elements of rank 0's results against the float64 reference.
 std::size_t wrong_elements(DataType t, std::size_t rows, std::size_t hidden, int world,
@@ -91,11 +42,11 @@ std::size_t wrong_elements(DataType t, std::size_t rows, std::size_t hidden, int
     double squares = 0;
     for (std::size_t j = 0; j < hidden; ++j) {
       const std::size_t i = row * hidden + j;
-      s[j] = residual ? value(t, -1, i) : 0.0;
+      s[j] = residual ? norm_value(t, -1, i) : 0.0;
       scale[j] = std::fabs(s[j]);
       for (int r = 0; r < world; ++r) {
-        s[j] += value(t, r, i);
-        scale[j] += std::fabs(value(t, r, i));
+        s[j] += norm_value(t, r, i);
+        scale[j] += std::fabs(norm_value(t, r, i));
       }
       const double kept = rounded(t, static_cast<float>(s[j]));
       squares += kept * kept;
@@ -103,11 +54,13 @@ std::size_t wrong_elements(DataType t, std::size_t rows, std::size_t hidden, int
     const double inv = 1.0 / std::sqrt(squares / static_cast<double>(hidden) + kEps);
     for (std::size_t j = 0; j < hidden; ++j) {
       const std::size_t i = row * hidden + j;
-      const double w = value(t, -2, j);
-      if (!res_out.empty() && std::fabs(load(t, res_out, i) - s[j]) > tolerance(t, s[j], scale[j]))
+      const double w = norm_value(t, -2, j);
+      if (!res_out.empty() &&
+          std::fabs(load(t, res_out, i) - s[j]) > test::norm_tolerance(t, s[j], scale[j]))
         ++wrong;
       const double ref = rounded(t, static_cast<float>(s[j])) * inv * w;
-      if (std::fabs(load(t, out, i) - ref) > tolerance(t, ref, scale[j] * inv * w)) ++wrong;
+      if (std::fabs(load(t, out, i) - ref) > test::norm_tolerance(t, ref, scale[j] * inv * w))
+        ++wrong;
     }
   }
   return wrong;
@@ -151,9 +104,9 @@ std::pair<std::vector<std::uint8_t>, std::vector<std::uint8_t>> call(
     transport::CollectiveBackend& backend, Buffers& b, int r, DataType t, Shape s, Algorithm a,
     Form form, int blocks, std::uint64_t seq) {
   const std::size_t n = s.rows * s.hidden, bytes = n * size_of(t);
-  b.put(b.in, bytes_of(t, r, n));
-  b.put(b.residual, bytes_of(t, -1, n));
-  b.put(b.weight, bytes_of(t, -2, s.hidden));
+  b.put(b.in, norm_values(t, r, n));
+  b.put(b.residual, norm_values(t, -1, n));
+  b.put(b.weight, norm_values(t, -2, s.hidden));
   RmsNorm norm;
   norm.weight = b.weight;
   norm.hidden = s.hidden;
@@ -275,9 +228,9 @@ void timing(int world, int blocks, const FailureSetUp& set_up, const OnThreads& 
       for (std::size_t rows : {1, 8, 64, 512}) {
         const std::size_t n = rows * hidden;
         if (n * 2 > kMaxBytes) continue;
-        b.put(b.in, bytes_of(t, r, n));
-        b.put(b.residual, bytes_of(t, -1, n));
-        b.put(b.weight, bytes_of(t, -2, hidden));
+        b.put(b.in, norm_values(t, r, n));
+        b.put(b.residual, norm_values(t, -1, n));
+        b.put(b.weight, norm_values(t, -2, hidden));
         RmsNorm norm{b.residual, b.weight, b.res_out, hidden, kEps};
         transport::Call fused{.op = Op::kAllReduceRmsNorm,
                               .input = b.in,

@@ -17,6 +17,7 @@
 
 #include "runtime/communicator_state.hpp"
 #include "simulated_nodes.hpp"
+#include "support/typed_values.hpp"
 #include "thread_ranks.hpp"
 #include "tpcomm/communicator.hpp"
 
@@ -37,84 +38,18 @@ enum class Form { kOutOfPlace, kInPlace, kNoResidual, kSumOut };
 constexpr std::size_t kForms = 4;
 constexpr float kEps = 1e-5f;
 
-// The type's nearest value to f (round to nearest even), by the compiler for float16 and by bits
-// for bfloat16: no code of the library's.
-float rounded(DataType t, float f) {
-  if (t == DataType::kFloat16) return static_cast<float>(static_cast<_Float16>(f));
-  if (t == DataType::kFloat32) return f;
-  std::uint32_t u = 0;
-  std::memcpy(&u, &f, 4);
-  u = (u + 0x7fff + ((u >> 16) & 1)) & 0xffff0000u;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+using test::load;
+using test::rounded;
 
-void store(DataType t, std::vector<std::uint8_t>& b, std::size_t i, float v) {
-  if (t == DataType::kFloat32) {
-    std::memcpy(b.data() + i * 4, &v, 4);
-  } else if (t == DataType::kFloat16) {
-    const auto h = static_cast<_Float16>(v);
-    std::memcpy(b.data() + i * 2, &h, 2);
-  } else {
-    std::uint32_t u = 0;
-    std::memcpy(&u, &v, 4);  // v is already a bfloat16 value: its low half is zero
-    const auto h = static_cast<std::uint16_t>(u >> 16);
-    std::memcpy(b.data() + i * 2, &h, 2);
-  }
-}
-
-float load(DataType t, const std::vector<std::uint8_t>& b, std::size_t i) {
-  if (t == DataType::kFloat32) {
-    float v = 0;
-    std::memcpy(&v, b.data() + i * 4, 4);
-    return v;
-  }
-  std::uint16_t h = 0;
-  std::memcpy(&h, b.data() + i * 2, 2);
-  if (t == DataType::kFloat16) {
-    _Float16 x;
-    std::memcpy(&x, &h, 2);
-    return static_cast<float>(x);
-  }
-  const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
-  float v = 0;
-  std::memcpy(&v, &u, 4);
-  return v;
-}
-
-// A value in [-2, 2) for (who, i): rank r's input is who = r, the residual who = -1, the weight
-// (in [0.5, 2.5), the same on every rank) who = -2.
-float value(DataType t, int who, std::size_t i) {
-  std::uint64_t x = (static_cast<std::uint64_t>(who + 3) << 40) ^ (i * 0x9e3779b97f4a7c15ULL);
-  x ^= x >> 29;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 32;
-  const float f = static_cast<float>(x % 65536) / 16384.0f - 2.0f;
-  return rounded(t, who == -2 ? f / 2 + 1.5f : f);
-}
-
-std::vector<std::uint8_t> filled(DataType t, int who, std::size_t n) {
-  std::vector<std::uint8_t> b(n * size_of(t));
-  for (std::size_t i = 0; i < n; ++i) store(t, b, i, value(t, who, i));
-  return b;
-}
+using test::norm_value;
+using test::norm_values;
 
 // One rank's results of a call.
 struct Result {
   std::vector<std::uint8_t> out, residual_out;
 };
 
-// The distance allowed from the float64 reference `ref`, whose inputs' magnitudes add up to
-// `scale`: 2e-5 of that for float32, 2 units in the last place of the type at |ref| for 16-bit
-// types (at least its smallest normal's).
-double tolerance(DataType t, double ref, double scale) {
-  if (t == DataType::kFloat32) return 2e-5 * std::max(std::fabs(ref), scale);
-  const int mantissa = t == DataType::kBFloat16 ? 7 : 10;
-  const int min_exp = t == DataType::kBFloat16 ? -126 : -14;
-  const int e =
-      std::max(static_cast<int>(std::floor(std::log2(std::max(std::fabs(ref), 1e-30)))), min_exp);
-  return 2 * std::ldexp(1.0, e - mantissa);
-}
+using test::norm_tolerance;
 
 void check_against_reference(DataType t, Shape s, Form form, int world,
                              const std::vector<Result>& results) {
@@ -125,11 +60,11 @@ void check_against_reference(DataType t, Shape s, Form form, int world,
     for (std::size_t j = 0; j < s.hidden; ++j) {
       const std::size_t i = row * s.hidden + j;
       const bool residual = form == Form::kOutOfPlace || form == Form::kInPlace;
-      double sum = residual ? value(t, -1, i) : 0.0;
+      double sum = residual ? norm_value(t, -1, i) : 0.0;
       scale[j] = std::fabs(sum);
       for (int r = 0; r < world; ++r) {
-        sum += value(t, r, i);
-        scale[j] += std::fabs(value(t, r, i));
+        sum += norm_value(t, r, i);
+        scale[j] += std::fabs(norm_value(t, r, i));
       }
       res[j] = sum;
       const double kept = rounded(t, static_cast<float>(sum));
@@ -138,16 +73,16 @@ void check_against_reference(DataType t, Shape s, Form form, int world,
     const double inv = 1.0 / std::sqrt(squares / static_cast<double>(s.hidden) + kEps);
     for (std::size_t j = 0; j < s.hidden; ++j) {
       const std::size_t i = row * s.hidden + j;
-      const double w = value(t, -2, j);
+      const double w = norm_value(t, -2, j);
       if (form != Form::kNoResidual) {
         const double r_got = load(t, got.residual_out, i);
-        ASSERT_LE(std::fabs(r_got - res[j]), tolerance(t, res[j], scale[j]))
+        ASSERT_LE(std::fabs(r_got - res[j]), norm_tolerance(t, res[j], scale[j]))
             << "residual_out row " << row << " element " << j << ": " << r_got << " against "
             << res[j];
       }
       const double ref = rounded(t, static_cast<float>(res[j])) * inv * w;
       const double o_got = load(t, got.out, i);
-      ASSERT_LE(std::fabs(o_got - ref), tolerance(t, ref, scale[j] * inv * w))
+      ASSERT_LE(std::fabs(o_got - ref), norm_tolerance(t, ref, scale[j] * inv * w))
           << "out row " << row << " element " << j << ": " << o_got << " against " << ref;
     }
   }
@@ -161,9 +96,9 @@ void check_against_reference(DataType t, Shape s, Form form, int world,
 Result call(Communicator& comm, DataType t, Shape s, Form form) {
   const std::size_t n = s.rows * s.hidden;
   const int r = comm.rank();
-  std::vector<std::uint8_t> input = filled(t, r, n);
-  std::vector<std::uint8_t> residual = filled(t, -1, n);
-  const std::vector<std::uint8_t> weight = filled(t, -2, s.hidden);
+  std::vector<std::uint8_t> input = norm_values(t, r, n);
+  std::vector<std::uint8_t> residual = norm_values(t, -1, n);
+  const std::vector<std::uint8_t> weight = norm_values(t, -2, s.hidden);
   Result res;
   RmsNorm norm;
   norm.weight = weight.data();

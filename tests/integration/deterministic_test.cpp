@@ -18,6 +18,7 @@
 #include "plan/plan_text.hpp"
 #include "runtime/communicator_state.hpp"
 #include "simulated_nodes.hpp"
+#include "support/typed_values.hpp"
 #include "thread_ranks.hpp"
 #include "tpcomm/communicator.hpp"
 
@@ -28,32 +29,10 @@ using namespace std::chrono_literals;
 
 constexpr DataType kTypes[] = {DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16};
 
-float to_type(DataType t, float f) {
-  if (t == DataType::kFloat16) return static_cast<float>(static_cast<_Float16>(f));
-  if (t == DataType::kFloat32) return f;
-  std::uint32_t u = 0;
-  std::memcpy(&u, &f, 4);
-  u = (u + 0x7fff + ((u >> 16) & 1)) & 0xffff0000u;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+using test::encode;
 
-std::vector<std::uint8_t> encode(DataType t, const std::vector<float>& v) {
-  std::vector<std::uint8_t> b(v.size() * size_of(t));
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    if (t == DataType::kFloat32) {
-      std::memcpy(b.data() + 4 * i, &v[i], 4);
-    } else if (t == DataType::kFloat16) {
-      const auto h = static_cast<_Float16>(v[i]);
-      std::memcpy(b.data() + 2 * i, &h, 2);
-    } else {
-      std::uint32_t u = 0;
-      std::memcpy(&u, &v[i], 4);
-      const auto h = static_cast<std::uint16_t>(u >> 16);
-      std::memcpy(b.data() + 2 * i, &h, 2);
-    }
-  }
-  return b;
+float to_type(DataType t, float f) {
+  return test::rounded(t, f);
 }
 
 // Rank r's element i: full-mantissa values of mixed magnitudes (sums whose rounding shows the

@@ -46,12 +46,10 @@ def communicator(group=None, device="cpu"):
     return backend.communicator(device)
 
 
-def all_reduce_rmsnorm(input, residual, weight, eps, group=None):
-    """(out, residual_out) of Communicator.all_reduce_rmsnorm on the tpcomm Communicator under a
-    torch.distributed group of backend tpcomm (default: the world): input summed over the group
-    plus residual, then RMS-normalised by rows and scaled by weight. New tensors; inside
-    torch.compile use torch.ops.tpcomm.all_reduce_rmsnorm (tpcomm.torch.ops)."""
-    comm = communicator(group, input.device.type)
+def rmsnorm_into_new_tensors(comm, input, residual, weight, eps):
+    """(out, residual_out) of comm.all_reduce_rmsnorm into new contiguous tensors (any strides
+    in; residual_out the sum alone without a residual): the functional form of
+    tpcomm.torch.all_reduce_rmsnorm and of the op tpcomm::all_reduce_rmsnorm."""
     src = input.contiguous()
     return comm.all_reduce_rmsnorm(
         src,
@@ -61,6 +59,15 @@ def all_reduce_rmsnorm(input, residual, weight, eps, group=None):
         out=torch.empty_like(src),
         residual_out=torch.empty_like(src),
     )
+
+
+def all_reduce_rmsnorm(input, residual, weight, eps, group=None):
+    """(out, residual_out) of Communicator.all_reduce_rmsnorm on the tpcomm Communicator under a
+    torch.distributed group of backend tpcomm (default: the world): input summed over the group
+    plus residual, then RMS-normalised by rows and scaled by weight. New tensors; inside
+    torch.compile use torch.ops.tpcomm.all_reduce_rmsnorm (tpcomm.torch.ops)."""
+    comm = communicator(group, input.device.type)
+    return rmsnorm_into_new_tensors(comm, input, residual, weight, eps)
 
 
 __all__ = ["BACKEND_NAME", "TpcommBackend", "all_reduce_rmsnorm", "communicator"]

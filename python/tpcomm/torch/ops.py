@@ -17,7 +17,7 @@ import torch
 
 from .. import _buffers
 from ..communicator import Communicator, _check_op, _dimension, _with
-from . import _registry
+from . import _registry, rmsnorm_into_new_tensors
 
 if not hasattr(torch.library, "register_fake"):
     raise ImportError(
@@ -177,15 +177,7 @@ def _reduce_scatter(input, comm, op="sum", dim=0):
 
 
 def _all_reduce_rmsnorm(input, residual, weight, eps, comm):
-    src = input.contiguous()
-    return _registry.lookup(comm).all_reduce_rmsnorm(
-        src,
-        residual.contiguous() if residual is not None else None,
-        weight.contiguous(),
-        eps,
-        out=torch.empty_like(src),
-        residual_out=torch.empty_like(src),
-    )
+    return rmsnorm_into_new_tensors(_registry.lookup(comm), input, residual, weight, eps)
 
 
 def _all_reduce_rmsnorm_(input, residual, weight, eps, comm):
