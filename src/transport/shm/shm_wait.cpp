@@ -171,6 +171,10 @@ void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int 
     if (all_ready()) return;
     if (round % kAbortCheckEvery == 0) {
       if (std::int32_t by = header.aborted_by.load(std::memory_order_acquire); by != 0) {
+        // A peer that arrived and then closed (or aborted) published its arrival first: seen
+        // late, this step still completes (the caller's check after the call decides, by
+        // aborted_at_call). Throwing here failed a barrier whose peer had passed it and closed.
+        if (all_ready()) return;
         throw Error(ErrorCode::kAborted, fmt::format("{} ({})", stopped_by_text(by), what()));
       }
     }
