@@ -141,6 +141,21 @@ void wake_sleepers(SegmentHeader& header) {
   }
 }
 
+namespace {
+
+void throw_if_a_laggard_died(const RankControl* control, const std::vector<int>& laggards,
+                             const std::function<std::string()>& what) {
+  for (int p : laggards) {
+    const int pid = control[p].pid.load(std::memory_order_acquire);
+    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
+      throw Error(ErrorCode::kUnavailable,
+                  fmt::format("rank {} (pid {}) died; {} cannot complete", p, pid, what()));
+    }
+  }
+}
+
+}  // namespace
+
 void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int self, Flag which,
                     std::uint64_t seq, std::chrono::milliseconds timeout,
                     std::chrono::microseconds spin, const std::function<std::string()>& what,
@@ -203,13 +218,7 @@ void wait_for_peers(SegmentHeader& header, RankControl* control, int world, int 
       continue;
     }
     // Asleep: check the peers' processes and the deadline every slice.
-    for (int p : laggards()) {
-      const int pid = control[p].pid.load(std::memory_order_acquire);
-      if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
-        throw Error(ErrorCode::kUnavailable,
-                    fmt::format("rank {} (pid {}) died; {} cannot complete", p, pid, what()));
-      }
-    }
+    throw_if_a_laggard_died(control, laggards(), what);
     if (deadline->expired()) {
       throw Error(ErrorCode::kTimeout,
                   fmt::format("{} did not arrive within {} ms ({})",
