@@ -89,7 +89,10 @@ parts=(
   "multimem|30|1|multimem: entry points and multicast set-up"
   "rmsnorm-2|60|4|all_reduce_rmsnorm: custom one- and two-shot against a float64 reference, fused against all-reduce + norm kernel, 2 ranks"
   "rmsnorm-4|60|5|all_reduce_rmsnorm, 4 ranks, 8 blocks"
+  "deterministic-2|60|3|deterministic mode: custom kernels and the rank-order kernel against host rank-order sums over random slices, 2 ranks"
+  "deterministic-4|60|4|deterministic mode, 4 ranks, 8 blocks"
   "communicator|60|2|communicator as a user creates it, one rank, NCCL carrying the calls (all_to_all(v), gatherv, rooted ones too)"
+  "communicator-deterministic|60|2|the same in deterministic mode: every floating reduction through NCCL's ordered form (all-gather + rank-order kernel)"
   "failure|60|3|E4: a failure reaches every rank's next launch, an abort the peer's kernel, a replay traps"
   "python|60|6|python package, CUDA tensors, one rank, NCCL carrying the calls"
   "python-triage|180|100|E1, E12: the Python SIGSEGV triage, each stage its own process"
@@ -282,9 +285,12 @@ command_of() {
       cmd=("${cxx[@]}" "$check" correctness "${w%-*}" "$([[ $w == *-* ]] && echo "${w#*-}" || echo 8)") ;;
     stress-*) cmd=("${cxx[@]}" "$check" stress "${1#stress-}" 8) ;;
     rmsnorm-*) cmd=("${cxx[@]}" "$check" rmsnorm "${1#rmsnorm-}" 8) ;;
+    deterministic-*) cmd=("${cxx[@]}" "$check" deterministic "${1#deterministic-}" 8) ;;
     stall | multimem | failure) cmd=("${cxx[@]}" "$check" "$1") ;;
     process | registration) cmd=("${cxx[@]}" "$tpcomm" run -n 2 -- "$check" "$1") ;;
     communicator) cmd=("${cxx[@]}" TPCOMM_DISABLE=local "$tpcomm" run -n 1 -- "$check" communicator) ;;
+    communicator-deterministic)
+      cmd=("${cxx[@]}" TPCOMM_DISABLE=local TPCOMM_DETERMINISTIC=1 "$tpcomm" run -n 1 -- "$check" communicator) ;;
     python | python-triage)
       if ! wait_for_build $((budget - $(elapsed))); then
         cannot="the build from source failed (build-gpu-here.log)"

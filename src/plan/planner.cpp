@@ -102,7 +102,11 @@ Plan make_plan(const FactsTable& facts, const PlanOptions& options, const Tuning
     OpPlan& p = plan.ops[op];
     for (Backend b : backends_of(group.type())) {
       const auto& admitted = admission.verdicts.at(b);
-      const std::optional<std::string> v = admitted ? admitted : why_not_serving(b, op);
+      std::optional<std::string> v = admitted ? admitted : why_not_serving(b, op);
+      if (!v && options.deterministic && b == Backend::kMultimem &&
+          (reduces(op) || op == Op::kAllReduceRmsNorm)) {
+        v = "deterministic mode: the switch's reductions do not keep rank order";
+      }
       if (v) {
         p.rejected[b] = *v;
       } else {

@@ -75,15 +75,15 @@ TableRow route(const CommunicatorState& c, const Plan& table, const transport::C
                     "(CommunicatorOptions::caller_serves_fallback): check the plan (route()) first",
                     which(), to_string(row.backend)));
   }
-  // Deterministic mode on device buffers: a reduction whose row's backend does not keep rank
-  // order (NCCL, multimem) has no ordered form there yet. Refused here, before anything moves:
-  // every rank refuses it alike and the communicator stays usable.
-  if (table.device_type == DeviceType::kCuda && takes_ordered_form(table, row.backend, call)) {
+  // Deterministic mode on device buffers: NCCL gathers and sums in rank order itself
+  // (Call::ordered); any other backend whose reductions do not keep the order (the plan leaves
+  // multimem out of the mode's reduction tables) is refused here, before anything moves: every
+  // rank refuses it alike and the communicator stays usable.
+  if (table.device_type == DeviceType::kCuda && row.backend != Backend::kNccl &&
+      takes_ordered_form(table, row.backend, call)) {
     throw Error(ErrorCode::kUnavailable,
-                fmt::format("{}: deterministic mode: {} does not sum in rank order, and no "
-                            "ordered form of its reductions runs on device buffers yet (the "
-                            "custom kernels keep the order up to their rows' sizes)",
-                            which(), to_string(row.backend)));
+                fmt::format("{}: deterministic mode: {} does not sum in rank order", which(),
+                            to_string(row.backend)));
   }
   if (!c.backends.has(row.backend)) {
     const Backend planned =
@@ -145,6 +145,11 @@ void run_routed(CommunicatorState& c, const transport::Call& call, Backend backe
   const int rank = c.bootstrap->rank(), size = c.bootstrap->size();
   const auto run = [&](const transport::Call& one) {
     if (!takes_ordered_form(c.plan, backend, one)) return engine.run(one);
+    if (c.plan.device_type == DeviceType::kCuda) {  // the backend gathers and sums (NCCL)
+      transport::Call ordered = one;
+      ordered.ordered = true;
+      return engine.run(ordered);
+    }
     run_ordered(engine, one, rank, size, c.ordered_scratch);
   };
   if (call.op == Op::kAllReduceRmsNorm && !fuses_rmsnorm(backend) &&

@@ -2,9 +2,10 @@
 # The rank program of the process-level tests (run under tpcomm run).
 add_executable(tpcomm_test_worker integration/worker/worker.cpp integration/worker/worker_fork.cpp
   integration/worker/worker_network.cpp integration/worker/worker_integers.cpp
-  integration/worker/worker_exchanges.cpp)
+  integration/worker/worker_exchanges.cpp integration/worker/worker_deterministic.cpp)
 tpcomm_target_defaults(tpcomm_test_worker)
-target_include_directories(tpcomm_test_worker PRIVATE ${PROJECT_SOURCE_DIR}/src)
+target_include_directories(tpcomm_test_worker PRIVATE ${PROJECT_SOURCE_DIR}/src
+  ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(tpcomm_test_worker PRIVATE tpcomm_runtime)
 
 # Faults tier: real processes through tpcomm run.

@@ -16,6 +16,7 @@ vLLM's cuMem graph pool (simulated through its flag), a model served end to end
 
 import ast
 import inspect
+import json
 import re
 from pathlib import Path
 
@@ -584,13 +585,13 @@ tp.device_communicator = dc_was
 cumem.destroy()
 type(config).use_cumem_cudagraph_pool = pool_flag
 
-# 6. VLLM_BATCH_INVARIANT: all_reduce and reduce_scatter (and the custom all-reduce slot) stay
-# vLLM's; tpcomm serves all_gather.
+# 6. VLLM_BATCH_INVARIANT: tpcomm serves the group in deterministic mode, all_reduce and
+# reduce_scatter included, and takes the custom all-reduce slot (its kernels keep rank order).
 os.environ["VLLM_BATCH_INVARIANT"] = "1"
 invariant = another("tp:3")
 del os.environ["VLLM_BATCH_INVARIANT"]
-assert invariant.tpcomm is not None and invariant.ca_comm is not invariant.tpcomm_ar
-assert not isinstance(invariant.ca_comm, TpcommCustomAllreduce), invariant.ca_comm
+assert invariant.tpcomm.plan()["deterministic"] is True
+assert invariant.ca_comm is invariant.tpcomm_ar
 reached.clear()
 base = torch.arange(64, dtype=torch.float32).reshape(8, 8) % 5
 x = base + 2 * r
@@ -598,10 +599,10 @@ assert torch.equal(invariant.all_reduce(x), sum(base + 2 * q for q in range(n)))
 assert torch.equal(invariant.reduce_scatter(x, dim=0),
                    sum(base + 2 * q for q in range(n)).chunk(n, dim=0)[r])
 assert torch.equal(invariant.all_gather(x, dim=0), torch.cat([base + 2 * q for q in range(n)]))
-assert reached == ["all_reduce", "reduce_scatter"], reached
+assert reached == [], reached
 st = invariant.stats()
-assert list(st["all_reduce"]["routes"]) == ["engine"] == list(st["reduce_scatter"]["routes"])
-assert st["all_gather"]["calls"] == 1 and "engine" not in st["all_gather"]["routes"], st
+for op in ("all_reduce", "reduce_scatter", "all_gather"):
+    assert st[op]["calls"] == 1 and "engine" not in st[op]["routes"], st
 invariant.destroy()
 ps.destroy_model_parallel()
 ps.destroy_distributed_environment()
@@ -662,3 +663,67 @@ ok()
 
 def test_stats_account_for_100_all_reduces_and_the_calls_left_to_vllm(tmp_path):
     run_group(tmp_path, STATS, n=2, env=CPU)
+
+
+BATCH_INVARIANT = """
+import numpy as np
+import torch
+from vllm.plugins import load_general_plugins
+load_general_plugins()
+from vllm.config import VllmConfig, set_current_vllm_config
+from vllm.distributed import parallel_state as ps
+from vllm.distributed import communication_op as ops
+n, r = 3, RANK
+
+def values(rank, numel):  # float32 of mixed magnitudes: another order than rank order rounds
+    g = np.random.default_rng(1000 + rank)
+    return (g.standard_normal(numel) * np.exp2(g.integers(-4, 9, numel))).astype(np.float32)
+
+def rank_order(numel, dtype):  # numpy: float32 additions in rank order, rounded once to dtype
+    xs = [torch.from_numpy(values(q, numel)).to(dtype).float().numpy() for q in range(n)]
+    acc = xs[0].copy()
+    for x in xs[1:]:
+        acc = acc + x
+    return torch.from_numpy(acc).to(dtype)
+
+with set_current_vllm_config(VllmConfig()):
+    ps.init_distributed_environment(world_size=n, rank=RANK, local_rank=RANK, backend="gloo",
+        distributed_init_method=f"tcp://127.0.0.1:{os.environ['TEST_PORT']}")
+    os.environ["VLLM_BATCH_INVARIANT"] = "1"  # read as the TP group's communicator is made
+    ps.initialize_model_parallel(tensor_model_parallel_size=n)
+    del os.environ["VLLM_BATCH_INVARIANT"]
+    tp = ps.get_tp_group()
+    dc = tp.device_communicator
+    assert dc.tpcomm is not None and dc.tpcomm.plan()["deterministic"] is True, dc.tpcomm_reason
+    numel = 6000  # 24 KiB of float32, 12 KiB of 16-bit: above the tuning file's 4 KiB (vLLM's)
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        x = torch.from_numpy(values(r, numel)).to(dtype)
+        want = rank_order(numel, dtype)
+        whole = ops.tensor_model_parallel_all_reduce(x)  # vLLM gathers, tpcomm's plugin sums
+        assert torch.equal(whole, want), (dtype, (whole != want).sum())
+        for a, b in ((0, 500), (1234, 1999), (5999, 6000)):  # tpcomm's shm
+            part = ops.tensor_model_parallel_all_reduce(x[a:b].clone())
+            assert torch.equal(part, want[a:b]), (dtype, a, b)
+        rows = x.reshape(n * 100, 20)
+        mine = tp.reduce_scatter(rows, dim=0)
+        assert torch.equal(mine, want.reshape(n * 100, 20).chunk(n, dim=0)[r]), dtype
+    routes = dc.stats()["all_reduce"]["routes"]
+    assert routes["engine"]["calls"] == 3, routes
+    assert sum(v["calls"] for k, v in routes.items() if k.startswith("shm/")) == 9, routes
+    ps.destroy_model_parallel()
+    ps.destroy_distributed_environment()
+ok()
+"""
+
+
+def test_batch_invariant_mode_gives_rank_order_bits_on_tpcomms_route_and_vllms(tmp_path):
+    # Above 4 KiB the plan leaves all_reduce and reduce_scatter to vLLM (Gloo): the plugin
+    # gathers through vLLM and sums in rank order, the bits tpcomm's shm gives below it.
+    tuning = tmp_path / "tuning.json"
+    rows = [{"max_bytes": 4096, "use": [{"backend": "shm"}]},
+            {"max_bytes": None, "use": [{"backend": "gloo"}]}]
+    tuning.write_text(json.dumps({"tpcomm_tuning": 1, "entries": [
+        {"device": "cpu", "world_size": 3,
+         "ops": {"all_reduce": rows, "reduce_scatter": rows}}]}))
+    run_group(tmp_path, BATCH_INVARIANT, n=3,
+              env=dict(CPU, TPCOMM_TUNING=str(tuning)))

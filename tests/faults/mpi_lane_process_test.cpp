@@ -65,6 +65,21 @@ TEST(HierMpi, AnMpirunGroupOverTwoNodesRunsMpiLanesWithEveryResultRight) {
   }
 }
 
+// Deterministic mode over MPI's lanes: hier_mpi's reductions (per-node partial sums) take the
+// ordered form, and every result is the rank-order sum computed in the worker.
+TEST(HierMpi, DeterministicModeGivesTheRankOrderSumOverMpiLanes) {
+  if (auto why = why_not(); !why.empty()) GTEST_SKIP() << why;
+  auto r = under_mpirun({"deterministic"}, {{"TPCOMM_DETERMINISTIC", "1"}});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto lines = matches(
+      r.out, std::regex(R"(rank \d: deterministic: (\d+) checks, 0 wrong, backends=(\S+))"));
+  ASSERT_EQ(lines.size(), 4u) << r.out;
+  for (const auto& m : lines) {
+    EXPECT_EQ(m[1].str(), "48") << m[0].str();
+    EXPECT_EQ(m[2].str(), "hier_mpi") << m[0].str();
+  }
+}
+
 TEST(HierMpi, ALaneSplitThatFailsOnOneRankFallsBackToGlooLanesOnEveryRank) {
   if (auto why = why_not(); !why.empty()) GTEST_SKIP() << why;
   auto r = under_mpirun({"correctness"}, {{"TPCOMM_FAULT", "hier_mpi.mpi.split:fail@2"}});

@@ -23,6 +23,9 @@
 //   tpcomm_gpu_check rmsnorm W       all_reduce_rmsnorm's custom kernels against a float64
 //                                    reference, and timed against all-reduce + a norm kernel
 //                                    (rmsnorm_check.cpp)
+//   tpcomm_gpu_check deterministic W deterministic mode on the device: the custom kernels and
+//                                    the rank-order kernel against host rank-order sums over
+//                                    random slices (deterministic_check.cpp)
 //   tpcomm_gpu_check communicator    under `TPCOMM_DISABLE=local tpcomm run -n 1`: a CUDA
 //                                    communicator as a user creates it, NCCL carrying the calls
 //                                    (communicator_check.cpp)
@@ -47,6 +50,7 @@
 
 #include "communicator_check.hpp"
 #include "cuda_check.hpp"
+#include "deterministic_check.hpp"
 #include "failure_check.hpp"
 #include "kernels/cpu/convert.hpp"
 #include "registration_check.hpp"
@@ -868,8 +872,9 @@ int main_checked(int argc, char** argv) {
         });
   }
   if (mode == "communicator") return gpu_check::communicator_check();
-  if (mode == "rmsnorm") {
-    return gpu_check::rmsnorm_check(
+  if (mode == "rmsnorm" || mode == "deterministic") {
+    const auto check = mode == "rmsnorm" ? gpu_check::rmsnorm_check : gpu_check::deterministic_check;
+    return check(
         world, blocks,
         [](std::shared_ptr<Bootstrap> bs, std::uint64_t id,
            std::function<void(const std::string&)> on_failure, std::chrono::milliseconds t) {
@@ -882,7 +887,7 @@ int main_checked(int argc, char** argv) {
   std::fprintf(stderr,
                "usage: tpcomm_gpu_check correctness W [BLOCKS] | stress W [BLOCKS] | stall | "
                "timing W [BLOCKS] | process | registration | multimem | communicator | rmsnorm W "
-               "[BLOCKS] | failure\n");
+               "[BLOCKS] | deterministic W [BLOCKS] | failure\n");
   return 2;
 }
 

@@ -2,13 +2,16 @@
 // sums in rank order 0..W-1. Property tests over random slices [a, b): all_reduce(x)[a:b] bitwise
 // equal to all_reduce(x[a:b]), reduce_scatter likewise, every rank's bits equal, and equal to a
 // rank-order reference computed here (fp32 accumulation from the rounded inputs, one rounding);
-// on shm (W = 2, 3, 4; a team of two), gloo (W = 2, 3) and hier (4 ranks on two simulated nodes),
-// float32, bfloat16 and float16. Without the mode shm keeps the same order; every backend gives
-// every rank the same bits. The mode is in the plan and its digest: ranks that disagree are
-// refused at set-up.
+// on shm (W = 2, 3, 4; a team of two), gloo (W = 2, 3, 4) and hier (3 and 4 ranks on two
+// simulated nodes), float32, bfloat16 and float16, with each reduction variant (ctest runs the
+// suite under every TPCOMM_CPU_KERNELS; hier_mpi's run is the process tier's, under mpirun).
+// Without the mode shm keeps the same order; every backend gives every rank the same bits. The
+// mode is in the plan and its digest: ranks that disagree are refused at set-up.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -20,6 +23,7 @@
 #include "simulated_nodes.hpp"
 #include "support/typed_values.hpp"
 #include "thread_ranks.hpp"
+#include "transport/cpu/kernel_choice.hpp"
 #include "tpcomm/communicator.hpp"
 
 namespace tpcomm {
@@ -30,37 +34,12 @@ using namespace std::chrono_literals;
 constexpr DataType kTypes[] = {DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16};
 
 using test::encode;
+using test::order_value;
+using test::order_values;
+using test::rank_order_sums;
 
 float to_type(DataType t, float f) {
   return test::rounded(t, f);
-}
-
-// Rank r's element i: full-mantissa values of mixed magnitudes (sums whose rounding shows the
-// order), already of the type.
-float value(DataType t, int r, std::size_t i) {
-  std::uint64_t x = (static_cast<std::uint64_t>(r + 1) << 40) ^ (i * 0x9e3779b97f4a7c15ULL);
-  x ^= x >> 31;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 29;
-  const float mantissa = static_cast<float>(x % 1000003) / 1000003.0f - 0.5f;
-  return to_type(t, std::ldexp(mantissa, static_cast<int>((x >> 24) % 12) - 3));
-}
-
-std::vector<float> values(DataType t, int r, std::size_t from, std::size_t n) {
-  std::vector<float> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = value(t, r, from + i);
-  return v;
-}
-
-// The rank-order sum of element i over `world` ranks, rounded once, as bytes of the type.
-std::vector<std::uint8_t> reference(DataType t, int world, std::size_t from, std::size_t n) {
-  std::vector<float> sum(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    float acc = value(t, 0, from + i);
-    for (int r = 1; r < world; ++r) acc += value(t, r, from + i);
-    sum[i] = to_type(t, acc);
-  }
-  return encode(t, sum);
 }
 
 struct Slice {
@@ -95,14 +74,14 @@ void check_properties(int world, const Make& make, bool rank_order, const std::s
       for (const Slice& s : slices(n)) {
         const std::size_t len = s.b - s.a;
         // all_reduce of the slice
-        std::vector<std::uint8_t> x = encode(t, values(t, r, s.a, len)), out(len * es);
+        std::vector<std::uint8_t> x = order_values(t, r, s.a, len), out(len * es);
         comm->all_reduce(x.data(), out.data(), len, t, ReduceOp::kSum);
         mine.push_back(out);
         // reduce_scatter: block q of this rank's input is elements [q n + a, q n + b) of its
         // vector, so rank r's result is the sum of elements [r n + a, r n + b).
         std::vector<std::uint8_t> in;
         for (std::size_t q = 0; q < w; ++q) {
-          const auto block = encode(t, values(t, r, q * n + s.a, len));
+          const auto block = order_values(t, r, q * n + s.a, len);
           in.insert(in.end(), block.begin(), block.end());
         }
         std::vector<std::uint8_t> block_out(len * es);
@@ -117,7 +96,7 @@ void check_properties(int world, const Make& make, bool rank_order, const std::s
   for (DataType t : kTypes) {
     const std::size_t es = size_of(t);
     const std::vector<std::uint8_t>& whole = got[0][k];  // slice {0, n}: the whole vector
-    const auto want = reference(t, world, 0, n);
+    const auto want = rank_order_sums(t, world, 0, n);
     if (rank_order) {
       EXPECT_EQ(whole, want) << route << " " << to_string(t) << ": not rank order";
     }
@@ -130,13 +109,37 @@ void check_properties(int world, const Make& make, bool rank_order, const std::s
         if (rank_order) {
           const std::vector<std::uint8_t> part(whole.begin() + s.a * es, whole.begin() + s.b * es);
           EXPECT_EQ(mine[k], part) << "rank " << r << ": all_reduce(x[a:b]) != all_reduce(x)[a:b]";
-          const auto block = reference(t, world, static_cast<std::size_t>(r) * n + s.a, s.b - s.a);
+          const auto block =
+              rank_order_sums(t, world, static_cast<std::size_t>(r) * n + s.a, s.b - s.a);
           EXPECT_EQ(mine[k + 1], block) << "rank " << r << "'s reduce_scatter block";
         }
       }
       k += 2;
     }
   }
+}
+
+// ctest runs this suite once more per reduction variant (TPCOMM_CPU_KERNELS, read once per
+// process): a variant this CPU cannot run skips, saying so.
+std::string variant_unavailable() {
+  try {
+    transport::cpu::chosen_kernel_isa();
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+#define TPCOMM_SKIP_UNLESS_THE_NAMED_VARIANT_RUNS()                           \
+  if (const std::string why = variant_unavailable(); !why.empty()) {          \
+    GTEST_SKIP() << why << ": not run here (another machine kind runs it)"; \
+  }
+
+TEST(Deterministic, RunsTheReductionVariantTpcommCpuKernelsNames) {
+  TPCOMM_SKIP_UNLESS_THE_NAMED_VARIANT_RUNS();
+  const char* named = std::getenv("TPCOMM_CPU_KERNELS");
+  if (named == nullptr) GTEST_SKIP() << "TPCOMM_CPU_KERNELS unset: the fastest variant runs";
+  EXPECT_STREQ(transport::cpu::kernel_isa(), named);
+  std::printf("reduction variant: %s\n", transport::cpu::kernel_isa());
 }
 
 Make with(std::function<void(CommunicatorOptions&)> set, bool nodes = false) {
@@ -150,6 +153,7 @@ Make with(std::function<void(CommunicatorOptions&)> set, bool nodes = false) {
 }
 
 TEST(Deterministic, ShmSumsInRankOrderAtEverySizeWithAndWithoutTheMode) {
+  TPCOMM_SKIP_UNLESS_THE_NAMED_VARIANT_RUNS();
   for (int w : {2, 3, 4}) {
     for (bool mode : {true, false}) {
       check_properties(w, with([mode](CommunicatorOptions& o) { o.deterministic = mode; }), true,
@@ -159,6 +163,7 @@ TEST(Deterministic, ShmSumsInRankOrderAtEverySizeWithAndWithoutTheMode) {
 }
 
 TEST(Deterministic, ShmWithATeamOfTwoThreadsKeepsTheOrder) {
+  TPCOMM_SKIP_UNLESS_THE_NAMED_VARIANT_RUNS();
   const test::TempFile tuning(
       R"({"tpcomm_tuning": 1, "entries": [{"device": "cpu", "world_size": 2, "team_min_bytes": 0,
           "ops": {"all_reduce": [{"max_bytes": null, "use": [{"backend": "shm"}]}]}}]})");
@@ -172,7 +177,8 @@ TEST(Deterministic, ShmWithATeamOfTwoThreadsKeepsTheOrder) {
 }
 
 TEST(Deterministic, GlooGathersAndSumsInRankOrderInTheMode) {
-  for (int w : {2, 3}) {
+  TPCOMM_SKIP_UNLESS_THE_NAMED_VARIANT_RUNS();
+  for (int w : {2, 3, 4}) {
     check_properties(w, with([](CommunicatorOptions& o) {
                        o.deterministic = true;
                        o.disabled = {Backend::kShm};
@@ -185,14 +191,18 @@ TEST(Deterministic, GlooGathersAndSumsInRankOrderInTheMode) {
 }
 
 TEST(Deterministic, HierGathersAcrossSimulatedNodesInTheMode) {
-  check_properties(4, with([](CommunicatorOptions& o) { o.deterministic = true; }, true), true,
-                   "hier deterministic");
+  TPCOMM_SKIP_UNLESS_THE_NAMED_VARIANT_RUNS();
+  for (int w : {3, 4}) {
+    check_properties(w, with([](CommunicatorOptions& o) { o.deterministic = true; }, true), true,
+                     "hier deterministic, " + std::to_string(w) + " ranks on 2 nodes");
+  }
   check_properties(4, with([](CommunicatorOptions&) {}, true), false, "hier");
 }
 
 // all_reduce_rmsnorm's new residual: the rank-order sum plus the residual, rounded once, also
 // where the norm runs unfused (gloo: its fp32 all-reduce takes the ordered form).
 TEST(Deterministic, AllReduceRmsNormsResidualIsTheRankOrderSumOnGlooAndShm) {
+  TPCOMM_SKIP_UNLESS_THE_NAMED_VARIANT_RUNS();
   const std::size_t hidden = 1000, rows = 40, n = hidden * rows;  // past gloo's inline room
   for (bool gloo : {true, false}) {
     test::on_ranks(make_thread_group(3), [&](int r, std::shared_ptr<Bootstrap> bs) {
@@ -202,17 +212,17 @@ TEST(Deterministic, AllReduceRmsNormsResidualIsTheRankOrderSumOnGlooAndShm) {
       if (gloo) o.disabled = {Backend::kShm};
       auto comm = Communicator::create(std::move(bs), o);
       for (DataType t : kTypes) {
-        const auto x = encode(t, values(t, r, 0, n));
-        const auto residual = encode(t, values(t, 7, 0, n));
+        const auto x = order_values(t, r, 0, n);
+        const auto residual = order_values(t, 7, 0, n);
         const auto weight = encode(t, std::vector<float>(hidden, 1.0f));
         std::vector<std::uint8_t> out(n * size_of(t)), res_out(n * size_of(t));
         RmsNorm norm{residual.data(), weight.data(), res_out.data(), hidden, 1e-6f};
         comm->all_reduce_rmsnorm(x.data(), out.data(), n, t, norm);
         std::vector<float> want(n);
         for (std::size_t i = 0; i < n; ++i) {
-          float acc = value(t, 0, i);
-          for (int q = 1; q < 3; ++q) acc += value(t, q, i);
-          want[i] = to_type(t, acc + value(t, 7, i));
+          float acc = order_value(t, 0, i);
+          for (int q = 1; q < 3; ++q) acc += order_value(t, q, i);
+          want[i] = to_type(t, acc + order_value(t, 7, i));
         }
         EXPECT_EQ(res_out, encode(t, want)) << (gloo ? "gloo " : "shm ") << to_string(t);
       }

@@ -76,4 +76,36 @@ inline double norm_tolerance(DataType t, double ref, double scale) {
   return 2 * std::ldexp(1.0, e - mantissa);
 }
 
+// Deterministic mode's checks (CPU and GPU): rank r's element i, a full-mantissa value of mixed
+// magnitude (2^-4 to 2^8), already of the type, so that a sum in another order than rank order
+// rounds differently somewhere in a few thousand elements.
+inline float order_value(DataType t, int r, std::size_t i) {
+  std::uint64_t x = (static_cast<std::uint64_t>(r + 1) << 40) ^ (i * 0x9e3779b97f4a7c15ULL);
+  x ^= x >> 31;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 29;
+  const float mantissa = static_cast<float>(x % 1000003) / 1000003.0f - 0.5f;
+  return rounded(t, std::ldexp(mantissa, static_cast<int>((x >> 24) % 12) - 3));
+}
+
+// Elements [from, from + n) of rank r's order values, as bytes of the type.
+inline std::vector<std::uint8_t> order_values(DataType t, int r, std::size_t from, std::size_t n) {
+  std::vector<std::uint8_t> b(n * size_of(t));
+  for (std::size_t i = 0; i < n; ++i) store(t, b, i, order_value(t, r, from + i));
+  return b;
+}
+
+// Their sum over ranks 0..world-1 in rank order, accumulated in fp32 and rounded once to the type:
+// what deterministic mode promises, computed here from the rounded inputs.
+inline std::vector<std::uint8_t> rank_order_sums(DataType t, int world, std::size_t from,
+                                                 std::size_t n) {
+  std::vector<std::uint8_t> b(n * size_of(t));
+  for (std::size_t i = 0; i < n; ++i) {
+    float acc = order_value(t, 0, from + i);
+    for (int r = 1; r < world; ++r) acc += order_value(t, r, from + i);
+    store(t, b, i, acc);
+  }
+  return b;
+}
+
 }  // namespace tpcomm::test

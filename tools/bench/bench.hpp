@@ -29,7 +29,9 @@ struct BenchArgs {
   bool uneven = false;
   std::size_t hidden = 4096;
   std::optional<Backend> backend;  // force one backend (others disabled)
-  std::string compare;             // "mpi", "gloo" or "mpi,gloo"
+  // "mpi", "gloo" or "mpi,gloo"; "unfused" (all_reduce_rmsnorm); "deterministic": the same
+  // calls on a second communicator in deterministic mode
+  std::string compare;
   // Who starts the ranks: "tpcomm" or "mpirun" (launcher/mpirun_launch.hpp).
   std::string launch = "tpcomm";
   std::string json;              // write every row here

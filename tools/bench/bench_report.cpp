@@ -39,8 +39,26 @@ void print_norm_comparison(const BenchArgs& a, const std::vector<BenchRow>& rows
   }
 }
 
+// --compare deterministic: the default mode against deterministic mode, the same calls on two
+// communicators of one process, timed one after the other at each size.
+void print_deterministic_comparison(const std::vector<BenchRow>& rows) {
+  std::cout << "#\n# Default against deterministic mode (every reduction in rank order), out of "
+               "place: time (us, best batch) and spread (median batch / best)\n";
+  std::cout << fmt::format("# {:>10}   {:>9} {:>6}   {:>13} {:>6}   {:>9}  {}\n", "size",
+                           "default", "spread", "deterministic", "spread", "det./def.",
+                           "deterministic route");
+  for (const auto& r : rows) {
+    if (!r.deterministic) continue;
+    std::cout << fmt::format("  {:>10}   {:>9.2f} {:>6.2f}   {:>13.2f} {:>6.2f}   {:>8.2f}x  {}\n",
+                             r.bytes, r.time_oop, r.spread_oop, r.deterministic->best,
+                             r.deterministic->spread(), r.deterministic->best / r.time_oop,
+                             r.deterministic_path);
+  }
+}
+
 void print_comparison(const BenchArgs& a, int w, const std::vector<BenchRow>& rows) {
   if (a.op == Op::kAllReduceRmsNorm) return print_norm_comparison(a, rows);
+  if (a.compare == "deterministic") return print_deterministic_comparison(rows);
   std::cout << "#\n# Same sweep, same data, out of place: time (us, best batch), bus bandwidth "
                "(GB/s) and spread (median batch / best) per engine; speed-up: the engine's time "
                "over tpcomm's\n";
@@ -146,6 +164,11 @@ void write_json(const BenchArgs& a, int w, const BenchSetting& setting,
     if (r.gloo) {
       o["gloo_time_us"] = r.gloo->best;
       o["gloo_spread"] = r.gloo->spread();
+    }
+    if (r.deterministic) {
+      o["deterministic_time_us"] = r.deterministic->best;
+      o["deterministic_spread"] = r.deterministic->spread();
+      o["deterministic_backend_algorithm"] = r.deterministic_path;
     }
     if (r.unfused) {
       o["unfused_time_us"] = r.unfused->best;

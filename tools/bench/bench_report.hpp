@@ -24,6 +24,9 @@ struct BenchRow {
   std::optional<Timing> registered;  // out of place, the input in a registered buffer
   // all_reduce_rmsnorm --compare unfused: all_reduce, then a separate add+norm (bench_norm.hpp)
   std::optional<Timing> unfused;
+  // --compare deterministic: the same calls in deterministic mode, and that plan row's route
+  std::optional<Timing> deterministic;
+  std::string deterministic_path;
   // Staged calls (hier), us per call averaged over every rank: the whole call, and each stage's
   // share (Communicator::stage_times); empty where the plan stages no call.
   double staged_call_us = 0;

@@ -23,6 +23,7 @@
 #include "launcher/cpu_binding.hpp"
 #include "runtime/communicator_state.hpp"
 #include "tpcomm/tpcomm.hpp"
+#include "tpcomm/tuning.hpp"
 
 namespace tpcomm::cli {
 namespace {
@@ -36,6 +37,7 @@ struct Engines {
   std::shared_ptr<Bootstrap> bs;
   std::unique_ptr<Communicator> comm;
   std::unique_ptr<Communicator> gloo;  // Gloo alone, as PyTorch's users run it
+  std::unique_ptr<Communicator> det;   // --compare deterministic: the same options, in the mode
   std::unique_ptr<MpiEngine> mpi;
 };
 
@@ -63,7 +65,14 @@ runtime::Platform plain_gloo_platform() {
 Engines start_engines(const BenchArgs& a) {
   Engines e;
   e.bs = bootstrap_from_environment(Deadline::from_env());
-  e.comm = Communicator::create(e.bs, a.backend ? only(*a.backend) : CommunicatorOptions{});
+  CommunicatorOptions options = a.backend ? only(*a.backend) : CommunicatorOptions{};
+  const bool det = a.compare == "deterministic";
+  if (det) options.deterministic = false;  // the default mode, whatever TPCOMM_DETERMINISTIC says
+  e.comm = Communicator::create(e.bs, options);
+  if (det) {
+    options.deterministic = true;
+    e.det = Communicator::create(e.bs, options);
+  }
   if (a.compare.find("gloo") != std::string::npos) {
     e.gloo = runtime::create_communicator(e.bs, only(Backend::kGloo), plain_gloo_platform());
   }
@@ -170,6 +179,11 @@ void check(const BenchArgs& a, Engines& e, SizeBuffers& b, BenchRow& row) {
   const int w = e.bs->size();
   call(a, *e.comm, b, b.in.data(), b.out.data());
   row.wrong_oop = sum_over_ranks(*e.bs, wrong_here(a, b, b.out.data(), rank, w));
+  if (e.det) {
+    std::fill(b.out.begin(), b.out.end(), 0);
+    call(a, *e.det, b, b.in.data(), b.out.data());
+    row.wrong_oop += sum_over_ranks(*e.bs, wrong_here(a, b, b.out.data(), rank, w));
+  }
   if (!b.in_place_form) return;
   b.reset_in_place();
   call(a, *e.comm, b, b.ip.data() + b.ip_in, b.ip.data() + b.ip_out);
@@ -245,6 +259,15 @@ BenchRow measure(const BenchArgs& a, Engines& e, std::uint64_t bytes) {
           sum_over_ranks(*e.bs, wrong_here(a, b, b.out.data(), e.bs->rank(), e.bs->size()));
     }
     e.comm->free(reg);
+  }
+  if (e.det) {
+    row.deterministic =
+        time_calls(*e.bs, warmup, a.iters, [&] { call(a, *e.det, b, b.in.data(), b.out.data()); });
+    const auto& det_row = e.det->plan().ops.at(a.op).row_for(bytes);
+    const bool ordered =
+        is_floating(a.dtype) && reduces(a.op) && !keeps_rank_order(det_row.backend);
+    row.deterministic_path = fmt::format("{}/{}{}", to_string(det_row.backend),
+                                         to_string(det_row.algorithm), ordered ? " (ordered form)" : "");
   }
   if (e.gloo) {
     row.gloo =

@@ -132,12 +132,14 @@ void add_bench_command(CLI::App& app, int& exit_status) {
       ->check(CLI::IsMember(cpu_backend_names()));
   cmd->add_option("--compare", a->compare,
                   "also time these engines on the same data: mpi, gloo or mpi,gloo; unfused "
-                  "(--op all_reduce_rmsnorm): all_reduce, then a separate add+norm kernel")
+                  "(--op all_reduce_rmsnorm): all_reduce, then a separate add+norm kernel; "
+                  "deterministic: the same calls in deterministic mode")
       ->check(CLI::Validator(
           [](std::string& v) {
-            return v == "mpi" || v == "gloo" || v == "mpi,gloo" || v == "gloo,mpi" || v == "unfused"
+            return v == "mpi" || v == "gloo" || v == "mpi,gloo" || v == "gloo,mpi" ||
+                           v == "unfused" || v == "deterministic"
                        ? std::string()
-                       : "expected mpi, gloo, mpi,gloo or unfused, got '" + v + "'";
+                       : "expected mpi, gloo, mpi,gloo, unfused or deterministic, got '" + v + "'";
           },
           "ENGINES"));
   cmd->add_option("--launch", a->launch,

@@ -24,6 +24,7 @@ from ..communicator import add_stats, stats_rows
 from .agreed_setup import SetupRefused, create_agreed
 from .custom_all_reduce import TpcommCustomAllreduce, _device
 from .log_once import log_once
+from .ordered_fallback import ORDERED_DTYPES, ordered_all_reduce, ordered_reduce_scatter
 from .passed_on import PassedOn, nbytes
 
 log = logging.getLogger("tpcomm.engines.vllm")
@@ -62,8 +63,9 @@ def _stateless(group):
 
 
 def _batch_invariant():
-    """vLLM's VLLM_BATCH_INVARIANT: reductions must not depend on the batch. tpcomm's route, and
-    with it the order of a sum, depends on a call's size, so the reductions stay vLLM's."""
+    """vLLM's VLLM_BATCH_INVARIANT: reductions must not depend on the batch. tpcomm then serves
+    them in deterministic mode (rank order at every size and route), and sums the calls its plan
+    leaves to vLLM in the same order (ordered_fallback.py)."""
     import vllm.envs as envs
 
     return bool(envs.VLLM_BATCH_INVARIANT)
@@ -86,11 +88,11 @@ class _TpcommServed:
         self.tpcomm_ar = None  # a TpcommCustomAllreduce on it (vLLM's ca_comm on CUDA)
         self.tpcomm_reason = None  # why a TP group is not served, where it is not
         self.tpcomm_passed = PassedOn()  # the calls handed to the base class
-        self._tpcomm_left = ()  # collectives left to the base class although served
         self._tpcomm_retired = []  # stats() of communicators closed by suspend()
         self._tpcomm_suspended = False
         self._tpcomm_graph_calls = False  # a call of the device communicator ran in capture
         self._tpcomm_took_ca = False
+        self._tpcomm_batch_invariant = False  # VLLM_BATCH_INVARIANT, for a served group
         name = self.unique_name.split(":")[0]
         if self.world_size < 2 or name not in SERVED_GROUPS or _stateless(self.cpu_group):
             return
@@ -100,13 +102,12 @@ class _TpcommServed:
             return
         self._tpcomm_batch_invariant = _batch_invariant()
         if self._tpcomm_batch_invariant:
-            self._tpcomm_left = ("all_reduce", "reduce_scatter")
             _log_once(
                 logging.INFO,
                 "batch-invariant",
-                "tpcomm: VLLM_BATCH_INVARIANT is set: all_reduce and reduce_scatter of "
-                "vLLM's TP group stay vLLM's (and its custom all-reduce); tpcomm serves "
-                "all_gather",
+                "tpcomm: VLLM_BATCH_INVARIANT is set: tpcomm serves vLLM's TP group in "
+                "deterministic mode (every sum in rank order 0..W-1, whatever the size); a "
+                "reduction its plan leaves to vLLM is gathered by vLLM and summed so too",
             )
         self._tpcomm_create()
 
@@ -155,7 +156,11 @@ class _TpcommServed:
             comm = create_agreed(
                 group,
                 lambda: Communicator.from_torch(
-                    group, device=kind, cuda_device=index, caller_serves_fallback=True
+                    group,
+                    device=kind,
+                    cuda_device=index,
+                    caller_serves_fallback=True,
+                    deterministic=True if self._tpcomm_batch_invariant else None,
                 ),
                 f"vLLM's {self.unique_name} device communicator",
             )
@@ -168,7 +173,7 @@ class _TpcommServed:
             group, device, comm=comm, register_graph_buffers=_register_graph_buffers()
         )
         self.tpcomm_ar.passed_on = self.tpcomm_passed  # one account: this object's stats()
-        if hasattr(self, "ca_comm") and not self._tpcomm_batch_invariant:
+        if hasattr(self, "ca_comm"):
             own = self.ca_comm
             if own is not None and own is not self.tpcomm_ar and hasattr(own, "close"):
                 own.close()  # vLLM's IPC buffers: tpcomm serves the all-reduces now
@@ -177,7 +182,7 @@ class _TpcommServed:
         return True
 
     def _tpcomm_takes(self, op, input_, size=None):
-        """Whether tpcomm serves this call: a served group, not left to vLLM, a tensor on the
+        """Whether tpcomm serves this call: a served group, a tensor on the
         group's device of a dtype tpcomm carries, of a size the plan keeps off NCCL (which
         vLLM's own chain serves). A pure function of what every rank sees alike: `size`, where
         the ranks' tensors differ (all_gatherv), is one they agree on."""
@@ -185,7 +190,6 @@ class _TpcommServed:
         if (
             self.tpcomm is None
             or ar.disabled
-            or op in self._tpcomm_left
             or input_.device != ar.device
             or input_.dtype not in ar._dtypes
         ):
@@ -201,10 +205,21 @@ class _TpcommServed:
             self._tpcomm_graph_calls = True
         return taken
 
+    def _tpcomm_ordered(self, input_):
+        """Whether a reduction handed to vLLM is summed in rank order here (batch invariance: a
+        served group, a dtype deterministic mode covers)."""
+        return (
+            self._tpcomm_batch_invariant
+            and self.tpcomm is not None
+            and input_.dtype in ORDERED_DTYPES
+        )
+
     def all_reduce(self, input_):
         """The sum over the group, as a new tensor (vLLM's custom op is out of place)."""
         if not self._tpcomm_takes("all_reduce", input_):
             self.tpcomm_passed.add("all_reduce", nbytes(input_))
+            if self._tpcomm_ordered(input_):
+                return ordered_all_reduce(lambda t, d: super().all_gather(t, d), input_)
             return super().all_reduce(input_)
         src = input_.contiguous()
         out = src.new_empty(src.shape)
@@ -230,6 +245,10 @@ class _TpcommServed:
             )
         if not self._tpcomm_takes("reduce_scatter", input_):
             self.tpcomm_passed.add("reduce_scatter", nbytes(input_))
+            if self._tpcomm_ordered(input_):
+                return ordered_reduce_scatter(
+                    lambda t, d: super().all_gather(t, d), input_, d, self.tpcomm.rank, self.world_size
+                )
             return super().reduce_scatter(input_, dim)
         return self.tpcomm.reduce_scatter(input_.contiguous(), dim=d)
 

@@ -52,6 +52,10 @@ struct Call {
   // is kSum); null for every other op. Only backends that fuse it (fuses_rmsnorm) see such a
   // call: the dispatch runs the others' float32 all-reduce and the add+norm itself.
   const RmsNorm* norm = nullptr;
+  // Deterministic mode on device buffers: a floating reduction the backend sums in rank order
+  // 0..W-1 by gathering the raw inputs and reducing them itself (only NCCL takes such a call; the
+  // dispatch sets it where takes_ordered_form says so).
+  bool ordered = false;
 };
 
 // One side of a point-to-point message (Op::kSendRecv): a send of `buffer` to `peer`, or a

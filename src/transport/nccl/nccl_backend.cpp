@@ -13,8 +13,8 @@
 
 #include <fmt/format.h>
 
-#include "kernels/cuda/norm_kernel_args.hpp"
 #include "nccl_call_gate.hpp"
+#include "nccl_composed_calls.hpp"
 #include "nccl_library.hpp"
 #include "nccl_ops.hpp"
 #include "nccl_watchdog.hpp"
@@ -45,7 +45,8 @@ class NcclBackend final : public CollectiveBackend {
     }
     if (aborted_) gate_.request_abort("the communicator ended after a failure or a pending call");
     gate_.close([this] { finish_communicator(); });
-    if (sums_ != nullptr) cudaFree(sums_);
+    sums_.release();
+    gathered_.release();
   }
 
   Backend kind() const override { return Backend::kNccl; }
@@ -77,7 +78,13 @@ class NcclBackend final : public CollectiveBackend {
   }
 
   void run(const Call& c) override {
-    if (c.op == Op::kAllReduceRmsNorm) return run_rmsnorm(c);
+    // Composed calls (nccl_composed_calls.hpp): their stages come back here.
+    if (c.op == Op::kAllReduceRmsNorm || c.ordered) {
+      const cuda::DeviceGuard on_device(ctx_.cuda.device);
+      const RunStage stage = [this](const Call& s) { run(s); };
+      if (c.op == Op::kAllReduceRmsNorm) return run_unfused_rmsnorm(c, sums_, stage);
+      return run_rank_ordered(c, ctx_.rank, ctx_.size, gathered_, stage);
+    }
     // The communicator's device for the call and the watchdog's event (recorded on the call's
     // stream, it must be made on that stream's device, else the call goes unwatched); the
     // caller's current device comes back.
@@ -144,57 +151,6 @@ class NcclBackend final : public CollectiveBackend {
   }
 
  private:
-  // all_reduce_rmsnorm, unfused: the input as fp32 in this backend's scratch, NCCL's fp32 sum in
-  // place there (a stage of the user's call, watched like any), then the add+norm kernel over
-  // the sums (kernels/cuda/norm_kernel_args.hpp): one rounding, as the fused kernels. The scratch
-  // grows outside graph capture only (cudaMalloc cannot be captured).
-  void run_rmsnorm(const Call& c) {
-    const cuda::DeviceGuard on_device(ctx_.cuda.device);
-    auto stream = static_cast<cudaStream_t>(c.stream);
-    const std::size_t bytes = std::max<std::size_t>(c.count, 1) * sizeof(float);
-    if (sums_bytes_ < bytes) {
-      if (c.captured) {
-        throw invalid_input(fmt::format(
-            "nccl: a captured all_reduce_rmsnorm of {} elements needs {} bytes of scratch that "
-            "no eager call of that size made first (graph capture cannot allocate); run it once "
-            "before capturing",
-            c.count, bytes));
-      }
-      if (sums_ != nullptr) cudaFree(sums_);
-      sums_ = nullptr;
-      sums_bytes_ = 0;
-      cuda::check_cuda(cudaMalloc(reinterpret_cast<void**>(&sums_), bytes),
-                       "cudaMalloc (all_reduce_rmsnorm's fp32 sums)");
-      sums_bytes_ = bytes;
-    }
-    cuda::check_cuda(
-        kernels::cuda::launch_to_float(c.input, static_cast<int>(c.type), c.count, sums_, stream),
-        "launching all_reduce_rmsnorm's conversion to fp32");
-    Call sum = c;
-    sum.op = Op::kAllReduce;
-    sum.type = DataType::kFloat32;
-    sum.reduce = ReduceOp::kSum;
-    sum.input = sums_;
-    sum.output = sums_;
-    sum.norm = nullptr;
-    sum.outer = &c;
-    run(sum);
-    const RmsNorm& norm = *c.norm;
-    kernels::cuda::NormArgs n;
-    n.sums = sums_;
-    n.sums_f32 = true;
-    n.type = static_cast<int>(c.type);
-    n.rows = c.count / norm.hidden;
-    n.hidden = norm.hidden;
-    n.residual = norm.residual;
-    n.residual_out = norm.residual_out;
-    n.weight = norm.weight;
-    n.out = c.output;
-    n.eps = norm.eps;
-    cuda::check_cuda(kernels::cuda::launch_add_rmsnorm(n, stream),
-                     "launching all_reduce_rmsnorm's add+norm kernel");
-  }
-
   void finish_communicator() {
     if (comm_ == nullptr) return;
     ncclResult_t state = lib_->comm_finalize(comm_);
@@ -363,8 +319,8 @@ class NcclBackend final : public CollectiveBackend {
     if (comm_ != nullptr) lib_->comm_abort(comm_);
   }};
   std::unique_ptr<NcclWatchdog> watchdog_;
-  float* sums_ = nullptr;  // all_reduce_rmsnorm's fp32 sums, grown to the largest call
-  std::size_t sums_bytes_ = 0;
+  DeviceScratch sums_{"cudaMalloc (all_reduce_rmsnorm's fp32 sums)"};
+  DeviceScratch gathered_{"cudaMalloc (deterministic mode's gathered inputs)"};
 };
 
 }  // namespace

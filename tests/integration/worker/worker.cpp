@@ -5,6 +5,7 @@
 //   loop N COUNT  N all-reduces of COUNT floats (TEST_OP=all_to_all: all_to_alls of COUNT
 //                 floats per peer); TEST_KILL_RANK / TEST_STOP_RANK with TEST_AFTER make one
 //                 rank SIGKILL / SIGSTOP itself after that many calls
+//   deterministic deterministic mode's property checks (worker_deterministic.hpp)
 //   mismatch KIND rank 1 calls with another count, dtype or op (run with TPCOMM_CHECK=1)
 //   random N      N all-reduces of random small sizes, types and ops, each checked
 //   slow_peer MS  rank 1 starts its second all-reduce MS ms after rank 0 does; rank 0 prints
@@ -35,6 +36,7 @@
 
 #include "kernels/cpu/convert.hpp"
 #include "tpcomm/tpcomm.hpp"
+#include "worker_deterministic.hpp"
 #include "worker_exchanges.hpp"
 #include "worker_fork.hpp"
 #include "worker_integers.hpp"
@@ -367,6 +369,7 @@ int main(int argc, char** argv) {
     }
     auto comm = tpcomm::Communicator::create(bs, tpcomm::test::options_from_env());
     if (mode == "correctness") return run_correctness(*comm, *bs);
+    if (mode == "deterministic") return tpcomm::test::run_deterministic(*comm);
     if (mode == "loop") {
       return run_loop(*comm, argc > 2 ? std::atoi(argv[2]) : 1000,
                       argc > 3 ? static_cast<std::size_t>(std::atol(argv[3])) : 262144);
