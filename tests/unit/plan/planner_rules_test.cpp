@@ -326,6 +326,32 @@ TEST(PlannerTables, RowForPicksTheRangeContainingTheSize) {
   EXPECT_EQ(p.row_for(UINT64_MAX).backend, Backend::kNccl);
 }
 
+// Deterministic mode: the switch's reductions do not keep rank order, so multimem leaves the
+// reduction tables (custom, then NCCL, whose reductions take the ordered form); it still gathers.
+TEST(PlannerTables, DeterministicModeLeavesMultimemOutOfTheReductionTables) {
+  PlanOptions o;
+  o.deterministic = true;
+  const FactsTable facts = test::load_facts("topologies/h100x8_single.json");
+  const Plan plan = make_plan(facts, o);
+  const Plan usual = make_plan(facts, PlanOptions{});
+  for (Op op : {Op::kAllReduce, Op::kReduceScatter, Op::kReduce, Op::kAllReduceRmsNorm}) {
+    const auto& p = plan.ops.at(op);
+    SCOPED_TRACE(std::string(to_string(op)));
+    EXPECT_FALSE(p.is_eligible(Backend::kMultimem));
+    ASSERT_TRUE(p.rejected.count(Backend::kMultimem));
+    if (usual.ops.at(op).is_eligible(Backend::kMultimem)) {  // else refused for its own reason
+      EXPECT_NE(p.rejected.at(Backend::kMultimem).find("deterministic mode"), std::string::npos);
+    }
+    for (const auto& row : p.table) EXPECT_NE(row.backend, Backend::kMultimem);
+  }
+  EXPECT_TRUE(usual.ops.at(Op::kAllReduce).is_eligible(Backend::kMultimem));
+  const auto& all_reduce = plan.ops.at(Op::kAllReduce);
+  EXPECT_EQ(all_reduce.row_for(0).backend, Backend::kCustom);
+  EXPECT_EQ(all_reduce.row_for(256 * KiB + 1).backend, Backend::kCustom);  // two-shot
+  EXPECT_EQ(all_reduce.row_for(UINT64_MAX).backend, Backend::kNccl);       // the ordered form
+  EXPECT_TRUE(plan.ops.at(Op::kAllGather).is_eligible(Backend::kMultimem));
+}
+
 TEST(PlannerTables, GraphModeWidensCustomRanges) {
   const Plan eager_plan = plan_of("topologies/h100x8_single.json", Mode::kEager);
   const Plan graph_plan = plan_of("topologies/h100x8_single.json", Mode::kGraph);
