@@ -40,19 +40,30 @@ void print_norm_comparison(const BenchArgs& a, const std::vector<BenchRow>& rows
 }
 
 // --compare deterministic: the default mode against deterministic mode, the same calls on two
-// communicators of one process, timed one after the other at each size.
+// communicators of one process, timed in turn kModeRounds times at each size: the median (and
+// range) of the rounds' best batches.
 void print_deterministic_comparison(const std::vector<BenchRow>& rows) {
-  std::cout << "#\n# Default against deterministic mode (every reduction in rank order), out of "
-               "place: time (us, best batch) and spread (median batch / best)\n";
-  std::cout << fmt::format("# {:>10}   {:>9} {:>6}   {:>13} {:>6}   {:>9}  {}\n", "size",
-                           "default", "spread", "deterministic", "spread", "det./def.",
+  std::cout << fmt::format(
+      "#\n# Default against deterministic mode (every reduction in rank order), out of place, "
+      "{} rounds timing the two in turn: median of the rounds' best batch (us) and range\n",
+      kModeRounds);
+  std::cout << fmt::format("# {:>10}   {:>9} {:>17}   {:>13} {:>17}   {:>9}  {}\n", "size",
+                           "default", "range", "deterministic", "range", "det./def.",
                            "deterministic route");
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  auto range = [](const std::vector<double>& v) {
+    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+    return fmt::format("{:.2f}-{:.2f}", *lo, *hi);
+  };
   for (const auto& r : rows) {
-    if (!r.deterministic) continue;
-    std::cout << fmt::format("  {:>10}   {:>9.2f} {:>6.2f}   {:>13.2f} {:>6.2f}   {:>8.2f}x  {}\n",
-                             r.bytes, r.time_oop, r.spread_oop, r.deterministic->best,
-                             r.deterministic->spread(), r.deterministic->best / r.time_oop,
-                             r.deterministic_path);
+    if (r.default_rounds.empty()) continue;
+    const double d = median(r.default_rounds), m = median(r.deterministic_rounds);
+    std::cout << fmt::format("  {:>10}   {:>9.2f} {:>17}   {:>13.2f} {:>17}   {:>8.2f}x  {}\n",
+                             r.bytes, d, range(r.default_rounds), m,
+                             range(r.deterministic_rounds), m / d, r.deterministic_path);
   }
 }
 
@@ -165,9 +176,9 @@ void write_json(const BenchArgs& a, int w, const BenchSetting& setting,
       o["gloo_time_us"] = r.gloo->best;
       o["gloo_spread"] = r.gloo->spread();
     }
-    if (r.deterministic) {
-      o["deterministic_time_us"] = r.deterministic->best;
-      o["deterministic_spread"] = r.deterministic->spread();
+    if (!r.default_rounds.empty()) {
+      o["default_rounds_us"] = r.default_rounds;
+      o["deterministic_rounds_us"] = r.deterministic_rounds;
       o["deterministic_backend_algorithm"] = r.deterministic_path;
     }
     if (r.unfused) {

@@ -13,6 +13,9 @@
 
 namespace tpcomm::cli {
 
+// --compare deterministic: rounds of the two modes timed in turn, each size.
+inline constexpr int kModeRounds = 5;
+
 struct BenchRow {
   std::uint64_t bytes = 0;
   std::size_t count = 0;
@@ -24,8 +27,9 @@ struct BenchRow {
   std::optional<Timing> registered;  // out of place, the input in a registered buffer
   // all_reduce_rmsnorm --compare unfused: all_reduce, then a separate add+norm (bench_norm.hpp)
   std::optional<Timing> unfused;
-  // --compare deterministic: the same calls in deterministic mode, and that plan row's route
-  std::optional<Timing> deterministic;
+  // --compare deterministic: the best batch of each of kModeRounds rounds that time the default
+  // and deterministic mode in turn, and the deterministic plan row's route
+  std::vector<double> default_rounds, deterministic_rounds;
   std::string deterministic_path;
   // Staged calls (hier), us per call averaged over every rank: the whole call, and each stage's
   // share (Communicator::stage_times); empty where the plan stages no call.
