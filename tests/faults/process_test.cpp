@@ -1023,9 +1023,10 @@ TEST(Bench, NcclTestsTableWithChecksAndGlooComparison) {
 // --compare deterministic: the same calls on a second communicator in deterministic mode, both
 // checked; on gloo its reductions take the ordered form, which the comparison's route says.
 TEST(Bench, CompareDeterministicTimesBothModesAndNamesTheOrderedForm) {
-  auto r = test::run_process({TPCOMM_BIN, "bench", "-n", "2", "--op", "reduce_scatter", "-b", "4K",
-                              "-e", "64K", "-f", "16", "--iters", "2", "--warmup", "1", "--check",
-                              "--backend", "gloo", "--compare", "deterministic"});
+  auto r = test::run_process(
+      {TPCOMM_BIN, "bench", "-n",      "2",         "--op", "reduce_scatter", "-b",
+       "4K",       "-e",    "64K",     "-f",        "16",   "--iters",        "2",
+       "--warmup", "1",     "--check", "--backend", "gloo", "--compare",      "deterministic"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   for (const char* part : {"# Out of bounds values : 0 OK", "Default against deterministic mode",
                            "gloo/gloo (ordered form)"}) {

@@ -873,7 +873,8 @@ int main_checked(int argc, char** argv) {
   }
   if (mode == "communicator") return gpu_check::communicator_check();
   if (mode == "rmsnorm" || mode == "deterministic") {
-    const auto check = mode == "rmsnorm" ? gpu_check::rmsnorm_check : gpu_check::deterministic_check;
+    const auto check =
+        mode == "rmsnorm" ? gpu_check::rmsnorm_check : gpu_check::deterministic_check;
     return check(
         world, blocks,
         [](std::shared_ptr<Bootstrap> bs, std::uint64_t id,

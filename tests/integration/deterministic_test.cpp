@@ -23,8 +23,8 @@
 #include "simulated_nodes.hpp"
 #include "support/typed_values.hpp"
 #include "thread_ranks.hpp"
-#include "transport/cpu/kernel_choice.hpp"
 #include "tpcomm/communicator.hpp"
+#include "transport/cpu/kernel_choice.hpp"
 
 namespace tpcomm {
 namespace {
@@ -129,8 +129,8 @@ std::string variant_unavailable() {
     return e.what();
   }
 }
-#define TPCOMM_SKIP_UNLESS_THE_NAMED_VARIANT_RUNS()                           \
-  if (const std::string why = variant_unavailable(); !why.empty()) {          \
+#define TPCOMM_SKIP_UNLESS_THE_NAMED_VARIANT_RUNS()                         \
+  if (const std::string why = variant_unavailable(); !why.empty()) {        \
     GTEST_SKIP() << why << ": not run here (another machine kind runs it)"; \
   }
 

@@ -62,8 +62,8 @@ void print_deterministic_comparison(const std::vector<BenchRow>& rows) {
     if (r.default_rounds.empty()) continue;
     const double d = median(r.default_rounds), m = median(r.deterministic_rounds);
     std::cout << fmt::format("  {:>10}   {:>9.2f} {:>17}   {:>13.2f} {:>17}   {:>8.2f}x  {}\n",
-                             r.bytes, d, range(r.default_rounds), m,
-                             range(r.deterministic_rounds), m / d, r.deterministic_path);
+                             r.bytes, d, range(r.default_rounds), m, range(r.deterministic_rounds),
+                             m / d, r.deterministic_path);
   }
 }
 

@@ -271,8 +271,9 @@ BenchRow measure(const BenchArgs& a, Engines& e, std::uint64_t bytes) {
     const auto& det_row = e.det->plan().ops.at(a.op).row_for(bytes);
     const bool ordered =
         is_floating(a.dtype) && reduces(a.op) && !keeps_rank_order(det_row.backend);
-    row.deterministic_path = fmt::format("{}/{}{}", to_string(det_row.backend),
-                                         to_string(det_row.algorithm), ordered ? " (ordered form)" : "");
+    row.deterministic_path =
+        fmt::format("{}/{}{}", to_string(det_row.backend), to_string(det_row.algorithm),
+                    ordered ? " (ordered form)" : "");
   }
   if (e.gloo) {
     row.gloo =

@@ -247,7 +247,11 @@ class _TpcommServed:
             self.tpcomm_passed.add("reduce_scatter", nbytes(input_))
             if self._tpcomm_ordered(input_):
                 return ordered_reduce_scatter(
-                    lambda t, d: super().all_gather(t, d), input_, d, self.tpcomm.rank, self.world_size
+                    lambda t, d: super().all_gather(t, d),
+                    input_,
+                    d,
+                    self.tpcomm.rank,
+                    self.world_size,
                 )
             return super().reduce_scatter(input_, dim)
         return self.tpcomm.reduce_scatter(input_.contiguous(), dim=d)

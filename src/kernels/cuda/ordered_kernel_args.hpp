@@ -12,13 +12,13 @@
 namespace tpcomm::kernels::cuda {
 
 struct RankOrderArgs {
-  const void* blocks = nullptr;   // world blocks of `type`, block r at blocks + r * stride_bytes
+  const void* blocks = nullptr;  // world blocks of `type`, block r at blocks + r * stride_bytes
   std::size_t stride_bytes = 0;
   int world = 0;
-  std::size_t count = 0;          // elements reduced from each block
+  std::size_t count = 0;  // elements reduced from each block
   int type = kernel_code::kFloat32;
   int reduce = kernel_code::kSum;
-  void* out = nullptr;            // count elements of `type`; may not overlap the blocks
+  void* out = nullptr;  // count elements of `type`; may not overlap the blocks
 };
 
 // On `stream` (a cudaStream_t). Returns the cudaError_t of the launch (cudaErrorInvalidValue for

@@ -16,7 +16,8 @@ __device__ __forceinline__ float finish(float x, int reduce, int world) {
 // Whole 16-byte vectors, one per thread per turn: every block's vector widened and combined in
 // rank order, as reduce_range does for the custom kernels.
 template <typename T>
-__global__ void __launch_bounds__(kThreads) rank_order_vectors(RankOrderArgs a, std::size_t vectors) {
+__global__ void __launch_bounds__(kThreads)
+    rank_order_vectors(RankOrderArgs a, std::size_t vectors) {
   using V = Vec<T>;
   const auto* base = static_cast<const char*>(a.blocks);
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;

@@ -123,8 +123,9 @@ void run_rank_ordered(const Call& c, int rank, int size, DeviceScratch& gathered
       break;
     }
     default:
-      throw Error(ErrorCode::kInternal,
-                  fmt::format("nccl: deterministic mode has no ordered form of {}", to_string(c.op)));
+      throw Error(
+          ErrorCode::kInternal,
+          fmt::format("nccl: deterministic mode has no ordered form of {}", to_string(c.op)));
   }
   cuda::check_cuda(kernels::cuda::launch_rank_order_reduce(a, c.stream),
                    "launching deterministic mode's rank-order reduction");
