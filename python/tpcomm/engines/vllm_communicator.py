@@ -219,7 +219,7 @@ class _TpcommServed:
         if not self._tpcomm_takes("all_reduce", input_):
             self.tpcomm_passed.add("all_reduce", nbytes(input_))
             if self._tpcomm_ordered(input_):
-                return ordered_all_reduce(lambda t, d: super().all_gather(t, d), input_)
+                return ordered_all_reduce(super().all_gather, input_)
             return super().all_reduce(input_)
         src = input_.contiguous()
         out = src.new_empty(src.shape)
@@ -247,7 +247,7 @@ class _TpcommServed:
             self.tpcomm_passed.add("reduce_scatter", nbytes(input_))
             if self._tpcomm_ordered(input_):
                 return ordered_reduce_scatter(
-                    lambda t, d: super().all_gather(t, d),
+                    super().all_gather,
                     input_,
                     d,
                     self.tpcomm.rank,
