@@ -5,8 +5,10 @@
 // on shm (W = 2, 3, 4; a team of two), gloo (W = 2, 3, 4) and hier (3 and 4 ranks on two
 // simulated nodes), float32, bfloat16 and float16, with each reduction variant (ctest runs the
 // suite under every TPCOMM_CPU_KERNELS; hier_mpi's run is the process tier's, under mpirun).
-// Without the mode shm keeps the same order; every backend gives every rank the same bits. The
-// mode is in the plan and its digest: ranks that disagree are refused at set-up.
+// Without the mode shm keeps the same order; every backend gives every rank the same bits, each
+// element a sum accumulated in fp32 and rounded once (in some order: checked against every
+// order at W = 3 and 4). The mode is in the plan and its digest: ranks that disagree are refused
+// at set-up.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -58,6 +60,37 @@ std::vector<Slice> slices(std::size_t n) {
   return out;
 }
 
+// Every fp32 value a sum of the ranks in `set` (a bit mask) can take: one per way of adding them
+// up pairwise (any order, any tree), each addition rounded to fp32.
+std::vector<float> fp32_sums(const std::vector<float>& x, unsigned set) {
+  if ((set & (set - 1)) == 0) return {x[static_cast<std::size_t>(__builtin_ctz(set))]};
+  std::vector<float> out;
+  const unsigned low = set & -set;  // in the first part, so each split counts once
+  for (unsigned a = (set - 1) & set; a != 0; a = (a - 1) & set) {
+    if ((a & low) == 0) continue;
+    for (float u : fp32_sums(x, a)) {
+      for (float v : fp32_sums(x, set & ~a)) out.push_back(u + v);
+    }
+  }
+  return out;
+}
+
+// Without the mode (W = 3 and 4): elements that are no sum in fp32 rounded once to the type,
+// whatever the order; a backend that rounded a partial sum to a 16-bit type (a rounding per hop)
+// gives such elements.
+std::size_t not_one_rounding(DataType t, int world, const std::vector<std::uint8_t>& got) {
+  std::size_t wrong = 0;
+  std::vector<float> x(static_cast<std::size_t>(world));
+  for (std::size_t i = 0; i < got.size() / size_of(t); ++i) {
+    for (int r = 0; r < world; ++r) x[static_cast<std::size_t>(r)] = order_value(t, r, i);
+    const float v = test::load(t, got, i);
+    bool any = false;
+    for (float sum : fp32_sums(x, (1u << world) - 1)) any = any || to_type(t, sum) == v;
+    if (!any) ++wrong;
+  }
+  return wrong;
+}
+
 // Every rank's results of the calls (in order) on the route `make` builds; `checked` whether
 // the rank-order reference applies.
 using Make = std::function<std::unique_ptr<Communicator>(std::shared_ptr<Bootstrap>)>;
@@ -99,6 +132,9 @@ void check_properties(int world, const Make& make, bool rank_order, const std::s
     const auto want = rank_order_sums(t, world, 0, n);
     if (rank_order) {
       EXPECT_EQ(whole, want) << route << " " << to_string(t) << ": not rank order";
+    } else {
+      EXPECT_EQ(not_one_rounding(t, world, whole), 0u)
+          << route << " " << to_string(t) << ": elements not summed in fp32 and rounded once";
     }
     for (const Slice& s : slices(n)) {
       SCOPED_TRACE(route + " " + std::string(to_string(t)) + " [" + std::to_string(s.a) + ", " +
@@ -196,7 +232,10 @@ TEST(Deterministic, HierGathersAcrossSimulatedNodesInTheMode) {
     check_properties(w, with([](CommunicatorOptions& o) { o.deterministic = true; }, true), true,
                      "hier deterministic, " + std::to_string(w) + " ranks on 2 nodes");
   }
-  check_properties(4, with([](CommunicatorOptions&) {}, true), false, "hier");
+  for (int w : {3, 4}) {
+    check_properties(w, with([](CommunicatorOptions&) {}, true), false,
+                     "hier, " + std::to_string(w) + " ranks on 2 nodes");
+  }
 }
 
 // all_reduce_rmsnorm's new residual: the rank-order sum plus the residual, rounded once, also
