@@ -17,7 +17,6 @@
 #include "call_counters.hpp"
 #include "call_gate.hpp"
 #include "fault_injection.hpp"
-#include "graph_safe_scratch.hpp"
 #include "group_abort.hpp"
 #include "peer_messages.hpp"
 #include "tpcomm/communicator.hpp"
@@ -25,6 +24,7 @@
 #include "tpcomm/probe.hpp"
 #include "transport/common/backend.hpp"
 #include "transport/common/backend_context.hpp"
+#include "transport/common/graph_safe_scratch.hpp"
 #include "transport/shm/shm_registered_heap.hpp"
 
 namespace tpcomm::runtime {
@@ -87,7 +87,7 @@ struct CommunicatorState {
   std::vector<std::byte> host_scratch;
   std::vector<float> norm_sums;  // all_reduce_rmsnorm's float32 sums where a backend does not fuse
   std::vector<std::byte> ordered_scratch;  // deterministic mode's gathered inputs
-  GraphSafeScratch device_scratch{
+  transport::GraphSafeScratch device_scratch{
       [this](std::size_t bytes) { return device_alloc(bytes, cuda_device); }};
   std::shared_ptr<transport::shm::RegisteredHeap> heap;
   std::uint64_t splits = 0;  // split() calls so far (the same on every rank)

@@ -7,7 +7,7 @@
 #ifdef TPCOMM_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "transport/cuda/device_guard.hpp"
+#include "transport/cuda/device_memory.hpp"
 #include "transport/custom/custom_backend.hpp"
 #include "transport/multimem/multimem_backend.hpp"
 #include "transport/nccl/nccl_backend.hpp"
@@ -37,16 +37,7 @@ bool stream_is_capturing(void* stream) {
 }
 
 std::shared_ptr<void> device_alloc(std::size_t bytes, int device) {
-  // cudaMalloc allocates on the current device, which calls leave as the caller had it
-  // (docs/gpu-graphs.md, "The caller's current device").
-  const transport::cuda::DeviceGuard on_device(device);
-  void* p = nullptr;
-  if (cudaError_t e = cudaMalloc(&p, bytes); e != cudaSuccess) {
-    cudaGetLastError();
-    throw Error(ErrorCode::kUnavailable, fmt::format("cudaMalloc of {} bytes on device {}: {}",
-                                                     bytes, device, cudaGetErrorString(e)));
-  }
-  return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+  return transport::cuda::device_alloc(bytes, device);
 }
 
 void device_copy_async(void* dst, const void* src, std::size_t bytes, void* stream) {

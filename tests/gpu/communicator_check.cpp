@@ -7,6 +7,7 @@
 #include "communicator_check.hpp"
 
 #include "cuda_check.hpp"
+#include "device_buffers.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -44,33 +45,7 @@ std::vector<std::uint8_t> normal_bytes(std::size_t bytes, std::uint32_t seed) {
   return out;
 }
 
-struct Device {
-  void* in = nullptr;
-  void* out = nullptr;
-  cudaStream_t stream = nullptr;
-  explicit Device(std::size_t bytes) {
-    check_cuda(cudaMalloc(&in, bytes), "cudaMalloc");
-    check_cuda(cudaMalloc(&out, bytes), "cudaMalloc");
-    check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  }
-  ~Device() {
-    cudaStreamDestroy(stream);
-    cudaFree(in);
-    cudaFree(out);
-  }
-  std::vector<std::uint8_t> read(const void* p, std::size_t bytes) const {
-    std::vector<std::uint8_t> got(bytes);
-    check_cuda(cudaMemcpyAsync(got.data(), p, bytes, cudaMemcpyDefault, stream), "copy out");
-    check_cuda(cudaStreamSynchronize(stream), "copy out");
-    return got;
-  }
-  void write(void* p, const std::vector<std::uint8_t>& bytes) const {
-    check_cuda(cudaMemcpyAsync(p, bytes.data(), bytes.size(), cudaMemcpyDefault, stream),
-               "copy in");
-    check_cuda(cudaMemsetAsync(out, 0xff, bytes.size(), stream), "memset");
-    check_cuda(cudaStreamSynchronize(stream), "copy in");
-  }
-};
+using Device = DeviceBuffers;
 
 // Every call x dtype (x reduction) once; returns the number of wrong results.
 int check_calls(Communicator& comm, Device& d, std::size_t count) {

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "cuda_check.hpp"
+#include "device_buffers.hpp"
 #include "kernels/cuda/ordered_kernel_args.hpp"
 #include "support/typed_values.hpp"
 
@@ -41,32 +42,6 @@ std::vector<Slice> slices() {
   }
   return out;
 }
-
-struct Device {
-  void *in = nullptr, *out = nullptr;
-  cudaStream_t stream = nullptr;
-  explicit Device(std::size_t bytes) {
-    check_cuda(cudaMalloc(&in, bytes), "cudaMalloc");
-    check_cuda(cudaMalloc(&out, bytes), "cudaMalloc");
-    check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  }
-  ~Device() {
-    cudaStreamDestroy(stream);
-    cudaFree(in);
-    cudaFree(out);
-  }
-  void put(void* to, const std::vector<std::uint8_t>& b) const {
-    check_cuda(cudaMemcpyAsync(to, b.data(), b.size(), cudaMemcpyDefault, stream), "copy in");
-    check_cuda(cudaMemsetAsync(out, 0xff, b.size(), stream), "memset");
-    check_cuda(cudaStreamSynchronize(stream), "copy in");
-  }
-  std::vector<std::uint8_t> get(std::size_t bytes) const {
-    std::vector<std::uint8_t> b(bytes);
-    check_cuda(cudaMemcpyAsync(b.data(), out, bytes, cudaMemcpyDefault, stream), "copy out");
-    check_cuda(cudaStreamSynchronize(stream), "copy out");
-    return b;
-  }
-};
 
 struct Form {
   const char* name;
@@ -100,14 +75,14 @@ int custom_kernels(int world, int blocks, const FailureSetUp& set_up, const OnTh
   std::vector<std::string> lines;
   on_threads(world, [&](int r, std::shared_ptr<Bootstrap> bs) {
     auto backend = set_up(bs, 0xde7e, nullptr, kTimeout);
-    Device d(static_cast<std::size_t>(world) * kCount * 4);
+    DeviceBuffers d(static_cast<std::size_t>(world) * kCount * 4);
     std::uint64_t seq = 0;
     for (const Form& f : kForms) {
       for (DataType t : kTypes) {
         int bad = 0;
         for (const Slice& s : slices()) {
           const auto [in, want] = call_data(f, t, r, world, s);
-          d.put(d.in, in);
+          d.write(d.in, in);
           bs->barrier("deterministic call", Deadline::after(kTimeout));
           backend->run(transport::Call{.op = f.op,
                                        .input = d.in,
@@ -118,7 +93,7 @@ int custom_kernels(int world, int blocks, const FailureSetUp& set_up, const OnTh
                                        .sequence = ++seq,
                                        .blocks = blocks,
                                        .stream = d.stream});
-          if (d.get(want.size()) != want) ++bad;
+          if (d.read(d.out, want.size()) != want) ++bad;
         }
         std::lock_guard<std::mutex> lock(m);
         if (r == 0 || bad != 0) {
@@ -134,28 +109,12 @@ int custom_kernels(int world, int blocks, const FailureSetUp& set_up, const OnTh
   return wrong;
 }
 
-// The world blocks as NCCL's all-gather leaves them (block r at r x stride), on the device.
-struct Gathered {
-  void* blocks = nullptr;
-  void* out = nullptr;
-  cudaStream_t stream = nullptr;
-  Gathered(std::size_t bytes, std::size_t out_bytes) {
-    check_cuda(cudaMalloc(&blocks, bytes), "cudaMalloc");
-    check_cuda(cudaMalloc(&out, out_bytes), "cudaMalloc");
-    check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  }
-  ~Gathered() {
-    cudaStreamDestroy(stream);
-    cudaFree(blocks);
-    cudaFree(out);
-  }
-};
-
 // Part 2: the rank-order kernel over slices whose blocks start on a vector and slices whose
 // blocks do not (odd strides), each output byte against the host's.
 int ordered_kernel(int world) {
   int wrong = 0;
-  Gathered g(static_cast<std::size_t>(world) * kCount * 4, kCount * 4);
+  // The world blocks as NCCL's all-gather leaves them (block r at r x stride) in `in`.
+  DeviceBuffers g(static_cast<std::size_t>(world) * kCount * 4, kCount * 4);
   for (DataType t : kTypes) {
     const std::size_t es = size_of(t);
     int bad = 0;
@@ -166,10 +125,9 @@ int ordered_kernel(int world) {
         const auto mine = order_values(t, r, s.a, len);
         all.insert(all.end(), mine.begin(), mine.end());
       }
-      check_cuda(cudaMemcpy(g.blocks, all.data(), all.size(), cudaMemcpyDefault), "copy in");
-      check_cuda(cudaMemset(g.out, 0xff, len * es), "memset");
+      g.write(g.in, all);
       kernels::cuda::RankOrderArgs a;
-      a.blocks = g.blocks;
+      a.blocks = g.in;
       a.stride_bytes = len * es;
       a.world = world;
       a.count = len;
@@ -178,11 +136,7 @@ int ordered_kernel(int world) {
       a.out = g.out;
       check_cuda(static_cast<cudaError_t>(kernels::cuda::launch_rank_order_reduce(a, g.stream)),
                  "rank-order kernel");
-      std::vector<std::uint8_t> got(len * es);
-      check_cuda(cudaMemcpyAsync(got.data(), g.out, got.size(), cudaMemcpyDefault, g.stream),
-                 "copy out");
-      check_cuda(cudaStreamSynchronize(g.stream), "copy out");
-      if (got != rank_order_sums(t, world, s.a, len)) ++bad;
+      if (g.read(g.out, len * es) != rank_order_sums(t, world, s.a, len)) ++bad;
     }
     std::printf("deterministic: W=%d rank-order kernel %s, %zu slices: %s\n", world,
                 std::string(to_string(t)).c_str(), slices().size(),
@@ -196,14 +150,14 @@ int ordered_kernel(int world) {
 void ordered_kernel_timing() {
   std::printf("| W | bytes per rank | rank-order kernel us |\n|---|---|---|\n");
   const std::size_t most = std::size_t{16} << 20;
-  Gathered g(8 * most, most);
+  DeviceBuffers g(8 * most, most);
   cudaEvent_t start, stop;
   check_cuda(cudaEventCreate(&start), "event");
   check_cuda(cudaEventCreate(&stop), "event");
   for (int world : {2, 4, 8}) {
     for (std::size_t bytes : {std::size_t{64} << 10, std::size_t{1} << 20, most}) {
       kernels::cuda::RankOrderArgs a;
-      a.blocks = g.blocks;
+      a.blocks = g.in;
       a.stride_bytes = bytes;
       a.world = world;
       a.count = bytes / 2;

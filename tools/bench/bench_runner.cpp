@@ -22,8 +22,8 @@
 #include "bench_timing.hpp"
 #include "launcher/cpu_binding.hpp"
 #include "runtime/communicator_state.hpp"
+#include "runtime/ordered_reduction.hpp"
 #include "tpcomm/tpcomm.hpp"
-#include "tpcomm/tuning.hpp"
 
 namespace tpcomm::cli {
 namespace {
@@ -269,8 +269,8 @@ BenchRow measure(const BenchArgs& a, Engines& e, std::uint64_t bytes) {
       }
     }
     const auto& det_row = e.det->plan().ops.at(a.op).row_for(bytes);
-    const bool ordered =
-        is_floating(a.dtype) && reduces(a.op) && !keeps_rank_order(det_row.backend);
+    const bool ordered = runtime::takes_ordered_form(e.det->plan(), det_row.backend,
+                                                     transport::Call{.op = a.op, .type = a.dtype});
     row.deterministic_path =
         fmt::format("{}/{}{}", to_string(det_row.backend), to_string(det_row.algorithm),
                     ordered ? " (ordered form)" : "");

@@ -22,6 +22,7 @@
 #include "transport/common/call_identity.hpp"
 #include "transport/common/call_sizes.hpp"
 #include "transport/cuda/device_guard.hpp"
+#include "transport/cuda/device_memory.hpp"
 #include "transport/cuda/driver_api.hpp"
 
 namespace tpcomm::transport {
@@ -45,8 +46,6 @@ class NcclBackend final : public CollectiveBackend {
     }
     if (aborted_) gate_.request_abort("the communicator ended after a failure or a pending call");
     gate_.close([this] { finish_communicator(); });
-    sums_.release();
-    gathered_.release();
   }
 
   Backend kind() const override { return Backend::kNccl; }
@@ -319,8 +318,12 @@ class NcclBackend final : public CollectiveBackend {
     if (comm_ != nullptr) lib_->comm_abort(comm_);
   }};
   std::unique_ptr<NcclWatchdog> watchdog_;
-  DeviceScratch sums_{"cudaMalloc (all_reduce_rmsnorm's fp32 sums)"};
-  DeviceScratch gathered_{"cudaMalloc (deterministic mode's gathered inputs)"};
+  // The composed calls' device scratch (nccl_composed_calls.hpp): all_reduce_rmsnorm's fp32 sums
+  // and deterministic mode's gathered inputs.
+  GraphSafeScratch sums_{
+      [device = ctx_.cuda.device](std::size_t bytes) { return cuda::device_alloc(bytes, device); }};
+  GraphSafeScratch gathered_{
+      [device = ctx_.cuda.device](std::size_t bytes) { return cuda::device_alloc(bytes, device); }};
 };
 
 }  // namespace

@@ -1,10 +1,10 @@
 // A staging buffer that CUDA graphs may point at (broadcast on a stream; docs/gpu-graphs.md,
-// "Broadcast's device buffer under graphs"). A captured call keeps the buffer's address for every
-// replay, so a buffer a capture used is never freed before its owner (the communicator): growing it
-// after such a capture keeps the old one. And a capture may not allocate (cudaMalloc inside a
-// global-mode capture invalidates it), so a call being captured that needs more than the buffer has
-// is refused, with what to do. The buffer grows in powers of two, so what is kept for graphs stays
-// below the size of the one in use.
+// "Broadcast's device buffer under graphs"; NCCL's composed calls' scratch). A captured call keeps
+// the buffer's address for every replay, so a buffer a capture used is never freed before its owner
+// (the communicator): growing it after such a capture keeps the old one. And a capture may not
+// allocate (cudaMalloc inside a global-mode capture invalidates it), so a call being captured that
+// needs more than the buffer has is refused, with what to do. The buffer grows in powers of two, so
+// what is kept for graphs stays below the size of the one in use.
 #pragma once
 
 #include <cstddef>
@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-namespace tpcomm::runtime {
+namespace tpcomm::transport {
 
 class GraphSafeScratch {
  public:
@@ -38,4 +38,4 @@ class GraphSafeScratch {
   std::size_t retired_bytes_ = 0;
 };
 
-}  // namespace tpcomm::runtime
+}  // namespace tpcomm::transport

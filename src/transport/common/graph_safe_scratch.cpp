@@ -6,7 +6,7 @@
 
 #include "tpcomm/error.hpp"
 
-namespace tpcomm::runtime {
+namespace tpcomm::transport {
 
 void* GraphSafeScratch::get(std::size_t bytes, bool capturing, std::string_view what) {
   if (bytes > bytes_) {
@@ -37,4 +37,4 @@ void* GraphSafeScratch::get(std::size_t bytes, bool capturing, std::string_view 
   return current_.get();
 }
 
-}  // namespace tpcomm::runtime
+}  // namespace tpcomm::transport

@@ -5,8 +5,8 @@
 #include <memory>
 #include <set>
 
-#include "runtime/graph_safe_scratch.hpp"
 #include "tpcomm/error.hpp"
+#include "transport/common/graph_safe_scratch.hpp"
 
 namespace tpcomm {
 namespace {
@@ -14,7 +14,7 @@ namespace {
 struct FakeDevice {
   std::set<void*> live;
   int allocations = 0;
-  runtime::GraphSafeScratch::Allocate allocator() {
+  transport::GraphSafeScratch::Allocate allocator() {
     return [this](std::size_t bytes) {
       ++allocations;
       void* p = ::operator new(bytes);
@@ -30,7 +30,7 @@ struct FakeDevice {
 TEST(GraphSafeScratch, ABufferACaptureUsedOutlivesItsGrowth) {
   FakeDevice device;
   {
-    runtime::GraphSafeScratch s(device.allocator());
+    transport::GraphSafeScratch s(device.allocator());
     void* eager = s.get(1024, false, "broadcast");
     void* captured = s.get(512, true, "broadcast");  // a graph now points at it
     EXPECT_EQ(captured, eager);
@@ -45,7 +45,7 @@ TEST(GraphSafeScratch, ABufferACaptureUsedOutlivesItsGrowth) {
 
 TEST(GraphSafeScratch, ABufferNoCaptureUsedIsFreedOnGrowth) {
   FakeDevice device;
-  runtime::GraphSafeScratch s(device.allocator());
+  transport::GraphSafeScratch s(device.allocator());
   void* first = s.get(1024, false, "broadcast");
   s.get(8192, false, "broadcast");
   EXPECT_EQ(device.live.count(first), 0u);
@@ -55,7 +55,7 @@ TEST(GraphSafeScratch, ABufferNoCaptureUsedIsFreedOnGrowth) {
 
 TEST(GraphSafeScratch, GrowingDuringACaptureIsRefusedWithWhatToDo) {
   FakeDevice device;
-  runtime::GraphSafeScratch s(device.allocator());
+  transport::GraphSafeScratch s(device.allocator());
   s.get(1024, false, "broadcast");
   try {
     s.get(2048, true, "rank 0: broadcast(float32 x 512)");
@@ -68,14 +68,14 @@ TEST(GraphSafeScratch, GrowingDuringACaptureIsRefusedWithWhatToDo) {
     EXPECT_NE(text.find("outside a capture first"), std::string::npos) << text;
   }
   EXPECT_EQ(device.allocations, 1);
-  runtime::GraphSafeScratch fresh(device.allocator());
+  transport::GraphSafeScratch fresh(device.allocator());
   EXPECT_THROW(fresh.get(16, true, "broadcast"), Error) << "nothing made before: also refused";
   EXPECT_EQ(device.allocations, 1);
 }
 
 TEST(GraphSafeScratch, ABigEnoughBufferIsReused) {
   FakeDevice device;
-  runtime::GraphSafeScratch s(device.allocator());
+  transport::GraphSafeScratch s(device.allocator());
   void* a = s.get(4096, false, "broadcast");
   EXPECT_EQ(s.get(100, true, "broadcast"), a);
   EXPECT_EQ(s.get(4096, false, "broadcast"), a);
@@ -84,9 +84,9 @@ TEST(GraphSafeScratch, ABigEnoughBufferIsReused) {
 
 TEST(GraphSafeScratch, AFailedGrowthKeepsTheBufferItHad) {
   FakeDevice device;
-  runtime::GraphSafeScratch::Allocate real = device.allocator();
+  transport::GraphSafeScratch::Allocate real = device.allocator();
   bool out_of_memory = true;
-  runtime::GraphSafeScratch t([&](std::size_t bytes) -> std::shared_ptr<void> {
+  transport::GraphSafeScratch t([&](std::size_t bytes) -> std::shared_ptr<void> {
     if (out_of_memory && bytes > 1024) throw Error(ErrorCode::kUnavailable, "cudaMalloc: oom");
     return real(bytes);
   });
@@ -106,7 +106,7 @@ TEST(GraphSafeScratch, AFailedGrowthKeepsTheBufferItHad) {
 // graphs stay below the one in use (powers of two), not a copy per growth.
 TEST(GraphSafeScratch, WhatIsKeptForGraphsStaysBelowTheBufferInUse) {
   FakeDevice device;
-  runtime::GraphSafeScratch s(device.allocator());
+  transport::GraphSafeScratch s(device.allocator());
   for (std::size_t bytes = 1000; bytes <= 1'000'000; bytes += 1000) {
     s.get(bytes, false, "broadcast");
     s.get(bytes, true, "broadcast");
