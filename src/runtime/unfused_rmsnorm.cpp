@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/add_rmsnorm.hpp"
 #include "tpcomm/convert.hpp"
+#include "transport/common/call_stage.hpp"
 #include "transport/cpu/kernel_choice.hpp"
 
 namespace tpcomm::runtime {
@@ -17,14 +18,9 @@ void run_unfused_rmsnorm(const transport::Call& call, std::vector<float>& sums,
   } else {
     to_float(call.input, call.type, call.count, sums.data());
   }
-  transport::Call sum = call;
-  sum.op = Op::kAllReduce;
+  transport::Call sum =
+      transport::stage_of(call, Op::kAllReduce, sums.data(), sums.data(), call.count);
   sum.type = DataType::kFloat32;
-  sum.reduce = ReduceOp::kSum;
-  sum.input = sums.data();
-  sum.output = sums.data();
-  sum.norm = nullptr;
-  sum.outer = &call;
   all_reduce(sum);
   const void* srcs[1] = {sums.data()};
   kernels::cpu::add_rmsnorm_rows_with(transport::cpu::chosen_kernel_isa(), srcs, 1,

@@ -5,6 +5,7 @@
 
 #include "kernels/cuda/norm_kernel_args.hpp"
 #include "kernels/cuda/ordered_kernel_args.hpp"
+#include "transport/common/call_stage.hpp"
 #include "transport/common/ordered_gather.hpp"
 #include "transport/cuda/driver_api.hpp"
 
